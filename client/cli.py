@@ -1,0 +1,46 @@
+"""The ``plot`` command. Each subcommand lives in its own module under ``client.commands``.
+
+Command modules keep their top level light (argparse only) and import heavy dependencies
+(Textual, websockets) inside ``run``, so ``plot deal`` starts fast and a broken optional
+dependency cannot break unrelated commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help). A module provides ``add_arguments(parser)`` and
+# ``run(args) -> int`` (the exit code).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "deal": ("client.commands.deal", "show the layout of a deal number"),
+    "verify": ("client.commands.verify", "replay a game record and check every entry"),
+    "solo": ("client.commands.solo", "play a game alone in the terminal, line by line"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="plot", description="The Plot: a two-deck patience, raced.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args._module.run(args)
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The race server: rooms, authoritative races, stores, WebSocket shell."""

@@ -1,0 +1,89 @@
+"""The store interface the room server talks to.
+
+The store holds opaque bytes (the server encodes its records with msgspec), so the
+schema lives with the server and the store only guarantees what a shared, multi-process
+deployment needs: atomic compare-and-set on room documents and on move logs, lookups
+by token, a listing of open rooms, and expiry. Every implementation must pass
+``tests/test_store_contract.py``.
+
+Keys (for the Redis implementation; docs/store.md lists each with type, writer, lifetime):
+rooms by code, players by id, token hashes to player ids, one move log per
+(room, race, player), the set of listed rooms.
+"""
+
+from __future__ import annotations
+
+import abc
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached or did not answer; the operation did not happen."""
+
+
+class Store(abc.ABC):
+    """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Return if the store answers; raise StoreUnavailable otherwise."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    # Players ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
+        """Create or overwrite a player and index it by the hash of its resume token."""
+
+    @abc.abstractmethod
+    async def get_player(self, player_id: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    async def player_by_token(self, token_hash: str) -> str | None:
+        """The player id whose token hashes to ``token_hash``, or None."""
+
+    # Rooms -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def create_room(self, code: str, data: bytes) -> bool:
+        """Store a new room at version 1; False if the code is taken."""
+
+    @abc.abstractmethod
+    async def load_room(self, code: str) -> tuple[bytes, int] | None:
+        """(data, version) of a room, or None if there is no such room."""
+
+    @abc.abstractmethod
+    async def save_room(self, code: str, data: bytes, expected_version: int) -> int | None:
+        """Compare-and-set: replace the room if its version is ``expected_version``.
+
+        Returns the new version (expected + 1), or None if the version did not match
+        (another process changed it: reload and retry) or the room does not exist."""
+
+    @abc.abstractmethod
+    async def delete_room(self, code: str) -> None:
+        """Remove a room, its move logs and its listing."""
+
+    @abc.abstractmethod
+    async def set_listed(self, code: str, listed: bool) -> None:
+        """Add the room to, or remove it from, the public room list."""
+
+    @abc.abstractmethod
+    async def listed_rooms(self) -> list[str]:
+        """Codes of listed rooms (rooms that no longer exist are left out)."""
+
+    @abc.abstractmethod
+    async def expire_room(self, code: str, seconds: float | None) -> None:
+        """Make the room, its logs and listing vanish after ``seconds``; None keeps it forever."""
+
+    # Move logs -------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append_move(self, code: str, race: int, player_id: str, expected_length: int, entry: bytes) -> bool:
+        """Atomically append ``entry`` to the (room, race, player) log if it holds exactly
+        ``expected_length`` entries. False (and nothing written) otherwise: two
+        connections of one player can never fork its log."""
+
+    @abc.abstractmethod
+    async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
+        """The whole (room, race, player) log, oldest first (empty if none)."""

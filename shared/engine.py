@@ -1,0 +1,624 @@
+"""The Plot's rules (SPEC sections 3-5): a pure game engine, no I/O.
+
+A game's state is a function of its deal number and its list of entries (moves in
+text form ``SRC>DST``, ``undo``, ``resign``), so a game can be stored as a log and
+replayed anywhere. Piles are small integers internally; only :data:`PILE_NAMES`
+and the move text cross the API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import msgspec
+
+from shared.cards import CARD_COUNT, card_name, next_rank, rank
+from shared.deal import FOUNDATION_COUNT, TABLEAU_SIZE, check_deal_number, deal_layout
+
+STOCK: Final = 0
+WASTE: Final = 1
+RESERVE: Final = 2
+F0: Final = 3  # foundations f0..f7 are 3..10
+T0: Final = F0 + FOUNDATION_COUNT  # tableau t0..t11 are 11..22
+PILE_COUNT: Final = T0 + TABLEAU_SIZE
+
+PILE_NAMES: Final[tuple[str, ...]] = (
+    ("stock", "waste", "reserve")
+    + tuple(f"f{i}" for i in range(FOUNDATION_COUNT))
+    + tuple(f"t{i}" for i in range(TABLEAU_SIZE))
+)
+PILE_INDEX: Final[dict[str, int]] = {name: i for i, name in enumerate(PILE_NAMES)}
+MOVE_TEXT: Final[tuple[tuple[str, ...], ...]] = tuple(
+    tuple(f"{src}>{dst}" for dst in PILE_NAMES) for src in PILE_NAMES
+)
+
+UNDO: Final = "undo"
+RESIGN: Final = "resign"
+
+PLAYING: Final = "playing"
+WON: Final = "won"
+BLOCKED: Final = "blocked"
+RESIGNED: Final = "resigned"
+STATUSES: Final = (PLAYING, WON, BLOCKED, RESIGNED)
+
+_FOUNDATION_RANGE: Final = range(F0, F0 + FOUNDATION_COUNT)
+_TABLEAU_RANGE: Final = range(T0, T0 + TABLEAU_SIZE)
+
+
+def rank_word(r: int) -> str:
+    """How a reason names a rank: 'an Ace', 'a 9', 'a Queen'."""
+    word = {1: "Ace", 11: "Jack", 12: "Queen", 13: "King"}.get(r, str(r))
+    return ("an " if r in (1, 8) else "a ") + word
+
+
+def rank_label(r: int) -> str:
+    return {1: "Ace", 11: "Jack", 12: "Queen", 13: "King"}.get(r, str(r))
+
+
+class IllegalMove(ValueError):
+    """An entry the rules do not allow here; ``reason`` is a sentence a player can act on."""
+
+    def __init__(self, entry: str, reason: str) -> None:
+        super().__init__(f"{entry}: {reason}")
+        self.entry = entry
+        self.reason = reason
+
+
+class View(msgspec.Struct, kw_only=True):
+    """What a player may see (SPEC section 3), and nothing more: no stock order, no deal number."""
+
+    stock: int
+    waste: list[int]
+    reserve_top: int | None
+    reserve_count: int
+    foundations: list[list[int]]
+    tableau: list[list[int]]
+    status: str
+
+    @property
+    def base_rank(self) -> int:
+        return rank(self.foundations[0][0])
+
+    @property
+    def restricted(self) -> bool:
+        return len(self.foundations[0]) < 13
+
+    @property
+    def foundation_cards(self) -> int:
+        return sum(len(f) for f in self.foundations)
+
+    def cards(self) -> list[int]:
+        """Every card id this view shows (for leak checks)."""
+        shown = list(self.waste)
+        if self.reserve_top is not None:
+            shown.append(self.reserve_top)
+        for pile in self.foundations:
+            shown.extend(pile)
+        for pile in self.tableau:
+            shown.extend(pile)
+        return shown
+
+
+def view_hash(view: View) -> str:
+    """SHA-256 (hex) of the view's canonical encoding (docs/engine.md, "View hash").
+
+    Bytes: ``b"plot-view-1"``; stock count; reserve count; reserve top (255 when
+    empty); waste length then ids bottom..top; for f0..f7 and t0..t11 in order, the
+    length then ids bottom..top. Every number is one byte. Status is not hashed.
+    """
+    out = bytearray(b"plot-view-1")
+    out += bytes((view.stock, view.reserve_count, 255 if view.reserve_top is None else view.reserve_top))
+    for pile in (view.waste, *view.foundations, *view.tableau):
+        out.append(len(pile))
+        out += bytes(pile)
+    return hashlib.sha256(out).hexdigest()
+
+
+def parse_move(entry: str) -> tuple[int, int]:
+    """``'waste>t3'`` -> (src, dst) pile indices; IllegalMove with a reason if it does not parse."""
+    src_name, sep, dst_name = entry.partition(">")
+    if not sep:
+        raise IllegalMove(
+            entry,
+            f"{entry!r} is not a move: write SRC>DST (e.g. waste>t3, stock>waste), undo or resign",
+        )
+    for name in (src_name, dst_name):
+        if name not in PILE_INDEX:
+            raise IllegalMove(
+                entry,
+                f"unknown pile {name!r}: piles are stock, waste, reserve, f0..f7 and t0..t11",
+            )
+    return PILE_INDEX[src_name], PILE_INDEX[dst_name]
+
+
+class Game:
+    """One player's game of The Plot.
+
+    ``play(entry)`` applies a move, ``undo`` or ``resign`` or raises :class:`IllegalMove`
+    leaving the state unchanged. ``entries`` is the game record's move list.
+    """
+
+    __slots__ = (
+        "deal",
+        "base",
+        "undo_enabled",
+        "stock",
+        "waste",
+        "reserve",
+        "foundations",
+        "tableau",
+        "status",
+        "entries",
+        "foundation_cards",
+        "_undo_stack",
+        "_undo_barrier",
+    )
+
+    def __init__(self, deal: int, *, undo: bool = True) -> None:
+        layout = deal_layout(check_deal_number(deal))
+        self.deal = deal
+        self.base = rank(layout.foundation)
+        self.undo_enabled = undo
+        # Stock kept reversed so the next card to turn is at the end (list.pop()).
+        self.stock: list[int] = list(reversed(layout.stock))
+        self.waste: list[int] = []
+        self.reserve: list[int] = list(layout.reserve)
+        self.foundations: list[list[int]] = [[layout.foundation]] + [[] for _ in range(FOUNDATION_COUNT - 1)]
+        self.tableau: list[list[int]] = [[card] for card in layout.tableau]
+        self.status: str = PLAYING
+        self.entries: list[str] = []
+        self.foundation_cards = 1
+        self._undo_stack: list[tuple[int, int]] = []
+        # The last move that uncovered a hidden card (undo stops there), for the reason text.
+        self._undo_barrier: str | None = None
+
+    # ---------------------------------------------------------------- queries
+
+    @property
+    def restricted(self) -> bool:
+        return len(self.foundations[0]) < 13
+
+    @property
+    def over(self) -> bool:
+        return self.status != PLAYING
+
+    def needed_rank(self, foundation: int) -> int:
+        """The rank foundation ``foundation`` (0..7) needs next (an empty one needs the base rank)."""
+        return (self.base - 1 + len(self.foundations[foundation])) % 13 + 1
+
+    def _pile(self, index: int) -> list[int]:
+        if index == WASTE:
+            return self.waste
+        if index == RESERVE:
+            return self.reserve
+        if index < T0:
+            return self.foundations[index - F0]
+        return self.tableau[index - T0]
+
+    def _foundation_targets(self) -> dict[int, list[int]]:
+        """Needed rank -> foundation pile indices that take it now."""
+        if self.restricted:
+            return {self.needed_rank(0): [F0]}
+        targets: dict[int, list[int]] = {}
+        for f in range(1, FOUNDATION_COUNT):
+            if len(self.foundations[f]) < 13:
+                targets.setdefault(self.needed_rank(f), []).append(F0 + f)
+        return targets
+
+    def legal_moves(self) -> list[str]:
+        """Every legal move of the current position, in text form (undo/resign not included)."""
+        if self.status != PLAYING:
+            return []
+        text = MOVE_TEXT
+        moves: list[str] = []
+        if self.stock:
+            moves.append(text[STOCK][WASTE])
+        base = self.base
+        restricted = len(self.foundations[0]) < 13
+        found = self._foundation_targets()
+        tops_by_rank: dict[int, list[int]] = {}
+        spaces: list[int] = []
+        for i, pile in enumerate(self.tableau):
+            if pile:
+                tops_by_rank.setdefault(pile[-1] % 13 + 1, []).append(T0 + i)
+            else:
+                spaces.append(T0 + i)
+        sources: list[tuple[int, int]] = []
+        if self.waste:
+            sources.append((WASTE, self.waste[-1]))
+        if self.reserve:
+            sources.append((RESERVE, self.reserve[-1]))
+        for i, pile in enumerate(self.tableau):
+            if pile:
+                sources.append((T0 + i, pile[-1]))
+        for src, card in sources:
+            r = card % 13 + 1
+            row = text[src]
+            for dst in found.get(r, ()):
+                moves.append(row[dst])
+            if src == RESERVE:
+                continue
+            if r != base:
+                target_rank = r % 13 + 1
+                if target_rank != base:
+                    for dst in tops_by_rank.get(target_rank, ()):
+                        if dst != src:
+                            moves.append(row[dst])
+            if src == WASTE and (r == base or not restricted):
+                for dst in spaces:
+                    moves.append(row[dst])
+        return moves
+
+    def reason_illegal(self, entry: str) -> str | None:
+        """None if ``entry`` may be played now, else the reason it may not."""
+        try:
+            self._check(entry)
+        except IllegalMove as exc:
+            return exc.reason
+        return None
+
+    def _check(self, entry: str) -> tuple[int, int]:
+        """Validate a move entry (not undo/resign); returns (src, dst) or raises IllegalMove."""
+        if self.status != PLAYING:
+            raise IllegalMove(entry, f"the game is over ({self.status}): nothing more is accepted")
+        src, dst = parse_move(entry)
+        if src == STOCK:
+            if dst != WASTE:
+                raise IllegalMove(entry, "the stock only turns onto the waste: play stock>waste")
+            if not self.stock:
+                raise IllegalMove(entry, "the stock is empty, and there is no redeal")
+            return src, dst
+        if dst in (STOCK, WASTE, RESERVE):
+            raise IllegalMove(entry, f"nothing may be played to the {PILE_NAMES[dst]}")
+        if F0 <= src < T0:
+            raise IllegalMove(entry, "cards never leave a foundation")
+        if src == dst:
+            raise IllegalMove(entry, f"{PILE_NAMES[src]} cannot be played onto itself")
+        source = self._pile(src)
+        if not source:
+            what = "the waste is" if src == WASTE else "the reserve is" if src == RESERVE else f"{PILE_NAMES[src]} is"
+            raise IllegalMove(entry, f"{what} empty: there is no card to move")
+        card = source[-1]
+        r = rank(card)
+        base = self.base
+        if dst < T0:  # a foundation
+            f = dst - F0
+            if self.restricted:
+                if f != 0:
+                    raise IllegalMove(
+                        entry,
+                        "only the first foundation takes cards until it is complete "
+                        f"(it needs {rank_word(self.needed_rank(0))})",
+                    )
+            elif f == 0:
+                raise IllegalMove(entry, "the first foundation is complete and takes nothing more")
+            elif len(self.foundations[f]) == 13:
+                raise IllegalMove(entry, f"{PILE_NAMES[dst]} is complete")
+            need = self.needed_rank(f)
+            if r != need:
+                where = "the first foundation" if f == 0 else PILE_NAMES[dst]
+                empty = " (an empty foundation starts with the base rank)" if not self.foundations[f] else ""
+                raise IllegalMove(entry, f"{where} needs {rank_word(need)}{empty}; {card_name(card)} is {rank_word(r)}")
+            return src, dst
+        # A tableau target.
+        target = self.tableau[dst - T0]
+        if src == RESERVE and target:
+            raise IllegalMove(entry, "the reserve plays only to a foundation")
+        if not target:
+            if src != WASTE:
+                raise IllegalMove(entry, f"{PILE_NAMES[dst]} is a space: only the waste may fill a space")
+            if self.restricted and r != base:
+                raise IllegalMove(
+                    entry,
+                    "while the first foundation is incomplete only a base-rank card "
+                    f"({rank_label(base)}) may fill a space",
+                )
+            return src, dst
+        top_rank = rank(target[-1])
+        if top_rank == base:
+            raise IllegalMove(
+                entry, f"{PILE_NAMES[dst]}'s top is the base rank {rank_label(base)}: nothing may be built on it"
+            )
+        if r == base:
+            raise IllegalMove(
+                entry,
+                f"{card_name(card)} is the base rank {rank_label(base)}: it is never built on a tableau card",
+            )
+        if next_rank(r) != top_rank:
+            raise IllegalMove(
+                entry,
+                f"{PILE_NAMES[dst]}'s top is {rank_word(top_rank)}: it takes only "
+                f"{rank_word((top_rank - 2) % 13 + 1)}, not {rank_word(r)}",
+            )
+        return src, dst
+
+    # ---------------------------------------------------------------- actions
+
+    def play(self, entry: str, *, check_blocked: bool = True) -> None:
+        """Apply one record entry (a move, ``undo`` or ``resign``) or raise IllegalMove.
+
+        ``check_blocked=False`` skips the blocked search after this entry (record replay
+        decides blocked once, at the end: see :func:`replay`).
+        """
+        if entry == UNDO:
+            self._undo()
+        elif entry == RESIGN:
+            if self.status != PLAYING:
+                raise IllegalMove(entry, f"the game is over ({self.status}): nothing more is accepted")
+            self.status = RESIGNED
+        else:
+            src, dst = self._check(entry)
+            self._move(src, dst)
+        self.entries.append(entry)
+        if entry != RESIGN:
+            self._update_status(check_blocked)
+
+    def _move(self, src: int, dst: int) -> None:
+        if src == STOCK:
+            self.waste.append(self.stock.pop())
+            self._undo_stack.clear()
+            self._undo_barrier = "stock>waste turned a card"
+            return
+        card = self._pile(src).pop()
+        self._pile(dst).append(card)
+        if F0 <= dst < T0:
+            self.foundation_cards += 1
+        if src == RESERVE:
+            self._undo_stack.clear()
+            self._undo_barrier = f"{MOVE_TEXT[src][dst]} uncovered a reserve card"
+        else:
+            self._undo_stack.append((src, dst))
+
+    def _undo(self) -> None:
+        if self.status != PLAYING:
+            raise IllegalMove(UNDO, f"the game is over ({self.status}): nothing more is accepted")
+        if not self.undo_enabled:
+            raise IllegalMove(UNDO, "undo is off in this game")
+        if not self._undo_stack:
+            if self._undo_barrier is None:
+                raise IllegalMove(UNDO, "there is no move to undo")
+            raise IllegalMove(UNDO, f"{self._undo_barrier}: it cannot be undone")
+        src, dst = self._undo_stack.pop()
+        self._pile(src).append(self._pile(dst).pop())
+        if F0 <= dst < T0:
+            self.foundation_cards -= 1
+
+    def settle_status(self) -> None:
+        """Decide won/blocked for the current position (after a replay without checks)."""
+        if self.status == PLAYING:
+            self._update_status(True)
+
+    def _update_status(self, check_blocked: bool) -> None:
+        if self.foundation_cards == CARD_COUNT:
+            self.status = WON
+        elif check_blocked and not self.stock and self.is_blocked():
+            self.status = BLOCKED
+
+    # ---------------------------------------------------------------- blocked
+
+    def is_blocked(self) -> bool:
+        """SPEC section 4, exactly: the stock is empty and no sequence of legal moves can
+        put another card on a foundation.
+
+        Why this search is small: a tableau pile is a run down by one, so a buried card of
+        a needed rank ``n`` has ``n-1`` on it, which can leave only onto a top of rank ``n``
+        (a tableau card never fills a space): that top would already be playable. So the
+        only way to progress is to dig the waste down to its highest card of a needed rank,
+        placing every card above it on the tableau. A pile is fully described by its top
+        rank and length (suits never matter), which keeps the memo of positions tiny.
+        """
+        if self.stock or self.status == WON:
+            return False
+        needed = self._foundation_targets()
+        if not needed:
+            return False
+        if self.reserve and rank(self.reserve[-1]) in needed:
+            return False
+        piles: list[tuple[int, int]] = []
+        for pile in self.tableau:
+            if pile:
+                top = rank(pile[-1])
+                if top in needed:
+                    return False
+                piles.append((top, len(pile)))
+        waste = self.waste
+        dig_to = -1
+        for i in range(len(waste) - 1, -1, -1):
+            if rank(waste[i]) in needed:
+                dig_to = i
+                break
+        if dig_to < 0:
+            return True
+        if dig_to == len(waste) - 1:
+            return False
+        to_place = [rank(card) for card in reversed(waste[dig_to + 1 :])]
+        return not _can_place_all(to_place, piles, self.base, self.restricted)
+
+    # ---------------------------------------------------------------- views
+
+    def view(self) -> View:
+        return View(
+            stock=len(self.stock),
+            waste=list(self.waste),
+            reserve_top=self.reserve[-1] if self.reserve else None,
+            reserve_count=len(self.reserve),
+            foundations=[list(f) for f in self.foundations],
+            tableau=[list(t) for t in self.tableau],
+            status=self.status,
+        )
+
+    def view_hash(self) -> str:
+        return view_hash(self.view())
+
+    def state_key(self) -> tuple[object, ...]:
+        """The whole position, hidden cards included (tests and solvers; never sent)."""
+        return (
+            tuple(self.stock),
+            tuple(self.waste),
+            tuple(self.reserve),
+            tuple(tuple(f) for f in self.foundations),
+            tuple(tuple(t) for t in self.tableau),
+            self.status,
+        )
+
+    def all_cards(self) -> list[int]:
+        cards = self.stock + self.waste + self.reserve
+        for pile in (*self.foundations, *self.tableau):
+            cards += pile
+        return cards
+
+    def record(self) -> dict[str, object]:
+        """The game record (SPEC section 3) of what was played so far."""
+        rec: dict[str, object] = {"deal": self.deal, "moves": list(self.entries)}
+        if not self.undo_enabled:
+            rec["undo"] = False
+        return rec
+
+    def copy(self) -> Game:
+        clone = Game.__new__(Game)
+        clone.deal = self.deal
+        clone.base = self.base
+        clone.undo_enabled = self.undo_enabled
+        clone.stock = list(self.stock)
+        clone.waste = list(self.waste)
+        clone.reserve = list(self.reserve)
+        clone.foundations = [list(f) for f in self.foundations]
+        clone.tableau = [list(t) for t in self.tableau]
+        clone.status = self.status
+        clone.entries = list(self.entries)
+        clone.foundation_cards = self.foundation_cards
+        clone._undo_stack = list(self._undo_stack)
+        clone._undo_barrier = self._undo_barrier
+        return clone
+
+
+def _can_place_all(to_place: Sequence[int], piles: list[tuple[int, int]], base: int, restricted: bool) -> bool:
+    """Can the waste ranks ``to_place`` (in order) all go onto the tableau?
+
+    ``piles`` holds (top rank, length) of each non-empty tableau pile; the rest of the
+    twelve are spaces. Tableau-to-tableau moves are searched too, since emptying a pile
+    makes a space. None of these ranks is needed by a foundation (the caller checked).
+    """
+    goal = len(to_place)
+    seen: set[tuple[int, tuple[tuple[int, int], ...]]] = set()
+    stack: list[tuple[int, tuple[tuple[int, int], ...]]] = [(0, tuple(sorted(piles)))]
+    while stack:
+        placed, config = stack.pop()
+        if placed == goal:
+            return True
+        key = (placed, config)
+        if key in seen:
+            continue
+        seen.add(key)
+        spaces = TABLEAU_SIZE - len(config)
+        r = to_place[placed]
+        target = r % 13 + 1
+        # Place the next waste card onto a pile or into a space.
+        if r != base and target != base:
+            for i, (top, length) in enumerate(config):
+                if top == target:
+                    nxt = list(config)
+                    nxt[i] = (r, length + 1)
+                    stack.append((placed + 1, tuple(sorted(nxt))))
+                    break  # piles with the same top are interchangeable for this
+        if spaces and (r == base or not restricted):
+            stack.append((placed + 1, tuple(sorted((*config, (r, 1))))))
+        # Tableau to tableau: only ever useful to empty a pile (tops are preserved otherwise),
+        # but lengths change which piles can be emptied, so search them all.
+        for i, (top, length) in enumerate(config):
+            if top == base:
+                continue
+            onto = top % 13 + 1
+            if onto == base:
+                continue
+            for j, (other_top, other_length) in enumerate(config):
+                if j != i and other_top == onto:
+                    nxt = list(config)
+                    nxt[j] = (top, other_length + 1)
+                    if length > 1:
+                        nxt[i] = (onto, length - 1)
+                    else:
+                        del nxt[i]
+                    stack.append((placed, tuple(sorted(nxt))))
+    return False
+
+
+class ReplayResult(msgspec.Struct, kw_only=True):
+    """What replaying a game record gives (the shape of ``plot verify --json``)."""
+
+    ok: bool
+    moves: int
+    foundation_cards: int
+    status: str
+    error: IllegalEntry | None = None
+
+
+class IllegalEntry(msgspec.Struct, kw_only=True):
+    index: int
+    move: str
+    reason: str
+
+
+class NotARecord(ValueError):
+    """The input is not a game record object (SPEC section 3)."""
+
+
+def parse_record(data: object) -> tuple[int, list[object], bool]:
+    """Check a decoded JSON value is a game record; returns (deal, entries, undo)."""
+    if not isinstance(data, dict):
+        raise NotARecord("a game record is a JSON object with 'deal' and 'moves'")
+    if "deal" not in data or "moves" not in data:
+        missing = "deal" if "deal" not in data else "moves"
+        raise NotARecord(f"the game record has no {missing!r} field")
+    try:
+        deal = check_deal_number(data["deal"])
+    except ValueError as exc:
+        raise NotARecord(f"bad 'deal': {exc}") from None
+    moves = data["moves"]
+    if not isinstance(moves, list):
+        raise NotARecord("'moves' must be a list of entries")
+    undo = data.get("undo", True)
+    if not isinstance(undo, bool):
+        raise NotARecord("'undo' must be true or false")
+    return deal, moves, undo
+
+
+def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[Game, ReplayResult]:
+    """Replay a game record's entries; stops at the first illegal entry (later ones are not applied).
+
+    Each entry is checked against the move rules; whether the position is blocked is decided
+    once, for the final position. This is what the reference vectors require (a record may
+    go on shuffling tableau cards after its position became blocked, and is still legal). A
+    live game checks after every move instead (``Game.play``), so a record the server writes
+    never holds an entry after a blocked position, and both readings agree on it.
+    """
+    game = Game(deal, undo=undo)
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, str):
+            reason = f"entry {entry!r} is not a move: entries are strings like 'waste>t3', 'undo', 'resign'"
+            return game, _failed(game, index, repr(entry), reason)
+        try:
+            game.play(entry, check_blocked=False)
+        except IllegalMove as exc:
+            game.settle_status()
+            return game, _failed(game, index, entry, exc.reason)
+    game.settle_status()
+    return game, ReplayResult(
+        ok=True, moves=len(entries), foundation_cards=game.foundation_cards, status=game.status
+    )
+
+
+def _failed(game: Game, index: int, entry: str, reason: str) -> ReplayResult:
+    return ReplayResult(
+        ok=False,
+        moves=index,
+        foundation_cards=game.foundation_cards,
+        status=game.status,
+        error=IllegalEntry(index=index, move=entry, reason=reason),
+    )
+
+
+def moves_from_texts(texts: Iterable[str]) -> list[tuple[int, int]]:
+    return [parse_move(t) for t in texts]
