@@ -1,0 +1,508 @@
+"""The wire protocol between ``plot`` clients and ``plot-server``: every message, declared once.
+
+Frames are binary WebSocket messages, each one MessagePack map with a ``"type"`` field naming
+the message (msgspec tagged unions). docs/protocol.md describes every message for people
+writing clients in other languages; keep the two in step. Unknown fields are ignored (so a
+newer peer may add optional fields); unknown types, missing or wrong-typed fields are errors.
+
+Pure: no I/O, no clock. Both sides import this module.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+import msgspec
+
+from shared.deal import MAX_DEAL
+from shared.engine import View
+
+PROTOCOL_VERSION: Final = 1
+
+# ---------------------------------------------------------------- error codes (stable strings)
+
+MALFORMED: Final = "malformed"  # not MessagePack, or not a map
+UNKNOWN_TYPE: Final = "unknown_type"  # no "type" field, or a type this server does not know
+BAD_FIELD: Final = "bad_field"  # a field missing, of the wrong type or out of range (message names it)
+WRONG_PHASE: Final = "wrong_phase"  # not now: hello first, a move before the race, joining twice...
+NOT_HOST: Final = "not_host"  # only the room's host may do that
+NOT_READY: Final = "not_ready"  # start while a racer is not ready
+NOT_IN_ROOM: Final = "not_in_room"  # a room action outside any room
+ILLEGAL_MOVE: Final = "illegal_move"  # the engine refused the move (reason says why)
+UNKNOWN_ROOM: Final = "unknown_room"  # no room with that code
+UNKNOWN_PLAYER: Final = "unknown_player"  # kick: no such member in this room
+ROOM_FULL: Final = "room_full"  # every racer seat is taken
+BOTS_NOT_ALLOWED: Final = "bots_not_allowed"  # a bot tried to race in a room that refuses bots
+BAD_TOKEN: Final = "bad_token"  # hello with a resume token the server does not know
+RATE_LIMITED: Final = "rate_limited"  # too many messages per second (the connection is closed, 1008)
+VERSION_MISMATCH: Final = "version_mismatch"  # hello with another protocol version
+NAME_INVALID: Final = "name_invalid"  # display name empty, too long, or with control characters
+STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: nothing happened, retry later
+SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
+INTERNAL: Final = "internal"  # a server bug; nothing happened
+
+ERROR_CODES: Final[tuple[str, ...]] = (
+    MALFORMED,
+    UNKNOWN_TYPE,
+    BAD_FIELD,
+    WRONG_PHASE,
+    NOT_HOST,
+    NOT_READY,
+    NOT_IN_ROOM,
+    ILLEGAL_MOVE,
+    UNKNOWN_ROOM,
+    UNKNOWN_PLAYER,
+    ROOM_FULL,
+    BOTS_NOT_ALLOWED,
+    BAD_TOKEN,
+    RATE_LIMITED,
+    VERSION_MISMATCH,
+    NAME_INVALID,
+    STORE_UNAVAILABLE,
+    SERVER_FULL,
+    INTERNAL,
+)
+
+# ---------------------------------------------------------------- names, codes, limits
+
+NAME_MAX: Final = 24
+ROOM_CODE_ALPHABET: Final = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L: unambiguous read aloud
+ROOM_CODE_LENGTH: Final = 5
+MAX_RACERS_MIN: Final = 2
+MAX_RACERS_MAX: Final = 16
+MAX_SPECTATOR_DELAY: Final = 3600
+TIME_LIMIT_MIN: Final = 10
+TIME_LIMIT_MAX: Final = 24 * 3600
+
+# Phases of a room.
+LOBBY: Final = "lobby"
+COUNTDOWN: Final = "countdown"
+RACING: Final = "racing"
+RESULTS: Final = "results"
+PHASES: Final = (LOBBY, COUNTDOWN, RACING, RESULTS)
+
+# Roles in a room.
+RACER: Final = "racer"
+SPECTATOR: Final = "spectator"
+
+# Leaderboard status of a racer whose game was still going when the race ended (time limit,
+# host ended it). The others are the engine's: playing, won, blocked, resigned.
+STOPPED: Final = "stopped"
+
+
+def check_name(name: str) -> str | None:
+    """None if ``name`` is a valid display name, else the reason it is not.
+
+    1-24 printable characters; no control, escape or invisible format characters (so no one
+    can paint on others' terminals), not only spaces.
+    """
+    if not name or not name.strip():
+        return "a name needs at least one visible character"
+    if len(name) > NAME_MAX:
+        return f"a name has at most {NAME_MAX} characters (this one has {len(name)})"
+    for ch in name:
+        if not ch.isprintable():
+            return f"a name may not contain control or invisible characters (found U+{ord(ch):04X})"
+    return None
+
+
+def normalize_room_code(text: str) -> str:
+    """How a person types a code -> the code: upper case, spaces and dashes dropped."""
+    return "".join(ch for ch in text.upper() if ch not in " -_")
+
+
+def is_room_code(code: str) -> bool:
+    return len(code) == ROOM_CODE_LENGTH and all(ch in ROOM_CODE_ALPHABET for ch in code)
+
+
+# ---------------------------------------------------------------- shared structures
+
+# MessagePack integers stop at 2**64 - 1 (= MAX_DEAL), so ge=0 is the whole range check.
+DealNumber = Annotated[int, msgspec.Meta(ge=0)]
+assert MAX_DEAL == 2**64 - 1
+MoveId = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class RoomOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What ``create_room`` may set. Every field is optional."""
+
+    deal: DealNumber | None = None  # a chosen deal: the room is then marked chosen_deal everywhere
+    max_racers: Annotated[int, msgspec.Meta(ge=MAX_RACERS_MIN, le=MAX_RACERS_MAX)] = 8
+    undo: bool = True
+    # "after": spectators see boards only once the race is over (leak-proof, the default);
+    # a number of seconds: live boards delayed by that much, and the room is not leak-proof.
+    spectator_boards: Literal["after"] | Annotated[int, msgspec.Meta(ge=0, le=MAX_SPECTATOR_DELAY)] = "after"
+    private: bool = False  # private rooms are joined by code only, never listed
+    time_limit: Annotated[int, msgspec.Meta(ge=TIME_LIMIT_MIN, le=TIME_LIMIT_MAX)] | None = None  # seconds
+    bots_allowed: bool = True
+    winnable_only: bool = False  # reserved: deals the solver proves winnable (accepted, not yet applied)
+
+
+class RoomRules(msgspec.Struct, kw_only=True):
+    """A room's options as shown to clients: everything but the deal number."""
+
+    max_racers: int
+    undo: bool
+    spectator_boards: str | int
+    private: bool
+    time_limit: int | None
+    bots_allowed: bool
+    winnable_only: bool
+
+
+class Member(msgspec.Struct, kw_only=True):
+    player_id: str
+    name: str
+    role: str  # "racer" | "spectator"
+    ready: bool
+    bot: bool
+    connected: bool
+
+
+class RoomSummary(msgspec.Struct, kw_only=True):
+    code: str
+    host_name: str
+    phase: str
+    racers: int
+    max_racers: int
+    spectators: int
+    undo: bool
+    chosen_deal: bool
+    leak_proof: bool
+    bots_allowed: bool
+    time_limit: int | None
+
+
+class LeaderboardRow(msgspec.Struct, kw_only=True):
+    player_id: str
+    name: str
+    bot: bool
+    cards: int  # cards on the foundations (1..104)
+    moves: int  # accepted entries in the racer's log (moves, undos, resign)
+    status: str  # playing | won | blocked | resigned | stopped
+    elapsed_ms: int  # time of the racer's last accepted entry, from the start signal
+    rank: int  # 1-based, SPEC section 7
+    connected: bool
+
+
+class GameRecord(msgspec.Struct, kw_only=True):
+    """A game record (SPEC section 3): replayable with ``plot verify``."""
+
+    deal: DealNumber
+    moves: list[str]
+    undo: bool = True
+
+
+# ---------------------------------------------------------------- client -> server
+
+
+class Hello(msgspec.Struct, tag="hello", tag_field="type", kw_only=True):
+    v: int
+    name: str
+    token: Annotated[str, msgspec.Meta(max_length=128)] | None = None
+    bot: bool = False
+
+
+class CreateRoom(msgspec.Struct, tag="create_room", tag_field="type", kw_only=True):
+    options: RoomOptions = msgspec.field(default_factory=RoomOptions)
+
+
+class Join(msgspec.Struct, tag="join", tag_field="type", kw_only=True):
+    code: Annotated[str, msgspec.Meta(max_length=32)]
+    role: Literal["racer", "spectator"] = "racer"
+
+
+class Leave(msgspec.Struct, tag="leave", tag_field="type", kw_only=True):
+    pass
+
+
+class ListRooms(msgspec.Struct, tag="list_rooms", tag_field="type", kw_only=True):
+    pass
+
+
+class Ready(msgspec.Struct, tag="ready", tag_field="type", kw_only=True):
+    ready: bool = True
+
+
+class Start(msgspec.Struct, tag="start", tag_field="type", kw_only=True):
+    pass
+
+
+class Kick(msgspec.Struct, tag="kick", tag_field="type", kw_only=True):
+    player_id: Annotated[str, msgspec.Meta(max_length=64)]
+
+
+class EndRace(msgspec.Struct, tag="end_race", tag_field="type", kw_only=True):
+    pass
+
+
+class Rematch(msgspec.Struct, tag="rematch", tag_field="type", kw_only=True):
+    deal: DealNumber | None = None  # a chosen deal for the next race; default: a fresh random one
+
+
+class Move(msgspec.Struct, tag="move", tag_field="type", kw_only=True):
+    id: MoveId  # the client's move id: unique per racer per race; a retry with the same id is never applied twice
+    move: Annotated[str, msgspec.Meta(max_length=32)]  # "waste>t3", "stock>waste", "undo", "resign"
+
+
+class Ping(msgspec.Struct, tag="ping", tag_field="type", kw_only=True):
+    t: int | None = None  # echoed back in pong
+
+
+ClientMessage = Hello | CreateRoom | Join | Leave | ListRooms | Ready | Start | Kick | EndRace | Rematch | Move | Ping
+
+CLIENT_TYPES: Final[tuple[str, ...]] = (
+    "hello",
+    "create_room",
+    "join",
+    "leave",
+    "list_rooms",
+    "ready",
+    "start",
+    "kick",
+    "end_race",
+    "rematch",
+    "move",
+    "ping",
+)
+
+# ---------------------------------------------------------------- server -> client
+
+
+class Welcome(msgspec.Struct, tag="welcome", tag_field="type", kw_only=True):
+    player_id: str
+    token: str  # keep it secret: it resumes this identity, seat and game
+    name: str
+    server_time: int  # ms since the Unix epoch
+    v: int = PROTOCOL_VERSION
+    resumed: bool = False
+    room: str | None = None  # the room this player is in (resumed), if any
+
+
+class Error(msgspec.Struct, tag="error", tag_field="type", kw_only=True):
+    code: str
+    message: str
+    ref: str | None = None  # the type of the message that caused it, when known
+
+
+class Room(msgspec.Struct, tag="room", tag_field="type", kw_only=True):
+    code: str
+    version: int  # grows with every change of the room; a newer snapshot replaces an older one
+    host: str  # player id
+    phase: str  # lobby | countdown | racing | results
+    race: int  # race number in this room: 1 for the first, +1 per rematch
+    rules: RoomRules
+    chosen_deal: bool
+    leak_proof: bool
+    members: list[Member]
+    starts_at: int | None = None  # countdown/racing: when the race starts (server ms)
+    ends_at: int | None = None  # racing with a time limit: when it ends (server ms)
+
+
+class RoomList(msgspec.Struct, tag="room_list", tag_field="type", kw_only=True):
+    rooms: list[RoomSummary]
+
+
+class Left(msgspec.Struct, tag="left", tag_field="type", kw_only=True):
+    room: str
+
+
+class Kicked(msgspec.Struct, tag="kicked", tag_field="type", kw_only=True):
+    room: str
+    reason: str  # "host" (the host kicked you) | "idle" (the lobby expired unused)
+
+
+class Countdown(msgspec.Struct, tag="countdown", tag_field="type", kw_only=True):
+    race: int
+    starts_at: int  # server ms
+    server_time: int
+
+
+class RaceStart(msgspec.Struct, tag="race_start", tag_field="type", kw_only=True):
+    """The race is on: sent at the start signal, and again as a fresh snapshot (resume, late spectator)."""
+
+    race: int
+    commitment: str  # SPEC section 6: sha256("the-plot:<deal>:<salt>"), revealed in results
+    chosen_deal: bool
+    started_at: int  # server ms
+    ends_at: int | None  # server ms, when there is a time limit
+    undo: bool
+    server_time: int
+    view: View | None  # the racer's own board; None for spectators
+    seq: int  # entries in the racer's log (0 at the start)
+    view_hash: str | None
+
+
+class MoveOk(msgspec.Struct, tag="move_ok", tag_field="type", kw_only=True):
+    id: int
+    seq: int  # entries in the racer's log after this move; ``view`` is the board at that point
+    t_ms: int  # when the server accepted the move, from the start signal
+    view: View
+    view_hash: str
+    duplicate: bool = False  # this id had been applied already; view/seq are the current ones
+
+
+class MoveRejected(msgspec.Struct, tag="move_rejected", tag_field="type", kw_only=True):
+    id: int
+    code: str  # illegal_move | wrong_phase | store_unavailable
+    reason: str
+
+
+class Leaderboard(msgspec.Struct, tag="leaderboard", tag_field="type", kw_only=True):
+    race: int
+    version: int  # total accepted entries of the race: a higher version is newer (latest wins)
+    racers: list[LeaderboardRow]  # in rank order
+
+
+class Boards(msgspec.Struct, tag="boards", tag_field="type", kw_only=True):
+    """Live boards for spectators of a room that allows them, ``delay_ms`` behind the race."""
+
+    race: int
+    delay_ms: int
+    as_of_ms: int  # race time (from the start signal) the boards show
+    boards: dict[str, View]  # player id -> board
+
+
+class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
+    race: int
+    ranking: list[str]  # player ids, first place first
+    racers: list[LeaderboardRow]  # the final leaderboard
+    deal: DealNumber
+    salt: str
+    commitment: str
+    chosen_deal: bool
+    records: dict[str, GameRecord]  # player id -> game record
+
+
+class Pong(msgspec.Struct, tag="pong", tag_field="type", kw_only=True):
+    t: int | None
+    server_time: int
+
+
+class Shutdown(msgspec.Struct, tag="shutdown", tag_field="type", kw_only=True):
+    reason: str
+    retry_after_ms: int | None = None
+
+
+ServerMessage = (
+    Welcome
+    | Error
+    | Room
+    | RoomList
+    | Left
+    | Kicked
+    | Countdown
+    | RaceStart
+    | MoveOk
+    | MoveRejected
+    | Leaderboard
+    | Boards
+    | Results
+    | Pong
+    | Shutdown
+)
+
+SERVER_TYPES: Final[tuple[str, ...]] = (
+    "welcome",
+    "error",
+    "room",
+    "room_list",
+    "left",
+    "kicked",
+    "countdown",
+    "race_start",
+    "move_ok",
+    "move_rejected",
+    "leaderboard",
+    "boards",
+    "results",
+    "pong",
+    "shutdown",
+)
+
+# ---------------------------------------------------------------- encode / decode
+
+
+class ProtocolError(ValueError):
+    """A frame that is not a valid message: ``code`` is one of the error codes, ``message`` says why."""
+
+    def __init__(self, code: str, message: str, ref: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ref = ref
+
+    def to_message(self) -> Error:
+        return Error(code=self.code, message=self.message, ref=self.ref)
+
+
+_encoder: Final = msgspec.msgpack.Encoder()
+_client_decoder: Final = msgspec.msgpack.Decoder(ClientMessage)
+_server_decoder: Final = msgspec.msgpack.Decoder(ServerMessage)
+_any_decoder: Final = msgspec.msgpack.Decoder()
+
+
+def encode(message: ServerMessage | ClientMessage) -> bytes:
+    """One message -> the bytes of one binary frame."""
+    return _encoder.encode(message)
+
+
+def _classify(data: bytes, exc: msgspec.ValidationError, known: tuple[str, ...], side: str) -> ProtocolError:
+    """Turn msgspec's validation error into our code and a message that names the field."""
+    try:
+        raw = _any_decoder.decode(data)
+    except msgspec.DecodeError:
+        return ProtocolError(MALFORMED, "the frame is not valid MessagePack")
+    if not isinstance(raw, dict):
+        return ProtocolError(MALFORMED, f"a message is a MessagePack map, not {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind is None:
+        return ProtocolError(UNKNOWN_TYPE, "the message has no 'type' field")
+    if not isinstance(kind, str) or kind not in known:
+        return ProtocolError(
+            UNKNOWN_TYPE,
+            f"unknown message type {kind!r}: a {side} sends one of {', '.join(known)}",
+        )
+    text = str(exc)
+    detail, _, where = text.partition(" - at `$")
+    field = where.rstrip("`").lstrip(".")
+    unknown = "Object contains unknown field `"
+    if detail.startswith(unknown):
+        name = detail[len(unknown) :].rstrip("`")
+        return ProtocolError(
+            BAD_FIELD, f"field {(field + '.' if field else '') + name!r} of {kind}: unknown field", ref=kind
+        )
+    if field:
+        return ProtocolError(BAD_FIELD, f"field {field!r} of {kind}: {detail}", ref=kind)
+    missing = "Object missing required field `"
+    if detail.startswith(missing):
+        name = detail[len(missing) :].rstrip("`")
+        return ProtocolError(BAD_FIELD, f"field {name!r} of {kind}: missing", ref=kind)
+    return ProtocolError(BAD_FIELD, f"{kind}: {detail}", ref=kind)
+
+
+def decode_client(data: bytes) -> ClientMessage:
+    """One frame from a client -> a typed message, or ProtocolError (malformed, unknown_type, bad_field)."""
+    try:
+        return _client_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _classify(data, exc, CLIENT_TYPES, "client") from None
+    except msgspec.DecodeError:
+        raise ProtocolError(MALFORMED, "the frame is not valid MessagePack") from None
+
+
+def decode_server(data: bytes) -> ServerMessage:
+    """One frame from the server -> a typed message, or ProtocolError."""
+    try:
+        return _server_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _classify(data, exc, SERVER_TYPES, "server") from None
+    except msgspec.DecodeError:
+        raise ProtocolError(MALFORMED, "the frame is not valid MessagePack") from None
+
+
+def message_type(message: ServerMessage | ClientMessage) -> str:
+    """The wire ``type`` of a message."""
+    tag = type(message).__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
