@@ -14,14 +14,45 @@ rooms by code, players by id, token hashes to player ids, one move log per
 from __future__ import annotations
 
 import abc
+import re
+
+# How long a finished room (its logs and listing too) is kept before it expires, unless the
+# server is configured otherwise: stores take it as ``finished_room_ttl`` and expose it so the
+# server can call ``expire_room(code, store.finished_room_ttl)``.
+DEFAULT_FINISHED_ROOM_TTL = 24 * 3600.0
+# A player record (and its token index) lives this long after its last put_player.
+DEFAULT_PLAYER_TTL = 7 * 24 * 3600.0
+
+# Room codes, player ids, token hashes: what the Redis key layout can embed unambiguously
+# (no ':' separators, no '{}' hash-tag braces, no spaces or control characters). Lookups with
+# any other text find nothing; writes with it raise ValueError (a server bug, not user input).
+IDENTIFIER = re.compile(r"[A-Za-z0-9_.+/=-]{1,128}")
+
+
+def is_identifier(text: object) -> bool:
+    """True if ``text`` can name a room, player or token in every store."""
+    return isinstance(text, str) and IDENTIFIER.fullmatch(text) is not None
+
+
+def check_identifier(kind: str, text: object) -> str:
+    """``text`` if it is an identifier, else ValueError naming what was wrong."""
+    if not is_identifier(text):
+        raise ValueError(f"bad {kind} {text!r}: expected 1-128 characters from A-Z a-z 0-9 _ . + / = -")
+    assert isinstance(text, str)
+    return text
 
 
 class StoreUnavailable(Exception):
-    """The store cannot be reached or did not answer; the operation did not happen."""
+    """The store cannot be reached or did not answer.
+
+    If the store stopped answering mid-call (a timeout, a dropped connection) a write may
+    still have landed: after a failed ``append_move`` or ``save_room``, reload before retrying."""
 
 
 class Store(abc.ABC):
     """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
+
+    finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL
 
     @abc.abstractmethod
     async def ping(self) -> None:

@@ -1,0 +1,232 @@
+"""The embedded store: everything in one process's memory, no I/O.
+
+``plot-server`` uses it when no Redis URL is given. Each method runs to completion without
+awaiting, so under asyncio every call is atomic and the compare-and-set guarantees hold
+trivially. Expiry follows the clock it is given (``time.monotonic`` by default): expired
+rooms and players are dropped lazily, at the start of the next call, through a heap of
+deadlines, so nothing runs in the background.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from server.store.base import (
+    DEFAULT_FINISHED_ROOM_TTL,
+    DEFAULT_PLAYER_TTL,
+    Store,
+    StoreUnavailable,
+    check_identifier,
+    is_identifier,
+)
+
+_ROOM = 0
+_PLAYER = 1
+
+
+@dataclass
+class _Room:
+    data: bytes
+    version: int
+    deadline: float | None = None
+    # (race, player id) -> entries, oldest first
+    logs: dict[tuple[int, str], list[bytes]] = field(default_factory=dict)
+
+
+@dataclass
+class _Player:
+    token_hash: str
+    data: bytes
+    deadline: float | None
+
+
+def check_bytes(kind: str, value: object) -> bytes:
+    if not isinstance(value, bytes):
+        raise TypeError(f"{kind} must be bytes, not {type(value).__name__}")
+    return value
+
+
+def check_count(kind: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{kind} must be an int, not {type(value).__name__}")
+    return value
+
+
+def check_seconds(seconds: object) -> float | None:
+    if seconds is None:
+        return None
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not math.isfinite(seconds):
+        raise ValueError(f"expiry must be a finite number of seconds or None, not {seconds!r}")
+    return float(seconds)
+
+
+class MemoryStore(Store):
+    """In-process store. ``clock`` must be monotonic; ``player_ttl`` None keeps players forever."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] | None = None,
+        finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL,
+        player_ttl: float | None = DEFAULT_PLAYER_TTL,
+    ) -> None:
+        self._clock = clock or time.monotonic
+        self.finished_room_ttl = finished_room_ttl
+        self._player_ttl = check_seconds(player_ttl)
+        self._rooms: dict[str, _Room] = {}
+        self._listed: dict[str, None] = {}  # an insertion-ordered set: oldest listing first
+        self._players: dict[str, _Player] = {}
+        self._tokens: dict[str, str] = {}
+        # (deadline, kind, key); stale entries (the deadline changed since) are skipped.
+        self._deadlines: list[tuple[float, int, str]] = []
+        self._closed = False
+
+    # Housekeeping ------------------------------------------------------------
+
+    def _begin(self) -> float:
+        """Refuse calls after close, drop whatever has expired, and return the time now."""
+        if self._closed:
+            raise StoreUnavailable("the in-memory store is closed")
+        now = self._clock()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline, kind, key = heapq.heappop(self._deadlines)
+            if kind == _ROOM:
+                room = self._rooms.get(key)
+                if room is not None and room.deadline == deadline:
+                    self._drop_room(key)
+            else:
+                player = self._players.get(key)
+                if player is not None and player.deadline == deadline:
+                    self._drop_player(key)
+        return now
+
+    def _drop_room(self, code: str) -> None:
+        self._rooms.pop(code, None)
+        self._listed.pop(code, None)
+
+    def _drop_player(self, player_id: str) -> None:
+        player = self._players.pop(player_id, None)
+        if player is not None and self._tokens.get(player.token_hash) == player_id:
+            del self._tokens[player.token_hash]
+
+    async def ping(self) -> None:
+        self._begin()
+
+    async def close(self) -> None:
+        self._closed = True
+
+    # Players -----------------------------------------------------------------
+
+    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
+        check_identifier("player id", player_id)
+        check_identifier("token hash", token_hash)
+        check_bytes("player data", data)
+        now = self._begin()
+        old = self._players.get(player_id)
+        if old is not None and old.token_hash != token_hash and self._tokens.get(old.token_hash) == player_id:
+            del self._tokens[old.token_hash]  # a new token replaces the old one
+        deadline = None if self._player_ttl is None else now + self._player_ttl
+        self._players[player_id] = _Player(token_hash, data, deadline)
+        self._tokens[token_hash] = player_id
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, _PLAYER, player_id))
+
+    async def get_player(self, player_id: str) -> bytes | None:
+        self._begin()
+        player = self._players.get(player_id) if is_identifier(player_id) else None
+        return None if player is None else player.data
+
+    async def player_by_token(self, token_hash: str) -> str | None:
+        self._begin()
+        return self._tokens.get(token_hash) if is_identifier(token_hash) else None
+
+    # Rooms -------------------------------------------------------------------
+
+    async def create_room(self, code: str, data: bytes) -> bool:
+        check_identifier("room code", code)
+        check_bytes("room data", data)
+        self._begin()
+        if code in self._rooms:
+            return False
+        self._rooms[code] = _Room(data, 1)
+        self._listed.pop(code, None)  # a new room starts unlisted
+        return True
+
+    async def load_room(self, code: str) -> tuple[bytes, int] | None:
+        self._begin()
+        room = self._rooms.get(code) if is_identifier(code) else None
+        return None if room is None else (room.data, room.version)
+
+    async def save_room(self, code: str, data: bytes, expected_version: int) -> int | None:
+        check_bytes("room data", data)
+        check_count("expected version", expected_version)
+        self._begin()
+        room = self._rooms.get(code) if is_identifier(code) else None
+        if room is None or room.version != expected_version:
+            return None
+        room.data = data  # the deadline, if any, stays: saving does not extend a room's life
+        room.version += 1
+        return room.version
+
+    async def delete_room(self, code: str) -> None:
+        self._begin()
+        if is_identifier(code):
+            self._drop_room(code)
+
+    async def set_listed(self, code: str, listed: bool) -> None:
+        check_identifier("room code", code)
+        self._begin()
+        if listed:
+            self._listed.setdefault(code, None)
+        else:
+            self._listed.pop(code, None)
+
+    async def listed_rooms(self) -> list[str]:
+        self._begin()
+        return [code for code in self._listed if code in self._rooms]
+
+    async def expire_room(self, code: str, seconds: float | None) -> None:
+        ttl = check_seconds(seconds)
+        now = self._begin()
+        room = self._rooms.get(code) if is_identifier(code) else None
+        if room is None:
+            return
+        if ttl is None:
+            room.deadline = None
+        elif ttl <= 0:
+            self._drop_room(code)
+        else:
+            room.deadline = now + ttl
+            heapq.heappush(self._deadlines, (room.deadline, _ROOM, code))
+
+    # Move logs ---------------------------------------------------------------
+
+    async def append_move(self, code: str, race: int, player_id: str, expected_length: int, entry: bytes) -> bool:
+        check_identifier("room code", code)
+        check_count("race", race)
+        check_identifier("player id", player_id)
+        check_count("expected length", expected_length)
+        check_bytes("move entry", entry)
+        self._begin()
+        room = self._rooms.get(code)
+        if room is None:
+            return False  # no log outlives its room
+        log = room.logs.get((race, player_id))
+        if (0 if log is None else len(log)) != expected_length:
+            return False
+        if log is None:
+            room.logs[(race, player_id)] = [entry]
+        else:
+            log.append(entry)
+        return True
+
+    async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
+        self._begin()
+        room = self._rooms.get(code) if is_identifier(code) else None
+        if room is None:
+            return []
+        return list(room.logs.get((race, player_id), ()))

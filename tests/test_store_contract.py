@@ -1,0 +1,382 @@
+"""The store contract: one suite, run against every implementation of ``server.store.base.Store``.
+
+Tests that need Redis itself (stopping it, restarting it, its key layout) come last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from server.store import MemoryStore, Store, StoreUnavailable
+from server.store.base import DEFAULT_FINISHED_ROOM_TTL
+
+IMPLEMENTATIONS = ["memory"]
+
+StoreFactory = Callable[..., Awaitable[Store]]
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
+    """``await make_store(**options)``: a store on the same data as every other one this test made
+    (for Redis: a separate client and connection pool, as another server process would have)."""
+    made: list[Store] = []
+    memory: list[MemoryStore] = []
+
+    async def make(**options: Any) -> Store:
+        store: Store
+        if request.param == "memory":
+            if not memory:
+                memory.append(MemoryStore(**options))
+            store = memory[0]
+        else:
+            raise AssertionError(request.param)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory) -> Store:
+    return await make_store()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+    """Poll ``check`` until it holds; fail after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"condition still false after {timeout} s")
+        await asyncio.sleep(0.05)
+
+
+# Basics ----------------------------------------------------------------------
+
+
+async def test_ping_answers(store: Store) -> None:
+    await store.ping()
+
+
+async def test_finished_room_ttl_defaults_to_a_day_and_is_configurable(make_store: StoreFactory) -> None:
+    store = await make_store(finished_room_ttl=60.0)
+    assert store.finished_room_ttl == 60.0
+    assert DEFAULT_FINISHED_ROOM_TTL == 24 * 3600
+
+
+async def test_calls_after_close_raise_store_unavailable(make_store: StoreFactory) -> None:
+    store = await make_store()
+    await store.close()
+    with pytest.raises(StoreUnavailable):
+        await store.load_room("ROOM")
+
+
+# Players ---------------------------------------------------------------------
+
+
+async def test_player_round_trip_and_token_lookup(store: Store) -> None:
+    await store.put_player("p1", "hash1", b"\x00alice\xff")
+    assert await store.get_player("p1") == b"\x00alice\xff"
+    assert await store.player_by_token("hash1") == "p1"
+    assert await store.get_player("p2") is None
+    assert await store.player_by_token("hash2") is None
+
+
+async def test_overwriting_a_player_with_a_new_token_retires_the_old_token(store: Store) -> None:
+    await store.put_player("p1", "old", b"v1")
+    await store.put_player("p1", "new", b"v2")
+    assert await store.get_player("p1") == b"v2"
+    assert await store.player_by_token("new") == "p1"
+    assert await store.player_by_token("old") is None
+
+
+async def test_players_expire_after_their_ttl_and_a_put_renews_it(make_store: StoreFactory) -> None:
+    store = await make_store(player_ttl=0.6)
+    await store.put_player("short", "short-token", b"x")
+    await store.put_player("renewed", "renewed-token", b"x")
+    await asyncio.sleep(0.35)
+    await store.put_player("renewed", "renewed-token", b"y")
+
+    async def short_gone() -> bool:
+        return await store.get_player("short") is None and await store.player_by_token("short-token") is None
+
+    await eventually(short_gone)
+    assert await store.get_player("renewed") == b"y"  # renewed 0.35 s in, so it has at least 0.25 s left
+    assert await store.player_by_token("renewed-token") == "renewed"
+
+
+@pytest.mark.parametrize("bad", ["", "a:b", "{tag}", "a b", "é", "x" * 129, "line\n"])
+async def test_identifiers_outside_the_alphabet_are_refused_on_write_and_unknown_on_read(
+    store: Store, bad: str
+) -> None:
+    with pytest.raises(ValueError, match="bad player id"):
+        await store.put_player(bad, "hash", b"x")
+    with pytest.raises(ValueError, match="bad room code"):
+        await store.create_room(bad, b"x")
+    with pytest.raises(ValueError, match="bad room code"):
+        await store.append_move(bad, 0, "p1", 0, b"m")
+    assert await store.get_player(bad) is None
+    assert await store.player_by_token(bad) is None
+    assert await store.load_room(bad) is None
+    assert await store.save_room(bad, b"x", 1) is None
+    assert await store.load_moves(bad, 0, "p1") == []
+    await store.delete_room(bad)
+    await store.expire_room(bad, 1.0)
+    assert await store.listed_rooms() == []
+
+
+async def test_non_bytes_payloads_are_refused(store: Store) -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        await store.create_room("ROOM", "text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="bytes"):
+        await store.put_player("p1", "hash", bytearray(b"x"))  # type: ignore[arg-type]
+    assert await store.create_room("ROOM", b"ok")
+    with pytest.raises(TypeError, match="bytes"):
+        await store.append_move("ROOM", 0, "p1", 0, "move")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="int"):
+        await store.append_move("ROOM", 0, "p1", "0", b"move")  # type: ignore[arg-type]
+    assert await store.load_moves("ROOM", 0, "p1") == []
+
+
+# Rooms -----------------------------------------------------------------------
+
+
+async def test_create_room_is_unique_and_starts_at_version_1(store: Store) -> None:
+    assert await store.create_room("ROOM", b"first")
+    assert not await store.create_room("ROOM", b"second")
+    assert await store.load_room("ROOM") == (b"first", 1)
+    assert await store.load_room("OTHER") is None
+
+
+async def test_concurrent_creates_of_one_code_have_exactly_one_winner(make_store: StoreFactory) -> None:
+    stores = [await make_store() for _ in range(4)]
+    results = await asyncio.gather(*(stores[i % 4].create_room("ROOM", b"by %d" % i) for i in range(16)))
+    assert results.count(True) == 1
+    assert await stores[0].load_room("ROOM") == (b"by %d" % results.index(True), 1)
+
+
+async def test_save_room_is_a_compare_and_set_on_the_version(store: Store) -> None:
+    await store.create_room("ROOM", b"v1")
+    assert await store.save_room("ROOM", b"stale", 0) is None
+    assert await store.save_room("ROOM", b"future", 2) is None
+    assert await store.load_room("ROOM") == (b"v1", 1)
+    assert await store.save_room("ROOM", b"v2", 1) == 2
+    assert await store.save_room("ROOM", b"again", 1) is None
+    assert await store.save_room("ROOM", b"v3", 2) == 3
+    assert await store.load_room("ROOM") == (b"v3", 3)
+    assert await store.save_room("NOPE", b"x", 1) is None
+    assert await store.load_room("NOPE") is None  # a failed save creates nothing
+
+
+async def test_concurrent_saves_of_one_version_have_exactly_one_winner(make_store: StoreFactory) -> None:
+    stores = [await make_store() for _ in range(4)]
+    await stores[0].create_room("ROOM", b"v1")
+    results = await asyncio.gather(*(stores[i % 4].save_room("ROOM", b"by %d" % i, 1) for i in range(16)))
+    assert sorted(results, key=lambda r: r or 0) == [None] * 15 + [2]
+    winner = next(i for i, result in enumerate(results) if result == 2)
+    assert await stores[0].load_room("ROOM") == (b"by %d" % winner, 2)
+
+
+async def test_listing_holds_existing_listed_rooms_oldest_first(store: Store) -> None:
+    for code in ("A1", "B2", "C3", "D4"):
+        await store.create_room(code, b"")
+    await store.set_listed("C3", True)
+    await store.set_listed("A1", True)
+    await store.set_listed("D4", True)
+    await store.set_listed("A1", True)  # listing again keeps its place
+    assert await store.listed_rooms() == ["C3", "A1", "D4"]
+    await store.set_listed("A1", False)
+    await store.set_listed("B2", False)  # unlisting an unlisted room is harmless
+    assert await store.listed_rooms() == ["C3", "D4"]
+    await store.delete_room("C3")
+    assert await store.listed_rooms() == ["D4"]
+    await store.set_listed("GHOST", True)  # a listing without a room is never shown...
+    assert await store.listed_rooms() == ["D4"]
+    await store.create_room("GHOST", b"")  # ...and a new room starts unlisted
+    assert await store.listed_rooms() == ["D4"]
+
+
+async def test_delete_room_removes_room_logs_and_listing(store: Store) -> None:
+    await store.create_room("ROOM", b"x")
+    await store.set_listed("ROOM", True)
+    assert await store.append_move("ROOM", 0, "p1", 0, b"m1")
+    assert await store.append_move("ROOM", 1, "p2", 0, b"m1")
+    await store.delete_room("ROOM")
+    assert await store.load_room("ROOM") is None
+    assert await store.listed_rooms() == []
+    assert await store.load_moves("ROOM", 0, "p1") == []
+    await store.delete_room("ROOM")  # deleting twice is harmless
+    # the code can be used again, with empty logs
+    assert await store.create_room("ROOM", b"y")
+    assert await store.load_moves("ROOM", 1, "p2") == []
+    assert await store.append_move("ROOM", 0, "p1", 0, b"fresh")
+    assert await store.load_moves("ROOM", 0, "p1") == [b"fresh"]
+
+
+# Move logs -------------------------------------------------------------------
+
+
+async def test_append_move_needs_the_exact_expected_length(store: Store) -> None:
+    await store.create_room("ROOM", b"")
+    assert not await store.append_move("ROOM", 0, "p1", 1, b"too far")
+    assert not await store.append_move("ROOM", 0, "p1", -1, b"negative")
+    assert await store.append_move("ROOM", 0, "p1", 0, b"m0")
+    assert not await store.append_move("ROOM", 0, "p1", 0, b"fork")
+    assert not await store.append_move("ROOM", 0, "p1", 2, b"gap")
+    assert await store.append_move("ROOM", 0, "p1", 1, b"m1")
+    assert await store.load_moves("ROOM", 0, "p1") == [b"m0", b"m1"]
+
+
+async def test_logs_are_separate_per_race_and_player(store: Store) -> None:
+    await store.create_room("ROOM", b"")
+    await store.create_room("ROOM2", b"")
+    assert await store.append_move("ROOM", 0, "p1", 0, b"r0p1")
+    assert await store.append_move("ROOM", 0, "p2", 0, b"r0p2")
+    assert await store.append_move("ROOM", 1, "p1", 0, b"r1p1")
+    assert await store.append_move("ROOM2", 0, "p1", 0, b"room2")
+    assert await store.load_moves("ROOM", 0, "p1") == [b"r0p1"]
+    assert await store.load_moves("ROOM", 0, "p2") == [b"r0p2"]
+    assert await store.load_moves("ROOM", 1, "p1") == [b"r1p1"]
+    assert await store.load_moves("ROOM2", 0, "p1") == [b"room2"]
+    assert await store.load_moves("ROOM", 2, "p1") == []
+
+
+async def test_append_to_a_missing_room_writes_nothing(store: Store) -> None:
+    assert not await store.append_move("NOPE", 0, "p1", 0, b"m")
+    assert await store.load_moves("NOPE", 0, "p1") == []
+    assert await store.create_room("NOPE", b"")
+    assert await store.load_moves("NOPE", 0, "p1") == []
+
+
+async def test_entries_round_trip_byte_for_byte(store: Store) -> None:
+    await store.create_room("ROOM", b"")
+    entries = [b"", b"\x00\xff\r\n", bytes(range(256)), random.Random(7).randbytes(100_000)]
+    for length, entry in enumerate(entries):
+        assert await store.append_move("ROOM", 3, "p1", length, entry)
+    assert await store.load_moves("ROOM", 3, "p1") == entries
+
+
+async def test_concurrent_appends_at_one_length_have_exactly_one_winner(make_store: StoreFactory) -> None:
+    stores = [await make_store() for _ in range(4)]
+    await stores[0].create_room("ROOM", b"")
+    for length in range(5):
+        results = await asyncio.gather(
+            *(stores[i % 4].append_move("ROOM", 0, "p1", length, b"%d-%d" % (length, i)) for i in range(12))
+        )
+        assert results.count(True) == 1
+    log = await stores[0].load_moves("ROOM", 0, "p1")
+    assert [entry.split(b"-")[0] for entry in log] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+async def test_many_racing_writers_never_fork_or_lose_a_log(make_store: StoreFactory) -> None:
+    """Each writer appends its own entries, reloading the log after every lost race: the final log
+    holds every entry exactly once, and each writer's entries in its own order."""
+    stores = [await make_store() for _ in range(4)]
+    await stores[0].create_room("ROOM", b"")
+    writers, per_writer = 8, 10
+
+    async def writer(number: int) -> None:
+        store = stores[number % len(stores)]
+        for step in range(per_writer):
+            entry = b"w%d:%d" % (number, step)
+            while True:
+                length = len(await store.load_moves("ROOM", 0, "p1"))
+                if await store.append_move("ROOM", 0, "p1", length, entry):
+                    break
+
+    await asyncio.gather(*(writer(n) for n in range(writers)))
+    log = await stores[0].load_moves("ROOM", 0, "p1")
+    assert len(log) == writers * per_writer
+    assert len(set(log)) == len(log)
+    for number in range(writers):
+        own = [entry for entry in log if entry.startswith(b"w%d:" % number)]
+        assert own == [b"w%d:%d" % (number, step) for step in range(per_writer)]
+
+
+# Expiry ----------------------------------------------------------------------
+
+
+async def room_gone(store: Store, code: str) -> bool:
+    return (
+        await store.load_room(code) is None
+        and await store.load_moves(code, 0, "p1") == []
+        and code not in await store.listed_rooms()
+    )
+
+
+async def test_expire_room_removes_room_logs_and_listing_after_the_delay(store: Store) -> None:
+    await store.create_room("ROOM", b"v1")
+    await store.set_listed("ROOM", True)
+    assert await store.append_move("ROOM", 0, "p1", 0, b"early")
+    await store.expire_room("ROOM", 0.6)
+    # A save and a log started after the expiry was set neither extend nor escape it.
+    assert await store.save_room("ROOM", b"v2", 1) == 2
+    assert await store.append_move("ROOM", 0, "p2", 0, b"late")
+    assert await store.load_room("ROOM") == (b"v2", 2)
+    assert await store.listed_rooms() == ["ROOM"]
+    assert await store.load_moves("ROOM", 0, "p1") == [b"early"]
+    await eventually(lambda: room_gone(store, "ROOM"))
+    assert await store.load_moves("ROOM", 0, "p2") == []
+    # the code is free again, with nothing left over
+    assert await store.create_room("ROOM", b"new")
+    assert await store.load_moves("ROOM", 0, "p2") == []
+    assert await store.listed_rooms() == []
+
+
+async def test_expire_room_none_keeps_it_forever_again(store: Store) -> None:
+    await store.create_room("KEEP", b"x")
+    await store.append_move("KEEP", 0, "p1", 0, b"m")
+    await store.create_room("GO", b"x")
+    await store.expire_room("KEEP", 0.3)
+    await store.expire_room("KEEP", None)
+    await store.expire_room("GO", 0.3)
+    await eventually(lambda: room_gone(store, "GO"))
+    await asyncio.sleep(0.1)
+    assert await store.load_room("KEEP") == (b"x", 1)
+    assert await store.load_moves("KEEP", 0, "p1") == [b"m"]
+
+
+async def test_expire_room_with_no_time_left_removes_it_now(store: Store) -> None:
+    await store.create_room("ROOM", b"x")
+    await store.append_move("ROOM", 0, "p1", 0, b"m")
+    await store.expire_room("ROOM", 0)
+    assert await room_gone(store, "ROOM")
+    await store.expire_room("NOPE", 1.0)  # expiring a missing room is harmless
+    assert await store.load_room("NOPE") is None
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, "10"])
+async def test_expire_room_refuses_a_nonsense_delay(store: Store, bad: Any) -> None:
+    await store.create_room("ROOM", b"x")
+    with pytest.raises(ValueError, match="expiry"):
+        await store.expire_room("ROOM", bad)
+    assert await store.load_room("ROOM") == (b"x", 1)
+
+
+# MemoryStore only: its clock is injectable ------------------------------------
+
+
+async def test_memory_store_follows_the_clock_it_is_given() -> None:
+    now = [1000.0]
+    store = MemoryStore(clock=lambda: now[0], player_ttl=100.0)
+    await store.create_room("ROOM", b"x")
+    await store.set_listed("ROOM", True)
+    await store.append_move("ROOM", 0, "p1", 0, b"m")
+    await store.put_player("p1", "token", b"p")
+    await store.expire_room("ROOM", 50.0)
+    await store.expire_room("ROOM", 60.0)  # the later deadline replaces the earlier one
+    now[0] = 1059.9
+    assert await store.load_room("ROOM") == (b"x", 1)
+    now[0] = 1060.0
+    assert await room_gone(store, "ROOM")
+    assert await store.get_player("p1") == b"p"
+    now[0] = 1100.0
+    assert await store.get_player("p1") is None
+    assert await store.player_by_token("token") is None
