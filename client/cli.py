@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deal": ("client.commands.deal", "show the layout of a deal number"),
     "verify": ("client.commands.verify", "replay a game record and check every entry"),
     "solo": ("client.commands.solo", "play a game alone in the terminal, line by line"),
+    "play": ("client.commands.play", "play a game alone on the full-screen board (keys and mouse)"),
 }
 
 

@@ -1,0 +1,1 @@
+"""Textual widgets of the terminal client. Everything here renders from a ``shared.engine.View``."""
