@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from redis_fixture import RedisServer
 
-from server.store import MemoryStore, Store, StoreUnavailable
+from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
 from server.store.base import DEFAULT_FINISHED_ROOM_TTL
 
-IMPLEMENTATIONS = ["memory"]
+IMPLEMENTATIONS = ["memory", "redis"]
 
 StoreFactory = Callable[..., Awaitable[Store]]
 
@@ -35,7 +38,7 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFacto
                 memory.append(MemoryStore(**options))
             store = memory[0]
         else:
-            raise AssertionError(request.param)
+            store = RedisStore(request.getfixturevalue("redis_url"), namespace="contract", **options)
         made.append(store)
         return store
 
@@ -380,3 +383,217 @@ async def test_memory_store_follows_the_clock_it_is_given() -> None:
     now[0] = 1100.0
     assert await store.get_player("p1") is None
     assert await store.player_by_token("token") is None
+
+
+# Redis only: the real server stopped, frozen, restarted; its key layout --------------------
+
+
+async def test_open_store_picks_the_implementation_from_the_url(redis_server_factory: Any) -> None:
+    memory = open_store(None)
+    assert isinstance(memory, MemoryStore)
+    await memory.close()
+    server: RedisServer = redis_server_factory(unix_socket=True)
+    for code, url in (("TCP", server.url), ("UNIX", server.unix_url)):
+        store = open_store(url, namespace="dispatch")
+        assert isinstance(store, RedisStore)
+        await store.ping()
+        assert await store.create_room(code, url.encode())
+        await store.close()
+    assert server.command("HGET", "dispatch:room:{UNIX}", "data") == server.unix_url.encode()
+    tls = open_store("rediss://127.0.0.1:1/0")  # not contacted: connecting is lazy
+    assert isinstance(tls, RedisStore)
+    await tls.close()
+    with pytest.raises(ValueError, match="scheme 'http'") as refused:
+        open_store("http://user:secret@127.0.0.1/")
+    assert "secret" not in str(refused.value)
+
+
+async def test_a_stopped_redis_raises_store_unavailable_then_recovers_on_restart(own_redis_server: RedisServer) -> None:
+    store = RedisStore(own_redis_server.url, namespace="outage")
+    try:
+        await store.create_room("ROOM", b"x")
+        assert await store.append_move("ROOM", 0, "p1", 0, b"m0")
+        own_redis_server.stop()
+        calls: list[Awaitable[object]] = [
+            store.ping(),
+            store.append_move("ROOM", 0, "p1", 1, b"m1"),
+            store.load_room("ROOM"),
+            store.load_moves("ROOM", 0, "p1"),
+            store.put_player("p1", "token", b"x"),
+            store.listed_rooms(),
+        ]
+        for call in calls:
+            with pytest.raises(StoreUnavailable, match=rf"cannot reach Redis at {own_redis_server.url}"):
+                await asyncio.wait_for(call, 10)
+        own_redis_server.start()  # same port, empty (no disk): the same store object works again
+        await asyncio.wait_for(store.ping(), 10)
+        assert await store.create_room("ROOM", b"again")
+        assert await store.append_move("ROOM", 0, "p1", 0, b"m0")
+    finally:
+        await store.close()
+
+
+async def test_a_frozen_redis_times_out_as_store_unavailable(own_redis_server: RedisServer) -> None:
+    store = RedisStore(own_redis_server.url, namespace="frozen", socket_timeout=0.3, retries=0)
+    try:
+        await store.create_room("ROOM", b"x")
+        assert own_redis_server.process is not None
+        own_redis_server.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(StoreUnavailable, match="did not answer in time"):
+                await asyncio.wait_for(store.append_move("ROOM", 0, "p1", 0, b"m0"), 10)
+        finally:
+            own_redis_server.process.send_signal(signal.SIGCONT)
+        # The timed-out append may have landed once Redis woke up: reload, then carry on by CAS.
+        await asyncio.wait_for(store.ping(), 10)
+        length = len(await store.load_moves("ROOM", 0, "p1"))
+        assert length in (0, 1)
+        assert await store.append_move("ROOM", 0, "p1", length, b"next")
+    finally:
+        await store.close()
+
+
+async def test_the_password_never_appears_in_errors() -> None:
+    store = RedisStore("redis://racer:hunter2@127.0.0.1:1/0", connect_timeout=1.0, retries=0)
+    try:
+        with pytest.raises(StoreUnavailable, match=r"redis://racer:\*\*\*@127\.0\.0\.1:1/0") as failure:
+            await asyncio.wait_for(store.ping(), 10)
+        assert "hunter2" not in str(failure.value)
+    finally:
+        await store.close()
+
+
+async def write_everything(store: Store) -> None:
+    await store.put_player("p1", "token1", b"alice")
+    await store.create_room("LIVE", b"live")
+    assert await store.save_room("LIVE", b"live v2", 1) == 2
+    await store.set_listed("LIVE", True)
+    for length in range(3):
+        assert await store.append_move("LIVE", 0, "p1", length, b"move %d" % length)
+    await store.create_room("DONE", b"done")
+    assert await store.append_move("DONE", 0, "p1", 0, b"final")
+    await store.expire_room("DONE", 3600)
+
+
+async def check_everything(store: Store) -> None:
+    assert await store.get_player("p1") == b"alice"
+    assert await store.player_by_token("token1") == "p1"
+    assert await store.load_room("LIVE") == (b"live v2", 2)
+    assert await store.listed_rooms() == ["LIVE"]
+    assert await store.load_moves("LIVE", 0, "p1") == [b"move 0", b"move 1", b"move 2"]
+    assert await store.load_moves("DONE", 0, "p1") == [b"final"]
+    # the CAS carries on from where it was
+    assert not await store.append_move("LIVE", 0, "p1", 2, b"fork")
+
+
+async def test_everything_survives_a_redis_restart_and_a_crash_with_an_append_only_file(
+    persistent_redis_server: RedisServer,
+) -> None:
+    server = persistent_redis_server
+    store = RedisStore(server.url)
+    try:
+        await write_everything(store)
+        server.restart()  # SIGTERM: a clean shutdown
+        await check_everything(store)  # the same client reconnects (and reloads its scripts)
+        assert await store.append_move("LIVE", 0, "p1", 3, b"move 3")
+        server.kill()  # SIGKILL: a crash; fsync-always means nothing acknowledged is lost
+        server.start()
+        fresh = RedisStore(server.url)
+        try:
+            assert (await fresh.load_moves("LIVE", 0, "p1"))[-1] == b"move 3"
+            ttl = server.command("PTTL", "plot:room:{DONE}")
+            assert isinstance(ttl, int) and 0 < ttl <= 3600 * 1000  # expiry survives too
+        finally:
+            await fresh.close()
+    finally:
+        await store.close()
+
+
+def key_shape(key: str) -> str:
+    """A key with its variable parts named as docs/store.md names them."""
+    return (
+        key.replace("{LIVE}", "{CODE}")
+        .replace("{DONE}", "{CODE}")
+        .replace(":0:p1", ":RACE:PLAYER")
+        .replace(":p1", ":PLAYER")
+        .replace(":token1", ":TOKENHASH")
+    )
+
+
+async def test_every_key_is_namespaced_and_documented(redis_server: RedisServer, redis_url: str) -> None:
+    store = RedisStore(redis_url, namespace="nsx")
+    try:
+        await write_everything(store)
+    finally:
+        await store.close()
+    keys = redis_server.command("KEYS", "*")
+    assert isinstance(keys, list) and keys
+    names = sorted(key.decode() for key in keys if isinstance(key, bytes))
+    assert all(name.startswith("nsx:") for name in names), names
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "store.md").read_text()
+    shapes = {key_shape(name).replace("nsx:", "plot:", 1) for name in names}
+    assert shapes == {
+        "plot:room:{CODE}",
+        "plot:logs:{CODE}",
+        "plot:log:{CODE}:RACE:PLAYER",
+        "plot:rooms:listed",
+        "plot:player:PLAYER",
+        "plot:token:TOKENHASH",
+    }
+    for shape in shapes:
+        assert f"`{shape}`" in doc, f"{shape} is not documented in docs/store.md"
+
+
+async def test_namespaces_keep_stores_apart(redis_url: str) -> None:
+    first, second = RedisStore(redis_url, namespace="one"), RedisStore(redis_url, namespace="two")
+    try:
+        assert await first.create_room("ROOM", b"one")
+        assert await second.create_room("ROOM", b"two")
+        await first.set_listed("ROOM", True)
+        assert await second.listed_rooms() == []
+        assert await second.load_room("ROOM") == (b"two", 1)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_an_expired_room_leaves_no_key_behind(redis_server: RedisServer, redis_url: str) -> None:
+    store = RedisStore(redis_url, namespace="gone")
+    try:
+        await store.create_room("ROOM", b"x")
+        await store.set_listed("ROOM", True)
+        await store.append_move("ROOM", 0, "p1", 0, b"m")
+        await store.expire_room("ROOM", 0.2)
+        await store.append_move("ROOM", 1, "p1", 0, b"late log")
+        await eventually(lambda: room_gone(store, "ROOM"))  # listed_rooms() tidies the listing
+
+        async def no_keys_left() -> bool:
+            return redis_server.command("KEYS", "gone:*") == []
+
+        await eventually(no_keys_left)
+    finally:
+        await store.close()
+
+
+async def test_each_compare_and_set_is_one_round_trip(redis_server: RedisServer, redis_url: str) -> None:
+    store = RedisStore(redis_url, namespace="trips")
+    try:
+        await store.create_room("ROOM", b"x")
+        await store.append_move("ROOM", 0, "p1", 0, b"warm")  # the scripts are loaded by now
+        await store.save_room("ROOM", b"warm", 1)
+        redis_server.command("CONFIG", "RESETSTAT")
+        assert await store.append_move("ROOM", 0, "p1", 1, b"m")
+        assert await store.save_room("ROOM", b"y", 2) == 3
+        stats = redis_server.command("INFO", "commandstats")
+        assert isinstance(stats, bytes)
+        calls = {
+            line.split(b":")[0].removeprefix(b"cmdstat_").decode(): line
+            for line in stats.splitlines()
+            if line.startswith(b"cmdstat_")
+        }
+        # commandstats also counts the commands the scripts run inside Redis; the client sent only EVALSHA
+        inside_scripts = {"exists", "llen", "rpush", "sadd", "pttl", "pexpire", "hget", "hset"}
+        assert set(calls) - inside_scripts <= {"evalsha", "info", "config|resetstat"}, calls
+        assert calls["evalsha"].startswith(b"cmdstat_evalsha:calls=2,")
+    finally:
+        await store.close()

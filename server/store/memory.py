@@ -225,6 +225,7 @@ class MemoryStore(Store):
         return True
 
     async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
+        check_count("race", race)
         self._begin()
         room = self._rooms.get(code) if is_identifier(code) else None
         if room is None:

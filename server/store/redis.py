@@ -1,0 +1,359 @@
+"""The Redis store: shared by every server process, durable with Redis persistence.
+
+Talks to Redis through ``redis.asyncio`` (hiredis parses replies when installed). Every write
+that needs atomicity is one Lua script (registered with ``register_script``, so one EVALSHA round
+trip): the move-log append is a compare-and-set on the list length, the room save a
+compare-and-set on a version. docs/store.md lists every key and script.
+
+Keys (``ns`` is the namespace, ``{code}`` a Redis Cluster hash tag, so one room's keys share a slot):
+
+- ``ns:room:{code}``            hash  data, version
+- ``ns:logs:{code}``            set   the room's move-log keys (so delete/expiry need no SCAN)
+- ``ns:log:{code}:race:player`` list  move entries, oldest first
+- ``ns:rooms:listed``           zset  listed room codes, scored by listing time
+- ``ns:player:id``              hash  data, token (the token hash)
+- ``ns:token:hash``             string player id
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+from server.store.base import (
+    DEFAULT_FINISHED_ROOM_TTL,
+    DEFAULT_PLAYER_TTL,
+    Store,
+    StoreUnavailable,
+    check_identifier,
+    is_identifier,
+)
+from server.store.memory import check_bytes, check_count, check_seconds
+
+# KEYS: room, log, log index. ARGV: expected length, entry.
+# 1 appended; 0 the log does not hold exactly ARGV[1] entries; -1 no such room. A new log joins the
+# room's index and inherits the room's remaining time to live, so expiry covers it too.
+APPEND_MOVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local length = redis.call('LLEN', KEYS[2])
+if length ~= tonumber(ARGV[1]) then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+if length == 0 then
+  redis.call('SADD', KEYS[3], KEYS[2])
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
+end
+return 1
+"""
+
+# KEYS: room, log index, listed set. ARGV: code, data. 1 created; 0 the code is taken.
+# Leftover logs of an earlier room with this code (there should be none) are cleared.
+CREATE_ROOM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', 1)
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1
+"""
+
+# KEYS: room. ARGV: expected version, data. The new version, or 0 on a mismatch or a missing room.
+# HSET keeps the key's time to live: saving does not extend an expiring room.
+SAVE_ROOM = """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+local new = tonumber(version) + 1
+redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', new)
+return new
+"""
+
+# KEYS: room, log index, listed set. ARGV: code.
+DELETE_ROOM = """
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1
+"""
+
+# KEYS: room, log index. ARGV: milliseconds, or -1 to keep forever. 0 if there is no such room.
+EXPIRE_ROOM = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local ms = tonumber(ARGV[1])
+local keys = redis.call('SMEMBERS', KEYS[2])
+table.insert(keys, KEYS[1])
+table.insert(keys, KEYS[2])
+for _, key in ipairs(keys) do
+  if ms < 0 then redis.call('PERSIST', key) else redis.call('PEXPIRE', key, ms) end
+end
+return 1
+"""
+
+# KEYS: listed set, then one room key per code in ARGV. Unlists the codes whose room is gone,
+# checking again here so a room created since the caller looked is not unlisted by mistake.
+PRUNE_LISTED = """
+for i, code in ipairs(ARGV) do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then redis.call('ZREM', KEYS[1], code) end
+end
+return 1
+"""
+
+# KEYS: player, token. ARGV: player id, token hash, data, ttl ms (<= 0: forever), token key prefix.
+# A new token retires the player's old one. The old token's key is built here (not in KEYS): fine
+# on one Redis; a Cluster deployment would need the token keys hash-tagged with the player id.
+PUT_PLAYER = """
+local old = redis.call('HGET', KEYS[1], 'token')
+if old and old ~= ARGV[2] then
+  local old_key = ARGV[5] .. old
+  if redis.call('GET', old_key) == ARGV[1] then redis.call('DEL', old_key) end
+end
+redis.call('HSET', KEYS[1], 'data', ARGV[3], 'token', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[1])
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+else
+  redis.call('PERSIST', KEYS[1])
+end
+return 1
+"""
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """Replies are bytes (the client does not decode responses); this narrows the client's wider types."""
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def milliseconds(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1000))
+
+
+class RedisStore(Store):
+    """A store on one Redis (or Valkey) server. Connects lazily; ``await ping()`` to check it answers.
+
+    ``retries`` re-sends a command after a dropped connection (for example the first call after
+    Redis restarted); the Lua compare-and-sets make a re-sent write harmless."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str = "plot",
+        finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL,
+        player_ttl: float | None = DEFAULT_PLAYER_TTL,
+        socket_timeout: float = 2.0,
+        connect_timeout: float = 2.0,
+        retries: int = 2,
+        **redis_options: Any,
+    ) -> None:
+        self.namespace = check_identifier("namespace", namespace)
+        self.finished_room_ttl = finished_room_ttl
+        player_seconds = check_seconds(player_ttl)
+        self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
+        self._where = redact_url(url)
+        self._redis = aioredis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=connect_timeout,
+            retry=Retry(
+                ExponentialBackoff(cap=0.5, base=0.05),
+                retries,
+                supported_errors=(redis.exceptions.ConnectionError,),
+            ),
+            **redis_options,
+        )
+        self._closed = False
+        self._append_move = self._redis.register_script(APPEND_MOVE)
+        self._create_room = self._redis.register_script(CREATE_ROOM)
+        self._save_room = self._redis.register_script(SAVE_ROOM)
+        self._delete_room = self._redis.register_script(DELETE_ROOM)
+        self._expire_room = self._redis.register_script(EXPIRE_ROOM)
+        self._prune_listed = self._redis.register_script(PRUNE_LISTED)
+        self._put_player = self._redis.register_script(PUT_PLAYER)
+        self._listed_key = f"{namespace}:rooms:listed"
+
+    # Keys --------------------------------------------------------------------
+
+    def room_key(self, code: str) -> str:
+        return f"{self.namespace}:room:{{{code}}}"
+
+    def log_index_key(self, code: str) -> str:
+        return f"{self.namespace}:logs:{{{code}}}"
+
+    def log_key(self, code: str, race: int, player_id: str) -> str:
+        return f"{self.namespace}:log:{{{code}}}:{race}:{player_id}"
+
+    def player_key(self, player_id: str) -> str:
+        return f"{self.namespace}:player:{player_id}"
+
+    def token_key(self, token_hash: str) -> str:
+        return f"{self.namespace}:token:{token_hash}"
+
+    # Errors ------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _talking(self, operation: str) -> AsyncIterator[None]:
+        """Turn every way Redis can fail us into StoreUnavailable, with a message saying where and what."""
+        if self._closed:
+            raise StoreUnavailable(f"the Redis store for {self._where} is closed ({operation})")
+        try:
+            yield
+        except redis.exceptions.TimeoutError as error:
+            raise StoreUnavailable(f"Redis at {self._where} did not answer in time ({operation}): {error}") from error
+        except redis.exceptions.ConnectionError as error:
+            raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
+        except redis.exceptions.RedisError as error:
+            raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
+        except (OSError, TimeoutError) as error:
+            raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
+
+    async def ping(self) -> None:
+        async with self._talking("ping"):
+            await self._redis.ping()
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._redis.aclose()
+
+    # Players -----------------------------------------------------------------
+
+    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
+        check_identifier("player id", player_id)
+        check_identifier("token hash", token_hash)
+        check_bytes("player data", data)
+        async with self._talking("put_player"):
+            await self._put_player(
+                keys=[self.player_key(player_id), self.token_key(token_hash)],
+                args=[player_id, token_hash, data, self._player_ttl_ms, self.token_key("")],
+            )
+
+    async def get_player(self, player_id: str) -> bytes | None:
+        if not is_identifier(player_id):
+            return None
+        async with self._talking("get_player"):
+            data = await self._redis.hget(self.player_key(player_id), "data")
+        return None if data is None else as_bytes(data)
+
+    async def player_by_token(self, token_hash: str) -> str | None:
+        if not is_identifier(token_hash):
+            return None
+        async with self._talking("player_by_token"):
+            player_id = await self._redis.get(self.token_key(token_hash))
+        return None if player_id is None else as_bytes(player_id).decode()
+
+    # Rooms -------------------------------------------------------------------
+
+    async def create_room(self, code: str, data: bytes) -> bool:
+        check_identifier("room code", code)
+        check_bytes("room data", data)
+        async with self._talking("create_room"):
+            created = await self._create_room(
+                keys=[self.room_key(code), self.log_index_key(code), self._listed_key], args=[code, data]
+            )
+        return bool(created == 1)
+
+    async def load_room(self, code: str) -> tuple[bytes, int] | None:
+        if not is_identifier(code):
+            return None
+        async with self._talking("load_room"):
+            data, version = await self._redis.hmget(self.room_key(code), ["data", "version"])
+        if data is None or version is None:
+            return None
+        return as_bytes(data), int(version)
+
+    async def save_room(self, code: str, data: bytes, expected_version: int) -> int | None:
+        check_bytes("room data", data)
+        check_count("expected version", expected_version)
+        if not is_identifier(code):
+            return None
+        async with self._talking("save_room"):
+            version = await self._save_room(keys=[self.room_key(code)], args=[expected_version, data])
+        return int(version) or None
+
+    async def delete_room(self, code: str) -> None:
+        if not is_identifier(code):
+            return
+        async with self._talking("delete_room"):
+            await self._delete_room(keys=[self.room_key(code), self.log_index_key(code), self._listed_key], args=[code])
+
+    async def set_listed(self, code: str, listed: bool) -> None:
+        check_identifier("room code", code)
+        async with self._talking("set_listed"):
+            if listed:
+                await self._redis.zadd(self._listed_key, {code: time.time()}, nx=True)
+            else:
+                await self._redis.zrem(self._listed_key, code)
+
+    async def listed_rooms(self) -> list[str]:
+        async with self._talking("listed_rooms"):
+            members = await self._redis.zrange(self._listed_key, 0, -1)
+            codes = [member.decode() for member in members if isinstance(member, bytes)]
+            if not codes:
+                return []
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for code in codes:
+                    pipe.exists(self.room_key(code))
+                exists = await pipe.execute()
+            gone = [code for code, found in zip(codes, exists, strict=True) if not found]
+            if gone:  # rooms that expired or vanished: tidy the listing
+                await self._prune_listed(keys=[self._listed_key, *map(self.room_key, gone)], args=gone)
+        return [code for code, found in zip(codes, exists, strict=True) if found]
+
+    async def expire_room(self, code: str, seconds: float | None) -> None:
+        ttl = check_seconds(seconds)
+        if not is_identifier(code):
+            return
+        if ttl is not None and ttl <= 0:
+            await self.delete_room(code)
+            return
+        async with self._talking("expire_room"):
+            await self._expire_room(
+                keys=[self.room_key(code), self.log_index_key(code)],
+                args=[-1 if ttl is None else milliseconds(ttl)],
+            )
+
+    # Move logs ---------------------------------------------------------------
+
+    async def append_move(self, code: str, race: int, player_id: str, expected_length: int, entry: bytes) -> bool:
+        check_identifier("room code", code)
+        check_count("race", race)
+        check_identifier("player id", player_id)
+        check_count("expected length", expected_length)
+        check_bytes("move entry", entry)
+        async with self._talking("append_move"):
+            appended = await self._append_move(
+                keys=[self.room_key(code), self.log_key(code, race, player_id), self.log_index_key(code)],
+                args=[expected_length, entry],
+            )
+        return bool(appended == 1)
+
+    async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
+        check_count("race", race)
+        if not is_identifier(code) or not is_identifier(player_id):
+            return []
+        async with self._talking("load_moves"):
+            entries = await self._redis.lrange(self.log_key(code, race, player_id), 0, -1)
+        return [as_bytes(entry) for entry in entries]
