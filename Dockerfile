@@ -1,0 +1,21 @@
+# The race server (plot-server) on Redis; docker-compose.yml runs it next to Redis 7.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY shared ./shared
+COPY server ./server
+COPY client ./client
+# The server extra brings redis with hiredis; the test and bench extras stay out of the image.
+RUN pip install '.[server]' \
+    && useradd --system --uid 10001 --no-create-home plot
+
+USER plot
+# The WebSocket port; GET /healthz on the same port reports the store's health.
+EXPOSE 8765
+CMD ["plot-server", "--host", "0.0.0.0", "--port", "8765", "--redis", "redis://redis:6379/0"]
