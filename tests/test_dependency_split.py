@@ -90,3 +90,9 @@ def test_redis_is_only_in_the_server_extra() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [dep for dep in project["dependencies"] if dep.lower().startswith(("redis", "hiredis"))]
     assert any(dep.startswith("redis[hiredis]") for dep in project["optional-dependencies"]["server"])
+
+
+def test_the_server_extra_parses_redis_replies_with_hiredis() -> None:
+    from redis.asyncio.connection import DefaultParser
+
+    assert "Hiredis" in DefaultParser.__name__
