@@ -9,10 +9,30 @@ the deal.
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from shared.cards import rank
-from shared.engine import Game, View
+from shared.engine import Game, View, replay
+from shared.fairplay import check_commitment
+from shared.protocol import (
+    Boards,
+    Countdown,
+    Error,
+    Kicked,
+    Leaderboard,
+    Left,
+    Member,
+    MoveOk,
+    Pong,
+    RaceStart,
+    Results,
+    Room,
+    ServerMessage,
+    Welcome,
+)
 
 HIDDEN: Final = -1  # a card the player cannot see; never played, never shown
 
@@ -51,3 +71,181 @@ def needed_rank(view: View, foundation: int) -> int:
     """The rank foundation ``foundation`` (0..7) needs next; an empty one needs the base rank."""
     base = rank(view.foundations[0][0])
     return (base - 1 + len(view.foundations[foundation])) % 13 + 1
+
+
+# ---------------------------------------------------------------- a race, as the server tells it
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class RaceModel:
+    """Everything the client knows about its room and race, fed by server messages only.
+
+    :meth:`apply` takes one message and returns the names of the parts that changed (``room``,
+    ``countdown``, ``race``, ``view``, ``leaderboard``, ``boards``, ``results``, ``error``,
+    ``left``), so the screens redraw only what they must. Stale messages (an older room version,
+    an older leaderboard, a view behind the one shown) are ignored.
+    """
+
+    player_id: str | None = None
+    room: Room | None = None
+    countdown: Countdown | None = None
+    race: RaceStart | None = None
+    commitment: str | None = None  # as received at the start: the results are checked against this
+    view: View | None = None
+    seq: int = -1
+    leaderboard: Leaderboard | None = None
+    boards: Boards | None = None
+    results: Results | None = None
+    last_error: Error | None = None
+    left_reason: str | None = None
+    clock_offset_ms: int = 0  # server time minus local time
+    saved_records: dict[str, Path] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ feeding
+
+    def apply(self, msg: ServerMessage) -> set[str]:
+        if isinstance(msg, Welcome):
+            self.player_id = msg.player_id
+            self._clock(msg.server_time)
+            return {"welcome"}
+        if isinstance(msg, Room):
+            if self.room is not None and self.room.code == msg.code and msg.version < self.room.version:
+                return set()
+            changed = {"room"}
+            if self.race is not None and self.race.race != msg.race:
+                self._new_race()  # a rematch (or another room): the old race's state goes
+                changed.add("race")
+            self.room = msg
+            self.left_reason = None
+            return changed
+        if isinstance(msg, Countdown):
+            self._clock(msg.server_time)
+            if self.race is not None and self.race.race != msg.race:
+                self._new_race()
+            self.countdown = msg
+            return {"countdown"}
+        if isinstance(msg, RaceStart):
+            self._clock(msg.server_time)
+            if self.race is None or self.race.race != msg.race:
+                self._new_race()
+                self.commitment = msg.commitment
+            elif self.commitment is None:
+                self.commitment = msg.commitment
+            self.race = msg
+            self.countdown = None
+            changed = {"race"}
+            if msg.view is not None and msg.seq >= self.seq:
+                self.view, self.seq = msg.view, msg.seq
+                changed.add("view")
+            return changed
+        if isinstance(msg, MoveOk):
+            if msg.seq >= self.seq:
+                self.view, self.seq = msg.view, msg.seq
+                return {"view"}
+            return set()
+        if isinstance(msg, Leaderboard):
+            old = self.leaderboard
+            if old is not None and old.race == msg.race and msg.version < old.version:
+                return set()
+            self.leaderboard = msg
+            return {"leaderboard"}
+        if isinstance(msg, Boards):
+            self.boards = msg
+            return {"boards"}
+        if isinstance(msg, Results):
+            self.results = msg
+            return {"results"}
+        if isinstance(msg, Error):
+            self.last_error = msg
+            return {"error"}
+        if isinstance(msg, Left | Kicked):
+            self.room = None
+            if isinstance(msg, Kicked):
+                self.left_reason = "kicked by the host" if msg.reason == "host" else "the lobby expired unused"
+            else:
+                self.left_reason = "left"
+            return {"left"}
+        if isinstance(msg, Pong):
+            self._clock(msg.server_time)
+        return set()
+
+    def _new_race(self) -> None:
+        self.race = None
+        self.commitment = None
+        self.view = None
+        self.seq = -1
+        self.leaderboard = None
+        self.boards = None
+        self.results = None
+        self.countdown = None
+
+    def _clock(self, server_time: int) -> None:
+        self.clock_offset_ms = server_time - now_ms()
+
+    # ------------------------------------------------------------------ reading
+
+    def server_now(self) -> int:
+        return now_ms() + self.clock_offset_ms
+
+    @property
+    def phase(self) -> str | None:
+        return self.room.phase if self.room else None
+
+    @property
+    def is_host(self) -> bool:
+        return self.room is not None and self.room.host == self.player_id
+
+    @property
+    def me(self) -> Member | None:
+        if self.room is None:
+            return None
+        return next((m for m in self.room.members if m.player_id == self.player_id), None)
+
+    @property
+    def role(self) -> str | None:
+        me = self.me
+        return me.role if me else None
+
+    def race_clock_ms(self) -> int | None:
+        """Race time now (from the start signal), by the server's clock; None before the start."""
+        if self.race is None:
+            return None
+        if self.results is not None and self.leaderboard is not None:
+            return max((row.elapsed_ms for row in self.leaderboard.racers), default=0)
+        return max(self.server_now() - self.race.started_at, 0)
+
+    def countdown_left_ms(self) -> int | None:
+        if self.countdown is None:
+            return None
+        return max(self.countdown.starts_at - self.server_now(), 0)
+
+    def member_name(self, player_id: str) -> str:
+        if self.room is not None:
+            for member in self.room.members:
+                if member.player_id == player_id:
+                    return member.name
+        if self.leaderboard is not None:
+            for row in self.leaderboard.racers:
+                if row.player_id == player_id:
+                    return row.name
+        return player_id
+
+    def commitment_verified(self) -> bool | None:
+        """Does the revealed deal and salt match the commitment received at the start? None before the results."""
+        if self.results is None:
+            return None
+        expected = self.commitment or self.results.commitment
+        return check_commitment(self.results.deal, self.results.salt, expected)
+
+
+def final_views(results: Results) -> dict[str, View]:
+    """Every racer's final board, by replaying the revealed records (the client's own check)."""
+    boards: dict[str, View] = {}
+    for player_id, record in results.records.items():
+        game, _result = replay(record.deal, record.moves, undo=record.undo)
+        boards[player_id] = game.view()
+    return boards

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -79,8 +79,8 @@ def help_rows(extra: list[tuple[str, str]] | None = None) -> list[tuple[str, str
     return rows + (extra or [])
 
 
-def _bindings() -> list[Binding]:
-    bindings = [Binding(key, f"pick('{pile}')", pile, show=False) for pile, (key, _label) in PILE_KEYS.items()]
+def _bindings() -> list[BindingType]:
+    bindings: list[BindingType] = [Binding(key, f"pick('{pile}')", pile, show=False) for pile, (key, _label) in PILE_KEYS.items()]
     for keys, action, _label, footer in COMMAND_KEYS:
         if action == "quit":
             continue  # the App's own ctrl+q

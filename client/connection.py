@@ -1,0 +1,339 @@
+"""The client's connection to a race server: one WebSocket that resumes itself.
+
+Frames are the shared protocol's MessagePack messages (``shared.protocol``). On connect the
+connection says hello, with the resume token saved on disk for that server when there is one;
+when the socket drops it reports "reconnecting", waits (exponential backoff with jitter) and
+says hello again with the token, so the server gives the same identity, seat and game back.
+Moves are tracked by id until the server answers; after a resume the unanswered ones are sent
+again with the same ids (the server never applies an id twice).
+
+Everything runs on the caller's asyncio loop (the Textual app's, the bot's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from client.state import safe_name, state_dir, write_private
+from shared.protocol import (
+    BAD_TOKEN,
+    PROTOCOL_VERSION,
+    ClientMessage,
+    Error,
+    Hello,
+    Move,
+    MoveOk,
+    MoveRejected,
+    ProtocolError,
+    ServerMessage,
+    Shutdown,
+    Welcome,
+    decode_server,
+    encode,
+)
+
+log = logging.getLogger("plot.client")
+
+DEFAULT_SERVER = "ws://localhost:8765"
+M = TypeVar("M")
+
+# Connection states, for the screen.
+CONNECTING = "connecting"
+CONNECTED = "connected"
+RECONNECTING = "reconnecting"
+CLOSED = "closed"
+
+
+class ConnectionFailed(RuntimeError):
+    """The server cannot be reached, or refused us for good (a message a person can read)."""
+
+
+# ---------------------------------------------------------------- the resume token on disk
+
+
+@dataclass(slots=True)
+class TokenFile:
+    """The resume token for one server (and one profile: a bot keeps its own), on disk, owner-only."""
+
+    path: Path
+
+    @classmethod
+    def for_server(cls, url: str, profile: str = "player", folder: Path | None = None) -> TokenFile:
+        folder = folder or state_dir() / "tokens"
+        return cls(folder / f"{safe_name(url)}--{safe_name(profile)}.json")
+
+    def load(self) -> str | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        token = data.get("token") if isinstance(data, dict) else None
+        return token if isinstance(token, str) and token else None
+
+    def save(self, welcome: Welcome, url: str) -> None:
+        record = {"server": url, "player_id": welcome.player_id, "name": welcome.name, "token": welcome.token}
+        write_private(self.path, json.dumps(record))
+
+    def clear(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+# ---------------------------------------------------------------- the connection
+
+
+@dataclass(slots=True)
+class PendingMove:
+    id: int
+    entry: str
+    future: asyncio.Future[MoveOk | MoveRejected]
+
+
+class Connection:
+    """A resuming connection. Register ``on_message`` / ``on_state`` / ``on_welcome`` callbacks, then ``start()``."""
+
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        *,
+        bot: bool = False,
+        token_file: TokenFile | None = None,
+        backoff_start: float = 0.2,
+        backoff_max: float = 5.0,
+        open_timeout: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.name = name
+        self.bot = bot
+        self.token_file = token_file
+        self.token: str | None = token_file.load() if token_file else None
+        self.backoff_start = backoff_start
+        self.backoff_max = backoff_max
+        self.open_timeout = open_timeout
+        self.state = CONNECTING
+        self.welcome: Welcome | None = None
+        self.on_message: Callable[[ServerMessage], None] = lambda msg: None
+        self.on_state: Callable[[str, str], None] = lambda state, detail: None
+        self.on_welcome: Callable[[Welcome], None] = lambda welcome: None
+        self._ws: ClientConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._waiters: list[tuple[Callable[[ServerMessage], bool], asyncio.Future[ServerMessage]]] = []
+        self._pending: dict[int, PendingMove] = {}
+        self._next_move_id = random.randrange(1, 2**40)  # fresh per process: no clash with a crashed run's ids
+        self._first = asyncio.Event()
+        self._fatal: str | None = None
+        self.reconnects = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> Welcome:
+        """Connect and say hello; returns the first welcome, or raises ConnectionFailed."""
+        self._task = asyncio.create_task(self._run(), name=f"plot-connection-{self.name}")
+        await self._first.wait()
+        if self.welcome is None:
+            await self.close()
+            raise ConnectionFailed(self._fatal or f"cannot connect to {self.url}")
+        return self.welcome
+
+    async def close(self) -> None:
+        """Close for good (no reconnect). Unanswered moves are abandoned."""
+        self._closing = True
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self._set_state(CLOSED, "")
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.cancel()
+        for _match, future in self._waiters:
+            if not future.done():
+                future.cancel()
+
+    @property
+    def connected(self) -> bool:
+        return self.state == CONNECTED
+
+    def _set_state(self, state: str, detail: str) -> None:
+        if state != self.state or detail:
+            self.state = state
+            self.on_state(state, detail)
+
+    async def _run(self) -> None:
+        delay = self.backoff_start
+        while not self._closing:
+            try:
+                async with connect(self.url, open_timeout=self.open_timeout, max_size=2**20, compression=None) as ws:
+                    self._ws = ws
+                    await self._hello(ws)
+                    delay = self.backoff_start
+                    await self._receive(ws)
+            except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
+                detail = _describe(exc)
+            except InvalidURI as exc:
+                self._fatal = f"not a server address: {exc.uri!r} (expected ws://host:port or wss://…)"
+                break
+            except ConnectionFailed as exc:
+                self._fatal = str(exc)
+                break
+            else:
+                detail = "the server closed the connection"
+            finally:
+                self._ws = None
+            if self._closing:
+                break
+            if self.welcome is None and not self._first.is_set() and self.reconnects >= 2:
+                # Never got in at all: say so rather than retrying forever in silence.
+                self._fatal = f"cannot connect to {self.url}: {detail}"
+                break
+            self.reconnects += 1
+            self._set_state(RECONNECTING, detail)
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, self.backoff_max)
+        self._first.set()
+        if self._fatal:
+            self._set_state(CLOSED, self._fatal)
+
+    async def _hello(self, ws: ClientConnection) -> None:
+        for attempt in range(2):
+            await ws.send(encode(Hello(v=PROTOCOL_VERSION, name=self.name, token=self.token, bot=self.bot)))
+            reply = await self._next_message(ws)
+            if isinstance(reply, Welcome):
+                self.welcome = reply
+                self.token = reply.token
+                if self.token_file is not None:
+                    self.token_file.save(reply, self.url)
+                self._set_state(CONNECTED, "resumed" if reply.resumed else "")
+                self._first.set()
+                self.on_welcome(reply)
+                await self._resend_pending(ws)
+                return
+            if isinstance(reply, Error) and reply.code == BAD_TOKEN and attempt == 0 and self.token:
+                # The server no longer knows us (it forgot, or the token is from elsewhere): start afresh.
+                self.token = None
+                if self.token_file is not None:
+                    self.token_file.clear()
+                self.on_message(reply)
+                continue
+            if isinstance(reply, Error):
+                raise ConnectionFailed(f"the server refused us: {reply.message} ({reply.code})")
+            raise ConnectionFailed(f"the server answered hello with {type(reply).__name__}")
+
+    async def _next_message(self, ws: ClientConnection) -> ServerMessage:
+        while True:
+            frame = await ws.recv()
+            if isinstance(frame, str):
+                continue  # the protocol is binary frames only
+            try:
+                return decode_server(frame)
+            except ProtocolError as exc:
+                log.warning("undecodable frame from the server: %s", exc.message)
+
+    async def _receive(self, ws: ClientConnection) -> None:
+        while True:
+            msg = await self._next_message(ws)
+            self._dispatch(msg)
+            if isinstance(msg, Shutdown):
+                self._set_state(RECONNECTING, f"the server is shutting down: {msg.reason}")
+
+    def _dispatch(self, msg: ServerMessage) -> None:
+        if isinstance(msg, MoveOk | MoveRejected):
+            pending = self._pending.pop(msg.id, None)
+            if pending is not None and not pending.future.done():
+                pending.future.set_result(msg)
+        for entry in list(self._waiters):
+            match, future = entry
+            if not future.done() and match(msg):
+                future.set_result(msg)
+                self._waiters.remove(entry)
+        self.on_message(msg)
+
+    async def _resend_pending(self, ws: ClientConnection) -> None:
+        for pending in sorted(self._pending.values(), key=lambda p: p.id):
+            await ws.send(encode(Move(id=pending.id, move=pending.entry)))
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, message: ClientMessage) -> bool:
+        """Send now; False when not connected (the caller says so; moves use :meth:`move`)."""
+        ws = self._ws
+        if ws is None or self.state != CONNECTED:
+            return False
+        try:
+            await ws.send(encode(message))
+        except ConnectionClosed:
+            return False
+        return True
+
+    async def request(self, message: ClientMessage, want: type[M], timeout: float = 10.0) -> M | Error:
+        """Send ``message`` and wait for the first ``want`` (or an Error) that follows it."""
+        future: asyncio.Future[ServerMessage] = asyncio.get_running_loop().create_future()
+        entry = (lambda msg: isinstance(msg, want | Error), future)
+        self._waiters.append(entry)
+        try:
+            if not await self.send(message):
+                return Error(code="not_connected", message="not connected to the server")
+            reply = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return Error(code="timeout", message="the server did not answer in time")
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+        assert isinstance(reply, want | Error)
+        return reply
+
+    async def wait_for(self, match: Callable[[ServerMessage], bool], timeout: float | None = None) -> ServerMessage:
+        """The next message ``match`` accepts (for flows like "wait until the race starts")."""
+        future: asyncio.Future[ServerMessage] = asyncio.get_running_loop().create_future()
+        entry = (match, future)
+        self._waiters.append(entry)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    async def move(self, entry: str) -> MoveOk | MoveRejected:
+        """Send a move and wait for the server's answer, across reconnects (same id, never applied twice)."""
+        self._next_move_id += 1
+        move_id = self._next_move_id
+        future: asyncio.Future[MoveOk | MoveRejected] = asyncio.get_running_loop().create_future()
+        self._pending[move_id] = PendingMove(move_id, entry, future)
+        ws = self._ws
+        if ws is not None and self.state == CONNECTED:
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send(encode(Move(id=move_id, move=entry)))
+        return await future
+
+    @property
+    def pending_moves(self) -> int:
+        return len(self._pending)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionClosed):
+        rcvd = exc.rcvd
+        if rcvd is not None and rcvd.reason:
+            return f"connection closed: {rcvd.reason}"
+        return "connection lost"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,98 @@
+"""The live leaderboard: every racer's progress (cards home of 104), moves, status, time, rank.
+
+It never shows a card (SPEC §6): progress only. Names are other people's text, so they go
+through :func:`client.widgets.plain.plain`.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.geometry import Size
+from textual.widget import Widget
+
+from client.widgets.plain import plain
+from shared.cards import CARD_COUNT
+from shared.protocol import Leaderboard, LeaderboardRow
+
+STATUS_STYLE = {
+    "playing": "",
+    "won": "bold green",
+    "blocked": "yellow",
+    "resigned": "dim",
+    "stopped": "dim",
+}
+NAME_WIDTH = 14
+
+
+def clock(ms: int | None) -> str:
+    """Race time as m:ss (h:mm:ss past an hour)."""
+    if ms is None:
+        return "-:--"
+    seconds = max(ms, 0) // 1000
+    minutes, seconds = divmod(seconds, 60)
+    if minutes >= 60:
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours}:{minutes:02d}:{seconds:02d}"
+    return f"{minutes}:{seconds:02d}"
+
+
+def progress_bar(cards: int, width: int) -> Text:
+    """``cards`` of 104 as a bar ``width`` cells wide (eighths of a cell, so one card shows)."""
+    width = max(width, 4)
+    eighths = round(min(max(cards, 0), CARD_COUNT) * width * 8 / CARD_COUNT)
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")
+    out = Text(bar, style="green")
+    out.append("·" * (width - len(bar)), style="dim")
+    return out
+
+
+def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
+    name = row.name if len(row.name) <= NAME_WIDTH else row.name[: NAME_WIDTH - 1] + "…"
+    out = Text(f"{row.rank:>2} ", style="bold")
+    out.append_text(plain(name.ljust(NAME_WIDTH), style="bold reverse" if me else "bold"))
+    out.append(" ⚙" if row.bot else "  ", style="dim")
+    fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6
+    bar_width = max(width - fixed, 6)
+    out.append(" ")
+    out.append_text(progress_bar(row.cards, bar_width))
+    out.append(f" {row.cards:>3}/104", style="bold")
+    out.append(f" {row.moves:>4}m", style="dim")
+    status = row.status if row.connected or row.status != "playing" else "away"
+    out.append(f" {status:<9}", style=STATUS_STYLE.get(row.status, "") if row.connected else "bold red")
+    out.append(f" {clock(row.elapsed_ms):>5}", style="dim")
+    return out
+
+
+class LeaderboardPanel(Widget):
+    """The leaderboard, redrawn whenever :meth:`show` gets a newer one."""
+
+    DEFAULT_CSS = """
+    LeaderboardPanel { height: auto; min-height: 2; padding: 0 1; }
+    """
+
+    def __init__(self, *, id: str | None = "leaderboard") -> None:
+        super().__init__(id=id)
+        self.board: Leaderboard | None = None
+        self.me: str | None = None
+        self.title = "Leaderboard"
+
+    def show(self, board: Leaderboard | None, me: str | None, title: str = "Leaderboard") -> None:
+        self.board, self.me, self.title = board, me, title
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        out = Text(self.title, style="bold underline")
+        width = max(self.content_region.width, 40)
+        if self.board is None or not self.board.racers:
+            out.append("\nno progress yet", style="dim")
+            return out
+        for row in self.board.racers:
+            out.append("\n")
+            out.append_text(row_text(row, width, me=row.player_id == self.me))
+        out.no_wrap = True
+        out.overflow = "ellipsis"
+        return out
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return 1 + max(len(self.board.racers) if self.board else 1, 1)

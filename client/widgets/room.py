@@ -1,0 +1,202 @@
+"""The room around a race: the lobby (rules, racers, ready marks, countdown) and the results
+(ranking, the revealed deal and salt, the client's own check of the commitment, saved records)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual.widget import Widget
+
+from client.state import safe_name
+from client.viewmodel import RaceModel
+from client.widgets.leaderboard import clock
+from client.widgets.plain import plain
+from shared.engine import replay
+from shared.protocol import RACER, SPECTATOR, Results, Room
+
+
+def rules_text(room: Room) -> Text:
+    rules = room.rules
+    parts = [
+        f"up to {rules.max_racers} racers",
+        "undo on" if rules.undo else "undo off",
+        "private (code only)" if rules.private else "listed",
+        f"time limit {clock(rules.time_limit * 1000)}" if rules.time_limit else "no time limit",
+        "bots welcome" if rules.bots_allowed else "no bots",
+    ]
+    if rules.spectator_boards == "after":
+        parts.append("spectators see boards after the race")
+    else:
+        parts.append(f"spectators see boards {rules.spectator_boards}s behind")
+    out = Text(" · ".join(parts), style="dim")
+    if room.chosen_deal:
+        out.append("\n⚠ chosen deal: the host (and anyone who knows it) knows the stock", style="yellow")
+    if not room.leak_proof:
+        out.append("\n⚠ not leak-proof: spectators see live boards", style="yellow")
+    return out
+
+
+class LobbyPanel(Widget):
+    """Who is in the room, who is ready, the rules; the countdown once it runs."""
+
+    DEFAULT_CSS = "LobbyPanel { height: auto; padding: 0 1; }"
+
+    def __init__(self, model: RaceModel) -> None:
+        super().__init__(id="lobby")
+        self.model = model
+
+    def render(self) -> Text:
+        model = self.model
+        room = model.room
+        if room is None:
+            note = model.left_reason or "joining…"
+            return Text(f"Not in a room ({note})", style="dim")
+        out = Text("Room ", style="bold")
+        out.append(room.code, style="bold reverse")
+        out.append(f"   friends join with: plot join {room.code}   watch: plot watch {room.code}\n", style="dim")
+        out.append_text(rules_text(room))
+        racers = [m for m in room.members if m.role == RACER]
+        spectators = [m for m in room.members if m.role == SPECTATOR]
+        out.append(f"\n\nRacers {len(racers)}/{room.rules.max_racers}\n", style="bold")
+        for member in racers:
+            out.append(" ★ " if member.player_id == room.host else "   ", style="yellow")
+            out.append_text(plain(member.name, style="bold reverse" if member.player_id == model.player_id else "bold"))
+            if member.bot:
+                out.append(" ⚙ bot", style="dim")
+            out.append("  ready ✓" if member.ready else "  not ready", style="green" if member.ready else "dim")
+            if not member.connected:
+                out.append("  (away)", style="red")
+            out.append("\n")
+        if spectators:
+            out.append(f"Spectators: {len(spectators)}\n", style="dim")
+        left = model.countdown_left_ms()
+        if left is not None:
+            out.append(f"\nStarting in {max(left + 999, 0) // 1000}…\n", style="bold magenta")
+        elif room.phase == "lobby":
+            keys = "Enter: ready / not ready"
+            if model.is_host:
+                keys += " · s: start the race (when every racer is ready)"
+            if model.role == SPECTATOR:
+                keys = "watching: the leaderboard appears when the race starts"
+            out.append("\n" + keys, style="bold")
+        return out
+
+
+@dataclass(slots=True)
+class RecordCheck:
+    """One revealed record replayed here: does it agree with the final leaderboard?"""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def check_records(results: Results) -> list[RecordCheck]:
+    """Replay every revealed record locally and compare it with the server's final leaderboard."""
+    rows = {row.player_id: row for row in results.racers}
+    checks: list[RecordCheck] = []
+    for player_id, record in results.records.items():
+        row = rows.get(player_id)
+        name = row.name if row else player_id
+        game, result = replay(record.deal, record.moves, undo=record.undo)
+        if record.deal != results.deal:
+            checks.append(RecordCheck(name, False, f"record deal {record.deal} is not the revealed deal"))
+        elif not result.ok:
+            error = result.error
+            checks.append(RecordCheck(name, False, f"illegal entry {error.index if error else '?'}"))
+        elif row is not None and row.cards != game.foundation_cards:
+            checks.append(RecordCheck(name, False, f"replays to {game.foundation_cards} cards, board says {row.cards}"))
+        else:
+            checks.append(RecordCheck(name, True, f"{game.foundation_cards} cards, {game.status}"))
+    return checks
+
+
+class ResultsPanel(Widget):
+    """The end of a race: ranking, the reveal and its check, where the records are."""
+
+    DEFAULT_CSS = "ResultsPanel { height: auto; padding: 0 1; }"
+
+    def __init__(self, model: RaceModel) -> None:
+        super().__init__(id="results")
+        self.model = model
+
+    def render(self) -> Text:
+        model = self.model
+        results = model.results
+        if results is None:
+            return Text("")
+        out = Text(f"Results of race {results.race}\n", style="bold underline")
+        for place, row in enumerate(results.racers, start=1):
+            out.append(f"{place:>2} ", style="bold")
+            out.append_text(
+                plain(row.name[:24].ljust(24), style="bold reverse" if row.player_id == model.player_id else "bold")
+            )
+            out.append(" ⚙" if row.bot else "  ", style="dim")
+            out.append(f" {row.status:<9} {row.cards:>3}/104 {row.moves:>4} moves  {clock(row.elapsed_ms)}\n")
+        out.append("\nDeal ", style="bold")
+        out.append(str(results.deal))
+        if results.chosen_deal:
+            out.append("  (chosen by the host)", style="yellow")
+        out.append("\nSalt ", style="bold")
+        out.append(results.salt)
+        out.append("\nCommitment at the start ", style="bold")
+        out.append(model.commitment or "(not seen: joined after the start)")
+        verified = model.commitment_verified()
+        if verified:
+            out.append(
+                "\n✓ verified here: sha256(the-plot:<deal>:<salt>) is the commitment made at the start",
+                style="bold green",
+            )
+        else:
+            out.append(
+                "\n✗ NOT verified: the revealed deal and salt do not give the commitment made at the start",
+                style="bold red",
+            )
+        checks = check_records(results)
+        bad = [c for c in checks if not c.ok]
+        if checks and not bad:
+            out.append(f"\n✓ all {len(checks)} records replayed here agree with the ranking", style="green")
+        for check in bad:
+            out.append("\n✗ ", style="bold red")
+            out.append_text(plain(check.name))
+            out.append(f": {check.detail}", style="red")
+        if model.saved_records:
+            folder = next(iter(model.saved_records.values())).parent
+            out.append(f"\nRecords saved in {folder}{'/'}", style="bold")
+            mine = model.saved_records.get(model.player_id or "") or next(iter(model.saved_records.values()))
+            out.append(f"\nReplay one: plot verify {mine}", style="")
+        keys = "\n[ ]: each racer's final board · "
+        keys += "n: new race (same room) · " if model.is_host else ""
+        out.append(keys + "Ctrl+Q: quit", style="dim")
+        return out
+
+
+def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
+    """Write every revealed record (and the reveal) under ``folder``; returns player id -> path."""
+    results = model.results
+    if results is None:
+        return {}
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    names = {row.player_id: row.name for row in results.racers}
+    for seat, (player_id, record) in enumerate(results.records.items(), start=1):
+        path = folder / f"{seat:02d}-{safe_name(names.get(player_id, player_id))}.json"
+        data: dict[str, object] = {"deal": record.deal, "moves": list(record.moves)}
+        if not record.undo:
+            data["undo"] = False
+        path.write_text(json.dumps(data) + "\n", encoding="utf-8")
+        paths[player_id] = path
+    reveal = {
+        "race": results.race,
+        "deal": results.deal,
+        "salt": results.salt,
+        "commitment_at_start": model.commitment,
+        "commitment_revealed": results.commitment,
+        "verified": model.commitment_verified(),
+        "ranking": [names.get(p, p) for p in results.ranking],
+    }
+    (folder / "reveal.json").write_text(json.dumps(reveal, indent=1) + "\n", encoding="utf-8")
+    return paths
