@@ -1,0 +1,162 @@
+"""``plot-server``: the race server. Flags, or environment variables (flags win).
+
+With no options it serves on 127.0.0.1:8765 with the embedded in-memory store, which is
+enough for a race among friends; ``--redis URL`` (or ``REDIS_URL``) keeps everything in Redis
+so a restart loses nothing. SIGTERM/SIGINT: clients are told, connections closed, writes flushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+
+from server.app import RaceServer, ServerConfig, log_event, run_server
+from server.core import CoreConfig
+from server.store.base import Store
+
+# Attributes of a LogRecord that are not extra fields.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, event, then the event's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and key != "fields":
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="plot-server",
+        description="The Plot race server: rooms, authoritative races, live leaderboards.",
+        epilog="Every option also reads an environment variable (shown in brackets); a flag wins over it.",
+    )
+    add = parser.add_argument
+    add("--host", default=_env("PLOT_HOST", "127.0.0.1"), help="address to listen on [PLOT_HOST] (127.0.0.1)")
+    add("--port", type=int, default=int(_env("PLOT_PORT", "8765") or 8765), help="port [PLOT_PORT] (8765)")
+    add("--redis", default=_env("REDIS_URL"), metavar="URL", help="Redis URL, e.g. redis://127.0.0.1:6379/0 "
+        "[REDIS_URL]; without it the embedded in-memory store is used")  # fmt: skip
+    add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"],
+        help="[PLOT_LOG_LEVEL] (info)")  # fmt: skip
+    add("--tls-cert", default=_env("PLOT_TLS_CERT"), metavar="PEM", help="serve wss:// with this certificate chain "
+        "[PLOT_TLS_CERT]")  # fmt: skip
+    add("--tls-key", default=_env("PLOT_TLS_KEY"), metavar="PEM", help="private key for --tls-cert [PLOT_TLS_KEY]")
+    add("--max-frame", type=int, default=int(_env("PLOT_MAX_FRAME", "4096") or 4096),
+        help="largest incoming message, bytes [PLOT_MAX_FRAME] (4096)")  # fmt: skip
+    add("--rate", type=float, default=float(_env("PLOT_RATE", "30") or 30),
+        help="messages per second per connection [PLOT_RATE] (30; burst twice that)")  # fmt: skip
+    add("--max-connections", type=int, default=int(_env("PLOT_MAX_CONNECTIONS", "2000") or 2000),
+        help="[PLOT_MAX_CONNECTIONS] (2000)")  # fmt: skip
+    add("--max-rooms", type=int, default=int(_env("PLOT_MAX_ROOMS", "1000") or 1000),
+        help="[PLOT_MAX_ROOMS] (1000)")  # fmt: skip
+    add("--countdown", type=float, default=float(_env("PLOT_COUNTDOWN", "3") or 3),
+        help="seconds between start and the race [PLOT_COUNTDOWN] (3)")  # fmt: skip
+    add("--grace", type=float, default=float(_env("PLOT_GRACE", "60") or 60),
+        help="seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
+    add("--room-ttl", type=float, default=float(_env("PLOT_ROOM_TTL", str(24 * 3600)) or 86400),
+        help="seconds finished rooms (logs, results) are kept [PLOT_ROOM_TTL] (86400)")  # fmt: skip
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("plot-server: --tls-cert and --tls-key go together")
+    core = CoreConfig(
+        countdown_ms=int(args.countdown * 1000),
+        grace_ms=int(args.grace * 1000),
+        max_rooms=args.max_rooms,
+        room_ttl_s=args.room_ttl,
+    )
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        max_frame=args.max_frame,
+        rate_per_s=args.rate,
+        burst=max(1, int(args.rate * 2)),
+        max_connections=args.max_connections,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        core=core,
+    )
+
+
+def make_store(redis_url: str | None, room_ttl: float) -> tuple[Store, str]:
+    if redis_url:
+        from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
+
+        return RedisStore(redis_url, finished_room_ttl=room_ttl), f"redis {redact_url(redis_url)}"
+    from server.store.memory import MemoryStore
+
+    return MemoryStore(finished_room_ttl=room_ttl), "memory"
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("websockets").setLevel(max(logging.WARNING, root.level))
+
+
+async def serve(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    store, store_name = make_store(args.redis, args.room_ttl)
+    server = RaceServer(store, config, store_name=store_name)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        log_event(logging.INFO, "signal", signal=sig.name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # elsewhere Ctrl-C still raises
+            loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await run_server(server, stop)
+    except OSError as exc:
+        log_event(logging.ERROR, "cannot_listen", host=config.host, port=config.port, error=str(exc))
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(serve(args))
+    return uvloop.run(serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

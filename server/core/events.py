@@ -1,0 +1,264 @@
+"""The room core's inputs (events) and outputs (effects). Times are server ms since the epoch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.core.records import LogEntry, PlayerRecord, RoomRecord
+from shared.protocol import ClientMessage, Hello, ServerMessage
+
+# ---------------------------------------------------------------- events (shell -> core)
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    conn: int
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class HelloEvent:
+    """A hello. The shell has already looked the token up: ``resume`` is that player's record
+    (None for a new player); ``token_unknown`` says a token was given but matched no player."""
+
+    conn: int
+    msg: Hello
+    now: int
+    resume: PlayerRecord | None = None
+    token_unknown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerRegistered:
+    conn: int
+    record: PlayerRecord
+    token_hash: str
+    token: str
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterFailed:
+    conn: int
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClientEvent:
+    """Any client message but hello, already decoded and validated for shape."""
+
+    conn: int
+    msg: ClientMessage
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoomCreated:
+    conn: int
+    record: RoomRecord
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoomCreateFailed:
+    conn: int
+    record: RoomRecord
+    taken: bool  # True: the code exists already (try another); False: the store is unavailable
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class MovePersisted:
+    code: str
+    race: int
+    player_id: str
+    length: int  # log length after the append
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class MovePersistFailed:
+    code: str
+    race: int
+    player_id: str
+    conflict: bool  # True: the log length did not match (reload it); False: store unavailable
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogReloaded:
+    code: str
+    race: int
+    player_id: str
+    entries: list[LogEntry]
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    code: str
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected:
+    conn: int
+    now: int
+
+
+Event = (
+    Connected
+    | HelloEvent
+    | PlayerRegistered
+    | RegisterFailed
+    | ClientEvent
+    | RoomCreated
+    | RoomCreateFailed
+    | MovePersisted
+    | MovePersistFailed
+    | LogReloaded
+    | Tick
+    | Disconnected
+)
+
+# ---------------------------------------------------------------- effects (core -> shell)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Send to one connection."""
+
+    conn: int
+    message: ServerMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send to every connection of these players (the fan-out). ``droppable`` messages (progress
+    that a newer one replaces) are skipped for connections whose write buffer is over the limit."""
+
+    players: tuple[str, ...]
+    message: ServerMessage
+    droppable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """From now on this connection speaks for this player."""
+
+    conn: int
+    player_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    conn: int
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterPlayer:
+    """Store a new player, then hand the core PlayerRegistered (or RegisterFailed)."""
+
+    conn: int
+    record: PlayerRecord
+    token_hash: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class SavePlayer:
+    """Write-behind: the latest record of a player wins."""
+
+    record: PlayerRecord
+    token_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRoomRecord:
+    """Store a new room (fails if the code is taken), then hand the core RoomCreated/RoomCreateFailed."""
+
+    conn: int
+    record: RoomRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SaveRoom:
+    """Write-behind with compare-and-set: the latest record of a room wins."""
+
+    code: str
+    record: RoomRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SetListed:
+    code: str
+    listed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireRoom:
+    code: str
+    seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PersistMove:
+    """Append ``entry`` to the (room, race, player) log if it holds ``expected_length`` entries,
+    then hand the core MovePersisted or MovePersistFailed. Never acknowledged before that."""
+
+    code: str
+    race: int
+    player_id: str
+    expected_length: int
+    entry: LogEntry
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadLog:
+    code: str
+    race: int
+    player_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wake:
+    """Hand the core Tick(code) at ``at_ms`` (replaces any earlier wake of this room; None: none)."""
+
+    code: str
+    at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DropRoom:
+    """The core forgot this room (closed or emptied): drop its timer."""
+
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something worth a structured log line (the core has no logger: it is pure)."""
+
+    event: str
+    fields: dict[str, object]
+
+
+Effect = (
+    Note
+    | Reply
+    | Send
+    | Bind
+    | Close
+    | RegisterPlayer
+    | SavePlayer
+    | CreateRoomRecord
+    | SaveRoom
+    | SetListed
+    | ExpireRoom
+    | PersistMove
+    | ReloadLog
+    | Wake
+    | DropRoom
+)

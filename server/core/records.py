@@ -1,0 +1,103 @@
+"""What the server keeps in the store: players, rooms, move-log entries (msgspec MessagePack).
+
+The store holds these as opaque bytes; the schema lives here. A room record holds everything a
+fresh process needs to rebuild the room (with the racers' move logs): nothing that matters lives
+only in one process's memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from shared.protocol import RoomOptions
+
+
+class PlayerRecord(msgspec.Struct, kw_only=True):
+    player_id: str
+    name: str
+    bot: bool = False
+    room: str | None = None  # the room this player is a member of, for resumption
+    created_ms: int = 0
+
+
+class MemberRecord(msgspec.Struct, kw_only=True):
+    player_id: str
+    name: str
+    bot: bool
+    role: str
+    ready: bool
+    token_hash: str  # lets any process update this member's player record (put_player needs it)
+    left_ms: int | None = None  # disconnected since (server ms), None while connected
+
+
+class RacerInfo(msgspec.Struct, kw_only=True):
+    player_id: str
+    name: str
+    bot: bool
+    token_hash: str
+
+
+class RaceRecord(msgspec.Struct, kw_only=True):
+    number: int
+    deal: int
+    salt: str
+    commitment: str
+    chosen_deal: bool
+    undo: bool
+    starts_at: int  # server ms of the start signal
+    ends_at: int | None  # server ms, with a time limit
+    racers: list[RacerInfo]  # in seat order; a racer who left stays here (the ranking keeps them)
+    ended_at: int | None = None  # set when the race is over (results)
+
+
+class RoomRecord(msgspec.Struct, kw_only=True):
+    code: str
+    options: RoomOptions
+    host: str
+    phase: str
+    version: int
+    race_number: int  # the current or next race
+    members: list[MemberRecord]
+    race: RaceRecord | None
+    pending_deal: int | None  # chosen deal for the next race (None: drawn at random at the start)
+    created_ms: int
+    last_activity_ms: int
+
+
+class LogEntry(msgspec.Struct, array_like=True):
+    """One accepted entry of a racer's move log: the move text, when the server accepted it
+    (ms from the start signal) and the client's move id (None for server-made entries, such as
+    a forfeit's resign)."""
+
+    move: str
+    t_ms: int
+    id: int | None = None
+
+
+_encoder = msgspec.msgpack.Encoder()
+_player_decoder = msgspec.msgpack.Decoder(PlayerRecord)
+_room_decoder = msgspec.msgpack.Decoder(RoomRecord)
+_entry_decoder = msgspec.msgpack.Decoder(LogEntry)
+
+
+def encode_record(record: PlayerRecord | RoomRecord | LogEntry) -> bytes:
+    return _encoder.encode(record)
+
+
+def decode_player(data: bytes) -> PlayerRecord:
+    return _player_decoder.decode(data)
+
+
+def decode_room(data: bytes) -> RoomRecord:
+    return _room_decoder.decode(data)
+
+
+def decode_entry(data: bytes) -> LogEntry:
+    return _entry_decoder.decode(data)
+
+
+def hash_token(token: str) -> str:
+    """The store keeps only this SHA-256 (hex) of a resume token, never the token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()

@@ -1,0 +1,861 @@
+"""The room core as a pure state machine: plain function calls, no sockets, no clock.
+
+A small in-test shell (:class:`Shell`) carries out the effects the way server/app.py does (store
+writes are a dict here, acknowledged immediately unless a test holds them back), so each test
+reads as a session: hello, create, join, ready, start, moves, results.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterator
+
+import pytest
+
+from server.core import CoreConfig, Entropy, ServerCore
+from server.core.events import (
+    Bind,
+    ClientEvent,
+    Connected,
+    CreateRoomRecord,
+    Disconnected,
+    DropRoom,
+    Effect,
+    Event,
+    HelloEvent,
+    LogReloaded,
+    MovePersisted,
+    MovePersistFailed,
+    PersistMove,
+    PlayerRegistered,
+    RegisterPlayer,
+    ReloadLog,
+    Reply,
+    RoomCreated,
+    RoomCreateFailed,
+    SavePlayer,
+    SaveRoom,
+    Send,
+    Tick,
+    Wake,
+)
+from server.core.records import LogEntry, PlayerRecord, RoomRecord, hash_token
+from shared import protocol as p
+from shared.engine import Game
+from shared.fairplay import check_commitment
+
+DEAL = 4242
+
+
+class SeededEntropy(Entropy):
+    def __init__(self, seed: int = 1, deal: int = DEAL) -> None:
+        self.rng = random.Random(seed)
+        self.fixed_deal = deal
+        self.codes: list[str] = []
+
+    def room_code(self) -> str:
+        if self.codes:
+            return self.codes.pop(0)
+        return "".join(self.rng.choice(p.ROOM_CODE_ALPHABET) for _ in range(5))
+
+    def deal(self) -> int:
+        return self.fixed_deal
+
+    def salt(self) -> str:
+        return f"{self.rng.getrandbits(256):064x}"
+
+    def player_id(self) -> str:
+        return f"p{self.rng.getrandbits(32):08x}"
+
+    def token(self) -> str:
+        return f"t{self.rng.getrandbits(128):032x}"
+
+
+class Shell:
+    """Carries out effects synchronously: an in-memory store, delivery into per-connection inboxes."""
+
+    def __init__(self, config: CoreConfig | None = None, entropy: Entropy | None = None) -> None:
+        self.config = config or CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000)
+        self.core = ServerCore(self.config, entropy or SeededEntropy())
+        self.now = 1_700_000_000_000
+        self.inbox: dict[int, list[p.ServerMessage]] = defaultdict(list)
+        self.conns_of: dict[str, set[int]] = defaultdict(set)
+        self.players: dict[str, PlayerRecord] = {}
+        self.tokens: dict[str, str] = {}  # token hash -> player id
+        self.rooms: dict[str, RoomRecord] = {}
+        self.logs: dict[tuple[str, int, str], list[LogEntry]] = defaultdict(list)
+        self.wakes: dict[str, int] = {}
+        self.hold_persists = False
+        self.held: list[PersistMove] = []
+        self.reloads: list[ReloadLog] = []
+        self.dropped: list[int] = []  # droppable frames counted
+        self._next_conn = 0
+        self.effects: list[Effect] = []
+
+    # -------------------------------------------------------------- plumbing
+
+    def run(self, event: Event) -> list[Effect]:
+        effects = self.core.handle(event)
+        self.effects.extend(effects)
+        self.apply(effects)
+        return effects
+
+    def apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Reply):
+                self.inbox[effect.conn].append(effect.message)
+            elif isinstance(effect, Send):
+                for pid in effect.players:
+                    for conn in self.conns_of[pid]:
+                        self.inbox[conn].append(effect.message)
+            elif isinstance(effect, Bind):
+                self.conns_of[effect.player_id].add(effect.conn)
+            elif isinstance(effect, RegisterPlayer):
+                self.players[effect.record.player_id] = effect.record
+                self.tokens[effect.token_hash] = effect.record.player_id
+                self.run(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
+            elif isinstance(effect, SavePlayer):
+                self.players[effect.record.player_id] = effect.record
+            elif isinstance(effect, CreateRoomRecord):
+                if effect.record.code in self.rooms:
+                    self.run(RoomCreateFailed(effect.conn, effect.record, True, self.now))
+                else:
+                    self.rooms[effect.record.code] = effect.record
+                    self.run(RoomCreated(effect.conn, effect.record, self.now))
+            elif isinstance(effect, SaveRoom):
+                self.rooms[effect.code] = effect.record
+            elif isinstance(effect, PersistMove):
+                if self.hold_persists:
+                    self.held.append(effect)
+                else:
+                    self.persist(effect)
+            elif isinstance(effect, ReloadLog):
+                self.reloads.append(effect)
+            elif isinstance(effect, Wake):
+                if effect.at_ms is None:
+                    self.wakes.pop(effect.code, None)
+                else:
+                    self.wakes[effect.code] = effect.at_ms
+            elif isinstance(effect, DropRoom):
+                self.wakes.pop(effect.code, None)
+
+    def persist(self, effect: PersistMove) -> None:
+        log = self.logs[(effect.code, effect.race, effect.player_id)]
+        if len(log) != effect.expected_length:
+            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, True, self.now))
+            return
+        log.append(effect.entry)
+        self.run(MovePersisted(effect.code, effect.race, effect.player_id, len(log), self.now))
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for effect in held:
+            self.persist(effect)
+
+    def advance(self, ms: int) -> None:
+        """Let time pass, firing room wakes in order, as the shell's timers would."""
+        target = self.now + ms
+        while True:
+            due = [(at, code) for code, at in self.wakes.items() if at <= target]
+            if not due:
+                break
+            at, code = min(due)
+            del self.wakes[code]
+            self.now = max(self.now, at)
+            self.run(Tick(code, self.now))
+        self.now = target
+
+    # -------------------------------------------------------------- client actions
+
+    def connect(self) -> int:
+        self._next_conn += 1
+        self.run(Connected(self._next_conn, self.now))
+        return self._next_conn
+
+    def hello(self, name: str = "Ann", *, bot: bool = False, token: str | None = None, v: int = 1) -> int:
+        conn = self.connect()
+        self.say_hello(conn, name, bot=bot, token=token, v=v)
+        return conn
+
+    def say_hello(self, conn: int, name: str, *, bot: bool = False, token: str | None = None, v: int = 1) -> None:
+        resume = None
+        unknown = False
+        if token is not None:
+            pid = self.tokens.get(hash_token(token))
+            resume = self.players.get(pid) if pid else None
+            unknown = resume is None
+        self.run(HelloEvent(conn, p.Hello(v=v, name=name, token=token, bot=bot), self.now, resume, unknown))
+
+    def send(self, conn: int, msg: p.ClientMessage) -> list[Effect]:
+        return self.run(ClientEvent(conn, msg, self.now))
+
+    def take(self, conn: int) -> list[p.ServerMessage]:
+        got, self.inbox[conn] = self.inbox[conn], []
+        return got
+
+    def last(self, conn: int, kind: type[p.ServerMessage]) -> p.ServerMessage:
+        for msg in reversed(self.inbox[conn]):
+            if isinstance(msg, kind):
+                return msg
+        raise AssertionError(f"no {kind.__name__} in {[p.message_type(m) for m in self.inbox[conn]]}")
+
+    def welcome(self, conn: int) -> p.Welcome:
+        msg = self.last(conn, p.Welcome)
+        assert isinstance(msg, p.Welcome)
+        return msg
+
+    def room(self, conn: int) -> p.Room:
+        msg = self.last(conn, p.Room)
+        assert isinstance(msg, p.Room)
+        return msg
+
+    def error(self, conn: int) -> p.Error:
+        msg = self.inbox[conn][-1]
+        assert isinstance(msg, p.Error), msg
+        return msg
+
+    def move(self, conn: int, move_id: int, move: str) -> p.ServerMessage:
+        self.send(conn, p.Move(id=move_id, move=move))
+        return self.inbox[conn][-1]
+
+
+def lobby(shell: Shell, names: tuple[str, ...] = ("Ann", "Bob", "Cy"), **options: object) -> tuple[list[int], str]:
+    conns = [shell.hello(name) for name in names]
+    shell.send(conns[0], p.CreateRoom(options=p.RoomOptions(**options)))  # type: ignore[arg-type]
+    code = shell.room(conns[0]).code
+    for conn in conns[1:]:
+        shell.send(conn, p.Join(code=code))
+        shell.send(conn, p.Ready(ready=True))
+    return conns, code
+
+
+def racing(shell: Shell, names: tuple[str, ...] = ("Ann", "Bob", "Cy"), **options: object) -> tuple[list[int], str]:
+    conns, code = lobby(shell, names, **options)
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms)
+    assert shell.core.rooms[code].phase == p.RACING
+    return conns, code
+
+
+def pid(shell: Shell, conn: int) -> str:
+    return shell.welcome(conn).player_id
+
+
+def first_legal(deal: int = DEAL, played: tuple[str, ...] = ()) -> str:
+    game = Game(deal)
+    for move in played:
+        game.play(move)
+    return next(m for m in game.legal_moves() if m != "stock>waste") if game.legal_moves() else "stock>waste"
+
+
+# ====================================================================== hello
+
+
+def test_hello_welcomes_with_an_id_and_a_secret_token() -> None:
+    shell = Shell()
+    conn = shell.hello("Ann")
+    welcome = shell.welcome(conn)
+    assert welcome.name == "Ann" and welcome.player_id and len(welcome.token) >= 22
+    assert not welcome.resumed
+    # The store keeps only the token's hash.
+    assert hash_token(welcome.token) in shell.tokens
+    assert welcome.token not in shell.tokens
+
+
+def test_real_entropy_gives_unambiguous_codes_and_long_tokens() -> None:
+    entropy = Entropy()
+    codes = {entropy.room_code() for _ in range(200)}
+    assert all(p.is_room_code(c) for c in codes) and len(codes) > 190
+    assert len(entropy.token()) >= 22  # 16+ bytes of token_urlsafe
+    assert entropy.deal() != entropy.deal()
+
+
+@pytest.mark.parametrize(
+    ("name", "code"), [("", p.NAME_INVALID), ("\x1b[31mred", p.NAME_INVALID), ("x" * 25, p.NAME_INVALID)]
+)
+def test_bad_names_are_refused(name: str, code: str) -> None:
+    shell = Shell()
+    conn = shell.hello(name)
+    assert shell.error(conn).code == code
+    assert shell.core.conns[conn] is None  # still not welcomed; may try again
+    shell.say_hello(conn, "Fine")
+    assert shell.welcome(conn).name == "Fine"
+
+
+def test_version_mismatch() -> None:
+    shell = Shell()
+    conn = shell.hello("Ann", v=2)
+    err = shell.error(conn)
+    assert err.code == p.VERSION_MISMATCH and "1" in err.message and "2" in err.message
+
+
+def test_bad_token() -> None:
+    shell = Shell()
+    conn = shell.hello("Ann", token="not-a-token")
+    assert shell.error(conn).code == p.BAD_TOKEN
+
+
+def test_messages_before_hello_and_hello_twice() -> None:
+    shell = Shell()
+    conn = shell.connect()
+    shell.send(conn, p.CreateRoom())
+    assert shell.error(conn).code == p.WRONG_PHASE and shell.error(conn).ref == "create_room"
+    shell.send(conn, p.Ping(t=5))
+    pong = shell.inbox[conn][-1]
+    assert isinstance(pong, p.Pong) and pong.t == 5 and pong.server_time == shell.now
+    shell.say_hello(conn, "Ann")
+    shell.say_hello(conn, "Ann")
+    assert shell.error(conn).code == p.WRONG_PHASE
+
+
+# ====================================================================== rooms
+
+
+def test_create_join_ready_and_room_snapshots_carry_versions() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    room = shell.room(conns[0])
+    assert room.code == code and p.is_room_code(code)
+    assert room.host == pid(shell, conns[0])
+    assert [m.name for m in room.members] == ["Ann", "Bob", "Cy"]
+    assert [m.ready for m in room.members] == [False, True, True]
+    assert room.leak_proof and not room.chosen_deal
+    versions = [m.version for m in shell.inbox[conns[0]] if isinstance(m, p.Room)]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+    # The store has the room too (written behind), listed since it is not private.
+    assert shell.rooms[code].members[-1].name == "Cy"
+
+
+def test_room_snapshot_never_shows_a_chosen_deal_number() -> None:
+    shell = Shell()
+    conns, _code = lobby(shell, deal=123456789)
+    room = shell.room(conns[1])
+    assert room.chosen_deal
+    assert "123456789" not in repr(room)
+
+
+def test_join_errors() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"), max_racers=2)
+    late = shell.hello("Dee")
+    shell.send(late, p.Join(code="ZZZZZ"))
+    assert shell.error(late).code == p.UNKNOWN_ROOM
+    shell.send(late, p.Join(code=code.lower()))  # codes are case-insensitive
+    assert shell.error(late).code == p.ROOM_FULL
+    shell.send(late, p.Join(code=code, role="spectator"))
+    assert shell.room(late).members[-1].role == p.SPECTATOR
+    shell.send(conns[1], p.CreateRoom())
+    assert shell.error(conns[1]).code == p.WRONG_PHASE
+
+
+def test_bots_shown_as_bots_and_refused_where_not_allowed() -> None:
+    shell = Shell()
+    host = shell.hello("Ann")
+    shell.send(host, p.CreateRoom(options=p.RoomOptions(bots_allowed=False)))
+    code = shell.room(host).code
+    bot = shell.hello("Robo", bot=True)
+    shell.send(bot, p.Join(code=code))
+    assert shell.error(bot).code == p.BOTS_NOT_ALLOWED
+    shell.send(bot, p.Join(code=code, role="spectator"))
+    assert shell.room(bot).members[-1].bot
+
+
+def test_not_in_room_and_not_host() -> None:
+    shell = Shell()
+    conns, _code = lobby(shell)
+    lone = shell.hello("Lone")
+    for msg in (p.Ready(), p.Start(), p.Leave(), p.Kick(player_id="x"), p.EndRace(), p.Rematch()):
+        shell.send(lone, msg)
+        assert shell.error(lone).code == p.NOT_IN_ROOM
+    for msg in (p.Start(), p.Kick(player_id=pid(shell, conns[2])), p.EndRace(), p.Rematch()):
+        shell.send(conns[1], msg)
+        assert shell.error(conns[1]).code == p.NOT_HOST
+
+
+def test_start_needs_everyone_ready() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    shell.send(conns[2], p.Ready(ready=False))
+    shell.send(conns[0], p.Start())
+    err = shell.error(conns[0])
+    assert err.code == p.NOT_READY and "Cy" in err.message
+    assert shell.core.rooms[code].phase == p.LOBBY
+
+
+def test_kick_and_host_passes_on_leave() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    bob = pid(shell, conns[1])
+    shell.send(conns[0], p.Kick(player_id="nobody"))
+    assert shell.error(conns[0]).code == p.UNKNOWN_PLAYER
+    shell.send(conns[0], p.Kick(player_id=pid(shell, conns[0])))
+    assert shell.error(conns[0]).code == p.BAD_FIELD
+    shell.send(conns[0], p.Kick(player_id=pid(shell, conns[2])))
+    kicked = shell.last(conns[2], p.Kicked)
+    assert isinstance(kicked, p.Kicked) and kicked.reason == "host"
+    assert [m.name for m in shell.room(conns[0]).members] == ["Ann", "Bob"]
+    assert shell.players[pid(shell, conns[2])].room is None
+    shell.send(conns[0], p.Leave())
+    assert isinstance(shell.inbox[conns[0]][-1], p.Left)
+    assert shell.room(conns[1]).host == bob
+    shell.send(conns[1], p.Leave())
+    assert code not in shell.core.rooms  # empty rooms close
+
+
+def test_room_code_collision_in_the_store_retries() -> None:
+    entropy = SeededEntropy()
+    shell = Shell(entropy=entropy)
+    shell.rooms["AAAAA"] = RoomRecord(
+        code="AAAAA", options=p.RoomOptions(), host="x", phase=p.LOBBY, version=1, race_number=1, members=[],
+        race=None, pending_deal=None, created_ms=0, last_activity_ms=0,
+    )  # fmt: skip
+    entropy.codes = ["AAAAA", "BBBBB"]
+    conn = shell.hello("Ann")
+    shell.send(conn, p.CreateRoom())
+    assert shell.room(conn).code == "BBBBB"
+
+
+def test_room_limit() -> None:
+    shell = Shell(CoreConfig(max_rooms=1))
+    lobby(shell, ("Ann",))
+    other = shell.hello("Bob")
+    shell.send(other, p.CreateRoom())
+    assert shell.error(other).code == p.SERVER_FULL
+
+
+# ====================================================================== race
+
+
+def test_countdown_then_race_start_with_commitment_and_own_view_only() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    spectator = shell.hello("Spec")
+    shell.send(spectator, p.Join(code=code, role="spectator"))
+    shell.send(conns[0], p.Start())
+    countdown = shell.last(conns[1], p.Countdown)
+    assert isinstance(countdown, p.Countdown) and countdown.starts_at == shell.now + shell.config.countdown_ms
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    rejected = shell.inbox[conns[0]][-1]
+    assert isinstance(rejected, p.MoveRejected) and rejected.code == p.WRONG_PHASE
+    shell.advance(shell.config.countdown_ms)
+    start = shell.last(conns[1], p.RaceStart)
+    assert isinstance(start, p.RaceStart) and start.view == Game(DEAL).view() and start.seq == 0
+    spec_start = shell.last(spectator, p.RaceStart)
+    assert isinstance(spec_start, p.RaceStart) and spec_start.view is None
+    assert start.commitment == spec_start.commitment and not start.chosen_deal
+    board = shell.last(spectator, p.Leaderboard)
+    assert isinstance(board, p.Leaderboard) and [r.name for r in board.racers] == ["Ann", "Bob", "Cy"]
+
+
+def test_moves_are_persisted_before_they_are_acknowledged() -> None:
+    shell = Shell()
+    conns, _code = racing(shell)
+    shell.hold_persists = True
+    shell.take(conns[0])
+    shell.send(conns[0], p.Move(id=7, move="stock>waste"))
+    assert shell.take(conns[0]) == []  # nothing until the store has it
+    assert len(shell.held) == 1 and shell.held[0].expected_length == 0
+    assert shell.held[0].entry == LogEntry("stock>waste", 0, 7)
+    shell.release()
+    ok = shell.inbox[conns[0]][-1]
+    assert isinstance(ok, p.MoveOk) and ok.id == 7 and ok.seq == 1 and ok.view.stock == 77
+
+
+def test_moves_queue_in_order_while_a_write_is_pending() -> None:
+    shell = Shell()
+    conns, code = racing(shell)
+    shell.hold_persists = True
+    for i in range(1, 4):
+        shell.send(conns[0], p.Move(id=i, move="stock>waste"))
+    assert len(shell.held) == 1  # one write in flight per racer
+    while shell.held:
+        shell.release()
+    oks = [m for m in shell.inbox[conns[0]] if isinstance(m, p.MoveOk)]
+    assert [(m.id, m.seq, m.view.stock) for m in oks] == [(1, 1, 77), (2, 2, 76), (3, 3, 75)]
+    log = shell.logs[(code, 1, pid(shell, conns[0]))]
+    assert [e.id for e in log] == [1, 2, 3]
+
+
+def test_illegal_move_gets_the_engines_reason_and_changes_nothing() -> None:
+    shell = Shell()
+    conns, code = racing(shell)
+    before = shell.core.rooms[code].race.racers[pid(shell, conns[0])].game.state_key()  # type: ignore[union-attr]
+    msg = shell.move(conns[0], 1, "reserve>t0")
+    assert isinstance(msg, p.MoveRejected) and msg.code == p.ILLEGAL_MOVE and "foundation" in msg.reason
+    msg = shell.move(conns[0], 2, "banana")
+    assert isinstance(msg, p.MoveRejected) and "not a move" in msg.reason
+    after = shell.core.rooms[code].race.racers[pid(shell, conns[0])].game.state_key()  # type: ignore[union-attr]
+    assert before == after
+    assert shell.logs[(code, 1, pid(shell, conns[0]))] == []
+
+
+def test_a_retried_move_id_is_never_applied_twice() -> None:
+    shell = Shell()
+    conns, code = racing(shell)
+    shell.move(conns[0], 1, "stock>waste")
+    again = shell.move(conns[0], 1, "stock>waste")
+    assert isinstance(again, p.MoveOk) and again.duplicate and again.seq == 1 and again.view.stock == 77
+    # Pending (not yet stored) retries are ignored: the ack will come once.
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=2, move="stock>waste"))
+    shell.send(conns[0], p.Move(id=2, move="stock>waste"))
+    assert len(shell.held) == 1
+    shell.release()
+    assert len(shell.logs[(code, 1, pid(shell, conns[0]))]) == 2
+
+
+def test_undo_off_and_undo_barrier() -> None:
+    shell = Shell()
+    conns, _code = racing(shell, ("Ann", "Bob"), undo=False)
+    msg = shell.move(conns[0], 1, "undo")
+    assert isinstance(msg, p.MoveRejected) and "undo is off" in msg.reason
+
+
+def test_leaderboard_is_coalesced_to_the_tick() -> None:
+    shell = Shell()
+    conns, _code = racing(shell)
+    shell.advance(500)
+    spectator_view = shell.take(conns[1])
+    for i in range(1, 6):
+        shell.move(conns[0], i, "stock>waste")
+    boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
+    assert boards == []  # no leaderboard per move ...
+    shell.advance(shell.config.leaderboard_interval_ms)
+    boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
+    assert len(boards) == 1  # ... one per tick, the latest
+    ann = next(r for r in boards[0].racers if r.name == "Ann")
+    assert ann.moves == 5 and boards[0].version == 5
+    assert spectator_view is not None
+    # Progress only: a leaderboard carries no cards.
+    assert set(p.LeaderboardRow.__struct_fields__) == {
+        "player_id", "name", "bot", "cards", "moves", "status", "elapsed_ms", "rank", "connected",
+    }  # fmt: skip
+    assert [m for m in shell.effects if isinstance(m, Send) and isinstance(m.message, p.Leaderboard)][-1].droppable
+
+
+def _play_to_cards(shell: Shell, conn: int, deal: int, target: int, start_id: int = 1) -> int:
+    """Greedy: foundation moves first, else turn the stock, until ``target`` cards are up."""
+    game = Game(deal)
+    move_id = start_id
+    while game.foundation_cards < target and not game.over:
+        legal = game.legal_moves()
+        move = next((m for m in legal if ">f" in m), None) or ("stock>waste" if game.stock else "resign")
+        game.play(move)
+        reply = shell.move(conn, move_id, move)
+        assert isinstance(reply, p.MoveOk), reply
+        move_id += 1
+    return move_id
+
+
+def test_ranking_by_cards_then_time_reached_and_results_reveal() -> None:
+    deal = 1  # greedy play puts 3 cards up in 2 moves on this deal
+    shell = Shell(entropy=SeededEntropy(deal=deal))
+    conns, code = racing(shell)
+    ann, bob, cy = (pid(shell, c) for c in conns)
+    _play_to_cards(shell, conns[1], deal, 3)  # Bob first to 3 cards
+    shell.advance(1000)
+    _play_to_cards(shell, conns[0], deal, 3)  # Ann reaches it a second later
+    shell.move(conns[2], 1, "stock>waste")  # Cy moved last, but has fewer cards
+    shell.advance(shell.config.leaderboard_interval_ms)
+    board = shell.last(conns[2], p.Leaderboard)
+    assert isinstance(board, p.Leaderboard) and [r.player_id for r in board.racers] == [bob, ann, cy]
+    assert [r.cards for r in board.racers] == [3, 3, 1] and [r.rank for r in board.racers] == [1, 2, 3]
+    shell.move(conns[0], 1000, "resign")
+    shell.move(conns[1], 1000, "resign")
+    shell.move(conns[2], 2, "resign")
+    results = shell.last(conns[2], p.Results)
+    assert isinstance(results, p.Results)
+    assert results.ranking == [bob, ann, cy]
+    assert results.deal == deal and check_commitment(deal, results.salt, results.commitment)
+    assert set(results.records) == {ann, bob, cy}
+    assert results.records[cy].moves == ["stock>waste", "resign"]
+    assert {r.status for r in results.racers} == {"resigned"}
+    assert shell.core.rooms[code].phase == p.RESULTS
+
+
+def test_winner_ranks_first_by_win_time() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    race = shell.core.rooms[code].race
+    assert race is not None
+    # Force a won game for Bob through the engine, then check the ranking function.
+    bob = race.racers[pid(shell, conns[1])]
+    bob.game.status = "won"
+    bob.times = [5000]
+    ann = race.racers[pid(shell, conns[0])]
+    ann.game.foundation_cards = 50
+    rows = shell.core._rows(race, final=True)
+    assert [r.name for r in rows] == ["Bob", "Ann"] and rows[1].status == p.STOPPED
+
+
+def test_time_limit_ends_the_race() -> None:
+    shell = Shell()
+    conns, _code = racing(shell, ("Ann", "Bob"), time_limit=10)
+    shell.move(conns[0], 1, "stock>waste")
+    shell.advance(10_000)
+    results = shell.last(conns[1], p.Results)
+    assert isinstance(results, p.Results) and {r.status for r in results.racers} == {p.STOPPED}
+    late = shell.move(conns[0], 2, "stock>waste")
+    assert isinstance(late, p.MoveRejected) and late.code == p.WRONG_PHASE
+
+
+def test_race_end_waits_for_writes_in_flight() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    shell.send(conns[0], p.Move(id=2, move="stock>waste"))
+    shell.send(conns[0], p.EndRace())
+    queued = shell.inbox[conns[0]][-1]
+    assert isinstance(queued, p.MoveRejected) and queued.id == 2
+    assert shell.core.rooms[code].phase == p.RACING
+    shell.release()
+    results = shell.last(conns[0], p.Results)
+    assert isinstance(results, p.Results) and results.records[pid(shell, conns[0])].moves == ["stock>waste"]
+
+
+def test_host_ends_the_countdown_back_to_lobby() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    shell.send(conns[0], p.Start())
+    shell.send(conns[0], p.EndRace())
+    assert shell.core.rooms[code].phase == p.LOBBY
+    shell.advance(5000)
+    assert shell.core.rooms[code].phase == p.LOBBY
+
+
+def test_rematch_same_room_new_race() -> None:
+    shell = Shell()
+    conns, _code = racing(shell, ("Ann", "Bob"))
+    for conn in conns:
+        shell.move(conn, 1, "resign")
+    shell.send(conns[0], p.Rematch(deal=99))
+    room = shell.room(conns[1])
+    assert room.phase == p.LOBBY and room.race == 2 and room.chosen_deal
+    shell.send(conns[1], p.Ready())
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms)
+    start = shell.last(conns[1], p.RaceStart)
+    assert isinstance(start, p.RaceStart) and start.race == 2 and start.view == Game(99).view()
+    ok = shell.move(conns[1], 1, "stock>waste")  # move ids start afresh in a new race
+    assert isinstance(ok, p.MoveOk) and not ok.duplicate
+
+
+def test_disconnected_racer_forfeits_after_grace_and_can_resume_before() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    token = shell.welcome(conns[1]).token
+    bob = pid(shell, conns[1])
+    shell.move(conns[1], 1, "stock>waste")
+    shell.run(Disconnected(conns[1], shell.now))
+    assert not next(m for m in shell.room(conns[0]).members if m.player_id == bob).connected
+    shell.advance(shell.config.grace_ms - 1)
+    again = shell.hello("Bob", token=token)
+    welcome = shell.welcome(again)
+    assert welcome.resumed and welcome.player_id == bob and welcome.room == code
+    start = shell.last(again, p.RaceStart)
+    assert isinstance(start, p.RaceStart) and start.seq == 1 and start.view is not None and start.view.stock == 77
+    # Retrying the move whose ack was lost applies nothing.
+    dup = shell.move(again, 1, "stock>waste")
+    assert isinstance(dup, p.MoveOk) and dup.duplicate and dup.seq == 1
+    shell.run(Disconnected(again, shell.now))
+    shell.advance(shell.config.grace_ms)
+    assert shell.logs[(code, 1, bob)][-1].move == "resign"
+    assert shell.logs[(code, 1, bob)][-1].id is None
+
+
+def test_leaving_mid_race_resigns() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    shell.send(conns[1], p.Leave())
+    assert shell.logs[(code, 1, pid(shell, conns[1]))][-1].move == "resign"
+    shell.move(conns[0], 1, "resign")
+    results = shell.last(conns[0], p.Results)
+    assert isinstance(results, p.Results) and len(results.ranking) == 2
+
+
+def test_idle_lobby_expires_and_members_are_told() -> None:
+    shell = Shell(CoreConfig(lobby_idle_ms=60_000))
+    conns, code = lobby(shell)
+    shell.advance(60_000)
+    assert code not in shell.core.rooms
+    kicked = shell.last(conns[1], p.Kicked)
+    assert isinstance(kicked, p.Kicked) and kicked.reason == "idle"
+    assert shell.players[pid(shell, conns[1])].room is None
+
+
+def test_disconnected_lobby_member_removed_after_grace() -> None:
+    shell = Shell()
+    conns, _code = lobby(shell)
+    shell.run(Disconnected(conns[2], shell.now))
+    shell.advance(shell.config.member_grace_ms)
+    assert [m.name for m in shell.room(conns[0]).members] == ["Ann", "Bob"]
+
+
+def test_spectator_boards_after_delay_mark_room_not_leak_proof() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"), spectator_boards=5)
+    spec = shell.hello("Spec")
+    shell.send(spec, p.Join(code=code, role="spectator"))
+    assert not shell.room(spec).leak_proof
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms)
+    shell.move(conns[0], 1, "stock>waste")
+    shell.advance(1000)
+    boards = [m for m in shell.take(spec) if isinstance(m, p.Boards)]
+    assert all(b.boards[pid(shell, conns[0])].stock == 78 for b in boards)  # not yet: 5 s behind
+    shell.advance(5000)
+    boards = [m for m in shell.take(spec) if isinstance(m, p.Boards)]
+    assert boards and boards[-1].boards[pid(shell, conns[0])].stock == 77
+    # Racers never get anyone's board.
+    assert not [m for m in shell.inbox[conns[1]] if isinstance(m, p.Boards)]
+
+
+def test_leak_proof_room_sends_spectators_no_board() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"))
+    spec = shell.hello("Spec")
+    shell.send(spec, p.Join(code=code, role="spectator"))
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms)
+    for i in range(1, 5):
+        shell.move(conns[0], i, "stock>waste")
+    shell.advance(10_000)
+    for msg in shell.inbox[spec]:
+        assert not isinstance(msg, p.Boards | p.MoveOk)
+        if isinstance(msg, p.RaceStart):
+            assert msg.view is None
+
+
+def test_a_racer_cannot_watch_its_own_race() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    shell.send(conns[1], p.Join(code=code, role="spectator"))
+    assert shell.error(conns[1]).code == p.WRONG_PHASE
+
+
+def test_store_unavailable_on_append_waits_for_the_reloaded_log() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    effect = shell.held.pop()
+    # The write landed, but the store's answer was lost.
+    shell.logs[(code, 1, ann)].append(effect.entry)
+    shell.take(conns[0])
+    shell.run(MovePersistFailed(code, 1, ann, False, shell.now))
+    assert shell.take(conns[0]) == [] and shell.reloads
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    ok = shell.inbox[conns[0]][-1]
+    assert isinstance(ok, p.MoveOk) and ok.id == 1 and ok.seq == 1
+    # The write did not land: a clear rejection, nothing applied.
+    shell.send(conns[0], p.Move(id=2, move="stock>waste"))
+    shell.held.pop()
+    shell.run(MovePersistFailed(code, 1, ann, False, shell.now))
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    rejected = shell.inbox[conns[0]][-1]
+    assert isinstance(rejected, p.MoveRejected) and rejected.code == p.STORE_UNAVAILABLE
+    assert shell.core.rooms[code].race.racers[ann].game.view().stock == 77  # type: ignore[union-attr]
+
+
+def test_conflicting_log_is_reloaded_and_the_move_rechecked() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    # Another process appended an entry (with this very client id) behind our back.
+    shell.logs[(code, 1, ann)].append(LogEntry("stock>waste", 5, 1))
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    assert shell.reloads
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    ok = shell.inbox[conns[0]][-1]
+    assert isinstance(ok, p.MoveOk) and ok.duplicate and ok.seq == 1
+    assert len(shell.logs[(code, 1, ann)]) == 1
+
+
+def test_a_fresh_core_rebuilds_the_race_from_the_store() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    token = shell.welcome(conns[0]).token
+    for i in range(1, 4):
+        shell.move(conns[0], i, "stock>waste")
+    before = shell.core.rooms[code].race.racers[ann].game.state_key()  # type: ignore[union-attr]
+    # A new process: same store, empty memory.
+    shell.core = ServerCore(shell.config, SeededEntropy(seed=2))
+    shell.conns_of.clear()
+    record = shell.rooms[code]
+    logs = {r.player_id: list(shell.logs[(code, 1, r.player_id)]) for r in record.race.racers}  # type: ignore[union-attr]
+    shell.apply(shell.core.load_room(record, logs, shell.now))
+    rebuilt = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    assert rebuilt.game.state_key() == before and rebuilt.ids == {1: 1, 2: 2, 3: 3}
+    conn = shell.hello("Ann", token=token)
+    assert shell.welcome(conn).resumed
+    dup = shell.move(conn, 3, "stock>waste")
+    assert isinstance(dup, p.MoveOk) and dup.duplicate  # not applied twice after a restart either
+    ok = shell.move(conn, 4, "stock>waste")
+    assert isinstance(ok, p.MoveOk) and ok.seq == 4
+    # Bob never came back: he forfeits after the grace period counted from the reload.
+    shell.advance(shell.config.grace_ms)
+    assert shell.logs[(code, 1, bob)][-1].move == "resign"
+
+
+def _sessions() -> Iterator[int]:
+    yield from range(12)
+
+
+@pytest.mark.parametrize("seed", list(_sessions()))
+def test_random_sessions_never_break_invariants(seed: int) -> None:
+    """Random message storms (valid and not) from several clients: the core never raises, every
+    log replays to the racer's game, and acknowledged sequence numbers only grow."""
+    rng = random.Random(seed)
+    shell = Shell(entropy=SeededEntropy(seed, deal=rng.getrandbits(64)))
+    conns, code = lobby(shell, ("Ann", "Bob", "Cy"))
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms)
+    extra = shell.hello("Eve")
+    everyone = [*conns, extra]
+    deal = shell.core.rooms[code].race.record.deal  # type: ignore[union-attr]
+    next_id: dict[int, int] = defaultdict(int)
+    for step in range(300):
+        conn = rng.choice(everyone)
+        roll = rng.random()
+        room = shell.core.rooms.get(code)
+        player = shell.core.conns.get(conn)
+        racer = room.race.racers.get(player) if room and room.race and player else None
+        if roll < 0.6 and racer is not None:
+            legal = racer.game.legal_moves() or ["stock>waste"]
+            move = rng.choice([*legal, "undo", "t0>t0", "waste>stock"]) if rng.random() < 0.995 else "resign"
+            shell.hold_persists = rng.random() < 0.3
+            next_id[conn] += 1
+            move_id = next_id[conn] if rng.random() < 0.9 else rng.randrange(1, next_id[conn] + 1)  # retries
+            shell.send(conn, p.Move(id=move_id, move=move))
+        elif roll < 0.7:
+            other: list[p.ClientMessage] = [p.Ready(), p.Start(), p.Kick(player_id="x"), p.Join(code=code)]
+            if step > 250:
+                other.append(p.EndRace())
+            shell.send(conn, rng.choice(other))
+        elif roll < 0.75:
+            shell.release()
+        else:
+            shell.advance(rng.randrange(0, 400))
+        if step % 50 == 49:
+            shell.hold_persists = False
+            shell.release()
+    shell.hold_persists = False
+    shell.release()
+    room = shell.core.rooms.get(code)
+    assert room is not None and room.race is not None
+    for pid_, racer in room.race.racers.items():
+        log = shell.logs[(code, room.race.record.number, pid_)]
+        replayed = Game(deal)
+        for entry in log:
+            replayed.play(entry.move)
+        assert replayed.state_key() == racer.game.state_key()
+        ids = [e.id for e in log if e.id is not None]
+        assert len(ids) == len(set(ids))  # no client move applied twice
+    assert sum(r.log_length for r in room.race.racers.values()) > 20  # the storm did play moves
+    for conn in everyone:
+        seqs = [m.seq for m in shell.inbox[conn] if isinstance(m, p.MoveOk) and not m.duplicate]
+        assert seqs == sorted(seqs)
