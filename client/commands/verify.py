@@ -1,0 +1,101 @@
+"""``plot verify RECORD [--json] [--commitment HASH --salt SALT]``: replay a game record.
+
+Exit 0 when every entry is legal (and the commitment, if given, matches); 1 at the first
+illegal entry (later entries are not applied) or on a commitment mismatch; 2 when the
+record cannot be read or is not a game record (SPEC section 3), with the reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from shared.engine import NotARecord, ReplayResult, parse_record, replay
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("record", metavar="RECORD", help="a game record JSON file, or - for standard input")
+    parser.add_argument("--json", action="store_true", help="print one JSON object with the result")
+    parser.add_argument(
+        "--commitment", metavar="HASH", help="also check the race's commitment to the record's deal (needs --salt)"
+    )
+    parser.add_argument("--salt", metavar="SALT", help="the salt the server revealed with the deal")
+
+
+def _read(source: str) -> bytes:
+    if source == "-":
+        return sys.stdin.buffer.read()
+    with open(source, "rb") as handle:
+        return handle.read()
+
+
+def _fail(message: str) -> int:
+    print(f"plot verify: {message}", file=sys.stderr)
+    return 2
+
+
+def result_json(result: ReplayResult) -> dict[str, object]:
+    """The ``--json`` object: ok, moves, foundation_cards, status, error (null or index/move/reason)."""
+    error = result.error
+    return {
+        "ok": result.ok,
+        "moves": result.moves,
+        "foundation_cards": result.foundation_cards,
+        "status": result.status,
+        "error": None if error is None else {"index": error.index, "move": error.move, "reason": error.reason},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.commitment is None) != (args.salt is None):
+        return _fail("--commitment and --salt go together: give both or neither")
+    name = "standard input" if args.record == "-" else args.record
+    try:
+        raw = _read(args.record)
+    except OSError as exc:
+        return _fail(f"cannot read {name}: {exc.strerror or exc}")
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        return _fail(f"{name} is not a game record: its JSON is nested too deeply")
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return _fail(f"{name} is not JSON: {exc}")
+    try:
+        deal, entries, undo = parse_record(data)
+    except NotARecord as exc:
+        return _fail(f"{name} is not a game record: {exc}")
+
+    _, result = replay(deal, entries, undo=undo)
+    commitment_ok: bool | None = None
+    if args.commitment is not None:
+        from shared.fairplay import check_commitment
+
+        commitment_ok = check_commitment(deal, args.salt, args.commitment)
+
+    if args.json:
+        out = result_json(result)
+        if commitment_ok is not None:
+            out["commitment_ok"] = commitment_ok
+        print(json.dumps(out))
+    else:
+        if result.error is None:
+            print(
+                f"legal: {result.moves} entries, {result.foundation_cards} cards on the foundations, "
+                f"status {result.status}"
+            )
+        else:
+            error = result.error
+            print(
+                f"illegal entry {error.index} ({error.move}): {error.reason} "
+                f"[{result.moves} entries applied, {result.foundation_cards} cards on the foundations]"
+            )
+        if commitment_ok:
+            print(f"commitment matches deal {deal} and the salt")
+    if commitment_ok is False:
+        print(
+            f"plot verify: commitment mismatch: {args.commitment} is not the commitment to deal {deal} "
+            "with this salt (SHA-256 of 'the-plot:<deal>:<salt>')",
+            file=sys.stderr,
+        )
+    return 0 if result.ok and commitment_ok is not False else 1
