@@ -296,7 +296,10 @@ class RaceServer:
                     limit = f"{self.config.rate_per_s:g} messages per second"
                     self._reply(conn, p.Error(code=p.RATE_LIMITED, message=f"too many messages (limit {limit})"))
                     log_event(logging.WARNING, "rate_limited", conn=conn.id, player=conn.player)
-                    await ws.close(1008, "rate limit exceeded")
+                    closer = asyncio.ensure_future(ws.close(1008, "rate limit exceeded"))
+                    async for _ignored in ws:  # drain, or a full incoming queue would stall the close handshake
+                        pass
+                    await closer
                     break
                 await self._on_frame(conn, frame)
         except ConnectionClosed:

@@ -1,0 +1,476 @@
+"""The race server end to end: a real server on a free 127.0.0.1 port, real WebSocket clients,
+the in-memory store and a real Redis (tests/redis_fixture.py).
+
+The helpers here (``running_server``, ``Client``, ``view_game``) are shared by the other
+tests/test_server_*.py files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import msgpack
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from server.app import RaceServer, ServerConfig
+from server.core import CoreConfig, ServerCore
+from server.core.records import decode_entry
+from server.store.base import Store
+from server.store.memory import MemoryStore
+from shared import protocol as p
+from shared.engine import Game, View, replay
+from shared.fairplay import check_commitment
+
+M = TypeVar("M", bound=p.ServerMessage)
+
+FAST = CoreConfig(countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50)
+
+
+def fast_config(**overrides: Any) -> ServerConfig:
+    core = overrides.pop("core", FAST)
+    base = ServerConfig(host="127.0.0.1", port=0, rate_per_s=1000, burst=2000, flush_timeout_s=2.0, core=core)
+    return replace(base, **overrides)
+
+
+@asynccontextmanager
+async def running_server(
+    store: Store | None = None, config: ServerConfig | None = None, core: ServerCore | None = None
+) -> AsyncIterator[RaceServer]:
+    server = RaceServer(store or MemoryStore(), config or fast_config(), core=core)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def url(server: RaceServer) -> str:
+    return f"ws://127.0.0.1:{server.port}"
+
+
+class Client:
+    """A real WebSocket client that records every frame it receives, in order."""
+
+    def __init__(self, ws: ClientConnection, label: str = "") -> None:
+        self.ws = ws
+        self.label = label
+        self.frames: list[bytes] = []
+        self.messages: list[p.ServerMessage] = []
+        self._queue: asyncio.Queue[p.ServerMessage | None] = asyncio.Queue()
+        self._reader = asyncio.ensure_future(self._read())
+        self.welcome: p.Welcome | None = None
+        self.closed_code: int | None = None
+
+    @classmethod
+    async def open(cls, server: RaceServer, label: str = "", **kwargs: Any) -> Client:
+        return cls(await connect(url(server), compression=None, **kwargs), label)
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                assert isinstance(frame, bytes), "the server sends binary frames only"
+                self.frames.append(frame)
+                msg = p.decode_server(frame)
+                self.messages.append(msg)
+                await self._queue.put(msg)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.closed_code = self.ws.close_code
+            await self._queue.put(None)
+
+    async def send(self, msg: p.ClientMessage) -> None:
+        await self.ws.send(p.encode(msg))
+
+    async def send_raw(self, data: bytes | str) -> None:
+        await self.ws.send(data)
+
+    async def expect(self, kind: type[M], timeout: float = 5.0) -> M:
+        """The next message of this type (others are skipped, but stay recorded)."""
+
+        async def wait() -> M:
+            while True:
+                msg = await self._queue.get()
+                if msg is None:
+                    raise ConnectionError(
+                        f"{self.label}: closed ({self.closed_code}) while waiting for {kind.__name__}"
+                    )
+                if isinstance(msg, kind):
+                    return msg
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    async def hello(self, name: str, token: str | None = None, bot: bool = False) -> p.Welcome:
+        await self.send(p.Hello(v=p.PROTOCOL_VERSION, name=name, token=token, bot=bot))
+        self.welcome = await self.expect(p.Welcome)
+        return self.welcome
+
+    @property
+    def pid(self) -> str:
+        assert self.welcome is not None
+        return self.welcome.player_id
+
+    async def close(self) -> None:
+        await self.ws.close()
+        with contextlib.suppress(Exception):
+            await self._reader
+
+    async def closed(self, timeout: float = 5.0) -> int | None:
+        await asyncio.wait_for(self._reader, timeout)
+        return self.closed_code
+
+
+def view_game(view: View) -> Game:
+    """A Game with the position a view shows (the stock's cards unknown): for choosing legal moves
+    on the client side, as a client without the deal must."""
+    game = Game(0)
+    game.stock = [0] * view.stock
+    game.waste = list(view.waste)
+    game.reserve = [0] * (view.reserve_count - 1) + ([view.reserve_top] if view.reserve_top is not None else [])
+    game.foundations = [list(f) for f in view.foundations]
+    game.tableau = [list(t) for t in view.tableau]
+    game.base = view.base_rank
+    game.foundation_cards = view.foundation_cards
+    game.status = view.status
+    return game
+
+
+def latest(client: Client, kind: type[M]) -> M:
+    """The last message of this type the client has received so far."""
+    for msg in reversed(client.messages):
+        if isinstance(msg, kind):
+            return msg
+    raise AssertionError(f"{client.label} has no {kind.__name__}")
+
+
+async def make_room(server: RaceServer, names: list[str], **options: Any) -> tuple[list[Client], str]:
+    clients = [await Client.open(server, name) for name in names]
+    for client, name in zip(clients, names, strict=True):
+        await client.hello(name)
+    await clients[0].send(p.CreateRoom(options=p.RoomOptions(**options)))
+    code = (await clients[0].expect(p.Room)).code
+    for client in clients[1:]:
+        await client.send(p.Join(code=code))
+        await client.expect(p.Room)
+        await client.send(p.Ready(ready=True))
+    return clients, code
+
+
+async def start_race(clients: list[Client]) -> list[p.RaceStart]:
+    # Everyone but the host must be ready: wait until the host's snapshot says so.
+    host = clients[0]
+    while True:
+        room = latest(host, p.Room)
+        if all(m.ready for m in room.members if m.player_id != host.pid and m.role == p.RACER):
+            break
+        await host.expect(p.Room)
+    await clients[0].send(p.Start())
+    return [await c.expect(p.RaceStart) for c in clients]
+
+
+async def play(client: Client, view: View, moves: int, rng: random.Random, first_id: int = 1) -> tuple[View, int]:
+    """Play up to ``moves`` random legal moves (foundation moves preferred), waiting for each ack."""
+    move_id = first_id
+    for _ in range(moves):
+        if view.status != "playing":
+            break
+        legal = view_game(view).legal_moves()
+        if not legal:
+            break
+        up = [m for m in legal if ">f" in m]
+        move = rng.choice(up) if up else rng.choice(legal)
+        await client.send(p.Move(id=move_id, move=move))
+        reply = await client.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
+        assert isinstance(reply, p.MoveOk), reply
+        assert reply.id == move_id
+        view = reply.view
+        move_id += 1
+    return view, move_id
+
+
+# ====================================================================== fixtures
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    if request.param == "memory":
+        made: Store = MemoryStore()
+    else:
+        from server.store.redis import RedisStore
+
+        made = RedisStore(request.getfixturevalue("redis_url"))
+    yield made
+    await made.close()
+
+
+# ====================================================================== tests
+
+
+async def test_whole_race_three_racers_and_a_spectator(store: Store) -> None:
+    rng = random.Random(7)
+    async with running_server(store) as server:
+        racers, code = await make_room(server, ["Ann", "Bob", "Cy"])
+        spectator = await Client.open(server, "Spec")
+        await spectator.hello("Spec")
+        await spectator.send(p.Join(code=code, role="spectator"))
+        await spectator.expect(p.Room)
+        countdowns = []
+        starts = await start_race([*racers, spectator])
+        for client in (*racers, spectator):
+            countdown = next(m for m in client.messages if isinstance(m, p.Countdown))
+            countdowns.append(countdown.starts_at)
+        assert len(set(countdowns)) == 1 and starts[0].started_at == countdowns[0]
+        assert all(s.view == starts[0].view for s in starts[:3]) and starts[3].view is None
+        assert len({s.commitment for s in starts}) == 1
+        # Everyone plays a little, in parallel; then resigns.
+        views = await asyncio.gather(*(play(c, s.view, 12, rng) for c, s in zip(racers, starts, strict=False)))  # type: ignore[arg-type]
+        for client, (_view, next_id) in zip(racers, views, strict=True):
+            await client.send(p.Move(id=next_id, move="resign"))
+        results = [await c.expect(p.Results) for c in (*racers, spectator)]
+        final = results[0]
+        assert all(r == final for r in results)
+        assert sorted(final.ranking) == sorted(c.pid for c in racers)
+        assert check_commitment(final.deal, final.salt, final.commitment)
+        assert final.commitment == starts[0].commitment and not final.chosen_deal
+        for row in final.racers:
+            record = final.records[row.player_id]
+            game, outcome = replay(record.deal, record.moves, undo=record.undo)
+            assert outcome.ok and game.foundation_cards == row.cards and row.status == "resigned"
+            assert row.moves == len(record.moves)
+        # The spectator followed the race on the leaderboard, never a board.
+        boards = [m for m in spectator.messages if isinstance(m, p.Leaderboard)]
+        assert boards and [r.name for r in boards[0].racers] == ["Ann", "Bob", "Cy"]
+        assert not [m for m in spectator.messages if isinstance(m, p.MoveOk | p.Boards)]
+        # Every acknowledged move is in the store's log, in order, with its client id.
+        for client in racers:
+            raw = await store.load_moves(code, 1, client.pid)
+            entries = [decode_entry(b) for b in raw]
+            assert [e.move for e in entries] == final.records[client.pid].moves
+            acked = [m.id for m in client.messages if isinstance(m, p.MoveOk)]
+            assert [e.id for e in entries] == acked
+        for client in (*racers, spectator):
+            await client.close()
+
+
+async def test_every_error_code_and_bad_input_hurts_no_one() -> None:
+    async with running_server(config=fast_config(max_frame=2048)) as server:
+        racers, code = await make_room(server, ["Ann", "Bob"], max_racers=2)
+        ann, bob = racers
+        room_before = (await ann.expect(p.Room)).version
+        probe = await Client.open(server, "probe")
+
+        async def error_for(client: Client, data: bytes | str) -> p.Error:
+            await client.send_raw(data)
+            return await client.expect(p.Error)
+
+        assert (await error_for(probe, b"\xc1\x00")).code == p.MALFORMED
+        assert (await error_for(probe, "hello")).code == p.MALFORMED  # text frame
+        assert (await error_for(probe, msgpack.packb([1, 2]))).code == p.MALFORMED
+        assert (await error_for(probe, msgpack.packb({"type": "teleport"}))).code == p.UNKNOWN_TYPE
+        err = await error_for(probe, msgpack.packb({"type": "hello", "v": 1}))
+        assert err.code == p.BAD_FIELD and "'name'" in err.message
+        err = await error_for(probe, msgpack.packb({"type": "move", "id": "one", "move": "undo"}))
+        assert err.code == p.BAD_FIELD and "'id'" in err.message
+        assert (await error_for(probe, p.encode(p.Start()))).code == p.WRONG_PHASE  # before hello
+        assert (await error_for(probe, p.encode(p.Hello(v=99, name="P")))).code == p.VERSION_MISMATCH
+        assert (await error_for(probe, p.encode(p.Hello(v=1, name="\x1b[2J")))).code == p.NAME_INVALID
+        assert (await error_for(probe, p.encode(p.Hello(v=1, name="P", token="forged")))).code == p.BAD_TOKEN
+        await probe.hello("Probe")
+        assert (await error_for(probe, p.encode(p.Join(code="QQQQQ")))).code == p.UNKNOWN_ROOM
+        assert (await error_for(probe, p.encode(p.Join(code=code)))).code == p.ROOM_FULL
+        assert (await error_for(probe, p.encode(p.Ready()))).code == p.NOT_IN_ROOM
+        assert (await error_for(bob, p.encode(p.Start()))).code == p.NOT_HOST
+        await ann.send(p.Move(id=1, move="stock>waste"))
+        early = await ann.expect(p.MoveRejected)
+        assert early.code == p.WRONG_PHASE
+        await start_race(racers)
+        await ann.send(p.Move(id=1, move="reserve>t0"))
+        illegal = await ann.expect(p.MoveRejected)
+        assert illegal.code == p.ILLEGAL_MOVE and "foundation" in illegal.reason
+        # Nothing of that touched Bob, the room or the race.
+        await bob.send(p.Move(id=1, move="stock>waste"))
+        assert (await bob.expect(p.MoveOk)).seq == 1
+        room = server.core.rooms[code]
+        assert room.members.keys() == {ann.pid, bob.pid}
+        assert room.race is not None and room.race.racers[ann.pid].log_length == 0
+        assert room_before <= room.version
+        # A frame over the size limit closes that connection only (1009), as does a flood (1008).
+        big = await Client.open(server, "big")
+        await big.send_raw(b"\x00" * 4096)
+        assert await big.closed() == 1009
+        assert bob.closed_code is None and ann.closed_code is None
+        for client in (ann, bob, probe):
+            await client.close()
+    async with running_server(config=fast_config(rate_per_s=5, burst=5)) as server:
+        flood = await Client.open(server, "flood")
+        calm = await Client.open(server, "calm")
+        await calm.hello("Calm")
+        for i in range(20):
+            with contextlib.suppress(ConnectionClosed):
+                await flood.send(p.Ping(t=i))
+        err = await flood.expect(p.Error)
+        assert err.code == p.RATE_LIMITED
+        assert await flood.closed() == 1008
+        await calm.send(p.Ping(t=1))
+        assert (await calm.expect(p.Pong)).t == 1
+        await calm.close()
+
+
+async def test_store_unavailable_and_health_check(own_redis_server: Any) -> None:
+    from server.store.redis import RedisStore
+
+    store = RedisStore(own_redis_server.url, socket_timeout=0.5, connect_timeout=0.5, retries=0)
+    async with running_server(store) as server:
+        import urllib.request
+
+        def health() -> tuple[int, str]:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5) as response:
+                    return response.status, response.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read().decode()
+
+        status, body = await asyncio.to_thread(health)
+        assert status == 200 and '"store_ok": true' in body
+        ann = await Client.open(server, "Ann")
+        await ann.hello("Ann")
+        own_redis_server.stop()
+        status, body = await asyncio.to_thread(health)
+        assert status == 503 and '"store_ok": false' in body
+        await ann.send(p.CreateRoom())
+        err = await ann.expect(p.Error)
+        assert err.code == p.STORE_UNAVAILABLE
+        other = await Client.open(server, "Bob")
+        await other.send(p.Hello(v=1, name="Bob"))
+        assert (await other.expect(p.Error)).code == p.STORE_UNAVAILABLE
+        own_redis_server.start()
+        status, _ = await asyncio.to_thread(health)
+        assert status == 200
+        await ann.send(p.CreateRoom())
+        assert p.is_room_code((await ann.expect(p.Room)).code)
+        await ann.close()
+        await other.close()
+    await store.close()
+
+
+async def test_reconnect_mid_race_loses_nothing_and_applies_nothing_twice(store: Store) -> None:
+    rng = random.Random(3)
+    async with running_server(store) as server:
+        racers, code = await make_room(server, ["Ann", "Bob"])
+        starts = await start_race(racers)
+        ann, bob = racers
+        assert starts[0].view is not None
+        view, next_id = await play(ann, starts[0].view, 6, rng)
+        token = ann.welcome.token if ann.welcome else ""
+        # Send a move and drop the connection before its ack can be read.
+        legal = view_game(view).legal_moves()
+        lost_move = next((m for m in legal if ">f" in m), legal[0])
+        await ann.send(p.Move(id=next_id, move=lost_move))
+        ann.ws.transport.abort()
+        await asyncio.sleep(0.05)
+        back = await Client.open(server, "Ann again")
+        welcome = await back.hello("Ann", token=token)
+        assert welcome.resumed and welcome.player_id == ann.pid and welcome.room == code
+        snapshot = await back.expect(p.RaceStart)
+        stored = [decode_entry(b) for b in await store.load_moves(code, 1, ann.pid)]
+        assert snapshot.seq == len(stored)
+        # The client does not know whether the lost move landed: it resends it with the same id.
+        await back.send(p.Move(id=next_id, move=lost_move))
+        reply = await back.expect(p.MoveOk)
+        assert reply.id == next_id
+        stored = [decode_entry(b) for b in await store.load_moves(code, 1, ann.pid)]
+        assert [e.id for e in stored].count(next_id) == 1
+        assert reply.seq == len(stored)
+        # The game goes on from exactly there.
+        view, next_id = await play(back, reply.view, 4, rng, first_id=next_id + 1)
+        await back.send(p.Move(id=next_id, move="resign"))
+        await bob.send(p.Move(id=1, move="resign"))
+        results = await back.expect(p.Results)
+        moves = results.records[ann.pid].moves
+        assert moves == [e.move for e in (decode_entry(b) for b in await store.load_moves(code, 1, ann.pid))]
+        game, outcome = replay(results.deal, moves)
+        assert outcome.ok and game.view().waste == view.waste
+        await back.close()
+        await bob.close()
+
+
+async def test_a_plain_msgpack_client_completes_a_race() -> None:
+    """Speaks the protocol with the msgpack library from docs/protocol.md alone: no shared.protocol."""
+    async with running_server() as server, connect(url(server), compression=None) as ws:
+
+        async def send(**message: Any) -> None:
+            await ws.send(msgpack.packb(message))
+
+        async def expect(kind: str) -> dict[str, Any]:
+            while True:
+                frame = await asyncio.wait_for(ws.recv(), 5)
+                assert isinstance(frame, bytes)
+                message = msgpack.unpackb(frame)
+                assert isinstance(message, dict) and "type" in message
+                if message["type"] == kind:
+                    return message
+
+        await send(type="hello", v=1, name="Plain")
+        welcome = await expect("welcome")
+        await send(type="create_room", options={"max_racers": 2, "private": True})
+        room = await expect("room")
+        assert room["host"] == welcome["player_id"] and room["rules"]["private"]
+        await send(type="start")
+        start = await expect("race_start")
+        view = start["view"]
+        assert view["stock"] == 78 and len(view["tableau"]) == 12
+        move_id = 0
+        status = "playing"
+        while status == "playing" and view["stock"] > 0:
+            move_id += 1
+            await send(type="move", id=move_id, move="stock>waste")
+            ok = await expect("move_ok")
+            assert ok["id"] == move_id and ok["seq"] == move_id
+            view = ok["view"]
+            status = view["status"]
+        if status == "playing":
+            move_id += 1
+            await send(type="move", id=move_id, move="resign")
+        results = await expect("results")
+        assert results["ranking"] == [welcome["player_id"]]
+        record = results["records"][welcome["player_id"]]
+        assert record["moves"][:78] == ["stock>waste"] * 78
+        assert check_commitment(results["deal"], results["salt"], results["commitment"])
+
+
+async def test_host_leaves_lobby_host_passes_and_kick_is_told() -> None:
+    async with running_server() as server:
+        (ann, bob, cy), code = await make_room(server, ["Ann", "Bob", "Cy"])
+        await ann.send(p.Kick(player_id=cy.pid))
+        assert (await cy.expect(p.Kicked)).reason == "host"
+        await ann.send(p.Leave())
+        await ann.expect(p.Left)
+        while True:
+            room = await bob.expect(p.Room)
+            if room.host == bob.pid:
+                break
+        assert [m.name for m in room.members] == ["Bob"]
+        await bob.send(p.ListRooms())
+        listing = await bob.expect(p.RoomList)
+        assert [r.code for r in listing.rooms] == [code] and listing.rooms[0].host_name == "Bob"
+        for client in (ann, bob, cy):
+            await client.close()
+
+
+async def test_shutdown_tells_clients() -> None:
+    server = RaceServer(MemoryStore(), fast_config())
+    await server.start()
+    client = await Client.open(server, "Ann")
+    await client.hello("Ann")
+    await server.stop()
+    shutdown = await client.expect(p.Shutdown)
+    assert shutdown.reason and shutdown.retry_after_ms
+    assert await client.closed() == 1001
