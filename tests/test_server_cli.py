@@ -1,0 +1,137 @@
+"""``plot-server`` as a real process: defaults (embedded store), environment variables, Redis, TLS,
+the health check, structured logs, and a clean shutdown on SIGTERM that tells the clients.
+
+tests/tls/ holds a self-signed certificate for 127.0.0.1 (made once with ``openssl req -x509
+-newkey rsa:2048 -nodes -days 36500 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1``),
+so the test needs no openssl at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from redis_fixture import free_port
+from websockets.asyncio.client import connect
+
+from shared import protocol as p
+
+TLS = Path(__file__).parent / "tls"
+
+
+@contextmanager
+def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
+    environment.update(env or {})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def health(port: int, scheme: str = "http") -> tuple[int, dict[str, Any]]:
+    context = ssl.create_default_context(cafile=str(TLS / "localhost.pem")) if scheme == "https" else None
+    try:
+        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/healthz", timeout=2, context=context) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def wait_healthy(proc: subprocess.Popen[str], port: int, scheme: str = "http") -> dict[str, Any]:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"plot-server exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            status, body = health(port, scheme)
+            if status == 200:
+                return body
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("plot-server did not come up")
+
+
+def log_lines(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    assert proc.stderr is not None
+    return [json.loads(line) for line in proc.stderr.read().splitlines() if line.strip()]
+
+
+async def hello_and_wait_for_shutdown(uri: str, proc: subprocess.Popen[str], ssl_context: Any = None) -> p.Shutdown:
+    async with connect(uri, ssl=ssl_context) as ws:
+        await ws.send(p.encode(p.Hello(v=1, name="Ann")))
+        welcome = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+        assert isinstance(welcome, p.Welcome)
+        await ws.send(p.encode(p.CreateRoom()))
+        room = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+        assert isinstance(room, p.Room)
+        proc.send_signal(signal.SIGTERM)
+        while True:
+            msg = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+            if isinstance(msg, p.Shutdown):
+                return msg
+
+
+async def test_defaults_embedded_store_env_port_and_clean_sigterm() -> None:
+    port = free_port()
+    with server_process(env={"PLOT_PORT": str(port)}) as proc:
+        body = await asyncio.to_thread(wait_healthy, proc, port)
+        assert body["status"] == "ok" and body["store"] == "memory"
+        shutdown = await hello_and_wait_for_shutdown(f"ws://127.0.0.1:{port}", proc)
+        assert "shutting down" in shutdown.reason
+        assert await asyncio.to_thread(proc.wait, 10) == 0
+        events = [line["event"] for line in log_lines(proc)]
+    assert events[0] == "server_started" and "signal" in events and events[-1] == "server_stopped"
+    assert "room_created" in events and "player_new" in events
+
+
+async def test_redis_flag_and_health(redis_url: str) -> None:
+    port = free_port()
+    with server_process("--port", str(port), "--redis", redis_url, "--log-level", "warning") as proc:
+        body = await asyncio.to_thread(wait_healthy, proc, port)
+        assert body["store"].startswith("redis") and body["store_ok"]
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.to_thread(proc.wait, 10) == 0
+        assert log_lines(proc) == []  # warning level: a clean run logs nothing
+
+
+async def test_tls_serves_wss() -> None:
+    port = free_port()
+    args = ("--port", str(port), "--tls-cert", str(TLS / "localhost.pem"), "--tls-key", str(TLS / "localhost.key"))
+    with server_process(*args) as proc:
+        await asyncio.to_thread(wait_healthy, proc, port, "https")
+        context = ssl.create_default_context(cafile=str(TLS / "localhost.pem"))
+        shutdown = await hello_and_wait_for_shutdown(f"wss://127.0.0.1:{port}", proc, context)
+        assert shutdown.retry_after_ms
+        assert await asyncio.to_thread(proc.wait, 10) == 0
+
+
+def test_half_a_tls_pair_is_refused() -> None:
+    with server_process("--port", str(free_port()), "--tls-cert", str(TLS / "localhost.pem")) as proc:
+        assert proc.wait(10) != 0
+        assert proc.stderr is not None and "--tls-key" in proc.stderr.read()
