@@ -70,8 +70,9 @@ class Client:
         self.closed_code: int | None = None
 
     @classmethod
-    async def open(cls, server: RaceServer, label: str = "", **kwargs: Any) -> Client:
-        return cls(await connect(url(server), compression=None, **kwargs), label)
+    async def open(cls, server: RaceServer | str, label: str = "", **kwargs: Any) -> Client:
+        address = server if isinstance(server, str) else url(server)
+        return cls(await connect(address, compression=None, **kwargs), label)
 
     async def _read(self) -> None:
         try:
@@ -151,7 +152,7 @@ def latest(client: Client, kind: type[M]) -> M:
     raise AssertionError(f"{client.label} has no {kind.__name__}")
 
 
-async def make_room(server: RaceServer, names: list[str], **options: Any) -> tuple[list[Client], str]:
+async def make_room(server: RaceServer | str, names: list[str], **options: Any) -> tuple[list[Client], str]:
     clients = [await Client.open(server, name) for name in names]
     for client, name in zip(clients, names, strict=True):
         await client.hello(name)
