@@ -469,6 +469,8 @@ class RaceServer:
                 timer = self._timers.pop(effect.code, None)
                 if timer is not None:
                     timer.cancel()
+                if effect.code not in self._room_workers:
+                    self._store_versions.pop(effect.code, None)
             elif isinstance(effect, Close):
                 closing = self._conns.get(effect.conn)
                 if closing is not None:
@@ -660,6 +662,8 @@ class RaceServer:
             self._room_workers.pop(code, None)
             if not ops:
                 self._room_ops.pop(code, None)
+                if not self.core.has_room(code):
+                    self._store_versions.pop(code, None)
 
     async def _save_room(self, code: str, record: RoomRecord) -> None:
         data = encode_record(record)

@@ -475,3 +475,19 @@ async def test_shutdown_tells_clients() -> None:
     shutdown = await client.expect(p.Shutdown)
     assert shutdown.reason and shutdown.retry_after_ms
     assert await client.closed() == 1001
+
+
+async def test_connection_limit_answers_503() -> None:
+    from websockets.exceptions import InvalidStatus
+
+    async with running_server(config=fast_config(max_connections=2)) as server:
+        first, second = await Client.open(server, "1"), await Client.open(server, "2")
+        with pytest.raises(InvalidStatus) as info:
+            await connect(url(server))
+        assert info.value.response.status_code == 503
+        await first.close()
+        await asyncio.sleep(0.05)
+        third = await Client.open(server, "3")  # a freed slot can be used again
+        await third.hello("Third")
+        for client in (second, third):
+            await client.close()

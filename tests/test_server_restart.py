@@ -102,6 +102,13 @@ async def test_redis_restart_mid_race(persistent_redis_server: RedisServer) -> N
         token = ann.welcome.token if ann.welcome else ""
         bob_token = bob.welcome.token if bob.welcome else ""
     async with running_server(store, fast_config()) as server:
+        # A fresh process lists the room from the store before anyone touched it.
+        lister = await Client.open(server, "Lister")
+        await lister.hello("Lister")
+        await lister.send(p.ListRooms())
+        listing = (await lister.expect(p.RoomList)).rooms
+        assert [(r.code, r.phase, r.racers) for r in listing] == [(code, p.RACING, 2)]
+        await lister.close()
         ann = await Client.open(server, "Ann")
         await ann.hello("Ann", token=token)
         snapshot = await ann.expect(p.RaceStart)
