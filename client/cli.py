@@ -18,6 +18,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("client.commands.verify", "replay a game record and check every entry"),
     "solo": ("client.commands.solo", "play a game alone in the terminal, line by line"),
     "play": ("client.commands.play", "play a game alone on the full-screen board (keys and mouse)"),
+    "practice": ("client.commands.practice", "race bots on a server started in this process (no set-up)"),
+    "host": ("client.commands.host", "open a race room on a server and show its join code"),
+    "join": ("client.commands.join", "race in a room: plot join CODE"),
+    "watch": ("client.commands.watch", "spectate a room: plot watch CODE"),
+    "rooms": ("client.commands.rooms", "list the open rooms on a server"),
+    "bot": ("client.commands.bot", "bot racers for a room (they play from their own view)"),
+    "solve": ("client.commands.solve", "is a deal winnable? search it with full knowledge (prints a winning line)"),
 }
 
 

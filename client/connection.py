@@ -221,7 +221,11 @@ class Connection:
                     self.token_file.save(reply, self.url)
                 self._set_state(CONNECTED, "resumed" if reply.resumed else "")
                 self._first.set()
-                self.on_welcome(reply)
+                self._dispatch(reply)
+                try:
+                    self.on_welcome(reply)
+                except Exception:
+                    log.exception("error while handling the welcome")
                 await self._resend_pending(ws)
                 return
             if isinstance(reply, Error) and reply.code == BAD_TOKEN and attempt == 0 and self.token:
@@ -253,6 +257,12 @@ class Connection:
                 self._set_state(RECONNECTING, f"the server is shutting down: {msg.reason}")
 
     def _dispatch(self, msg: ServerMessage) -> None:
+        try:
+            self._deliver(msg)
+        except Exception:  # a fault in whoever listens must not cut the connection
+            log.exception("error while handling %s", type(msg).__name__)
+
+    def _deliver(self, msg: ServerMessage) -> None:
         if isinstance(msg, MoveOk | MoveRejected):
             pending = self._pending.pop(msg.id, None)
             if pending is not None and not pending.future.done():

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -80,7 +81,9 @@ def help_rows(extra: list[tuple[str, str]] | None = None) -> list[tuple[str, str
 
 
 def _bindings() -> list[BindingType]:
-    bindings: list[BindingType] = [Binding(key, f"pick('{pile}')", pile, show=False) for pile, (key, _label) in PILE_KEYS.items()]
+    bindings: list[BindingType] = [
+        Binding(key, f"pick('{pile}')", pile, show=False) for pile, (key, _label) in PILE_KEYS.items()
+    ]
     for keys, action, _label, footer in COMMAND_KEYS:
         if action == "quit":
             continue  # the App's own ctrl+q
@@ -149,7 +152,10 @@ class GameScreen(Screen[None]):
         if not self.ready:
             self.pending_note = (text, error)
             return
-        message = self.query_one("#message", Static)
+        try:
+            message = self.query_one("#message", Static)
+        except NoMatches:  # the screen is being torn down (quitting)
+            return
         message.update(plain(text))
         message.set_class(error, "-error")
 

@@ -1,0 +1,90 @@
+"""Arguments the network commands share (argparse only: command modules keep a light top level)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+
+DEFAULT_SERVER = "ws://localhost:8765"
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, *, name: bool = True) -> None:
+    parser.add_argument(
+        "--server",
+        default=None,
+        help=f"server address, ws://host:port or wss://… (default: $PLOT_SERVER or {DEFAULT_SERVER})",
+    )
+    if name:
+        parser.add_argument(
+            "--name", default=None, help="your display name, 1-24 characters (default: $PLOT_NAME or your login)"
+        )
+
+
+def server_url(args: argparse.Namespace) -> str:
+    url: str = args.server or os.environ.get("PLOT_SERVER") or DEFAULT_SERVER
+    if "://" not in url:
+        url = "ws://" + url  # "host:8765" is what people type
+    return url
+
+
+def display_name(args: argparse.Namespace) -> str:
+    name = getattr(args, "name", None) or os.environ.get("PLOT_NAME")
+    if not name:
+        try:
+            name = getpass.getuser()
+        except Exception:  # no login name in this environment
+            name = "player"
+    return name
+
+
+def room_code(text: str) -> str:
+    """argparse type: a room code as people type it (any case, spaces or dashes)."""
+    from shared.protocol import ROOM_CODE_LENGTH, is_room_code, normalize_room_code
+
+    code = normalize_room_code(text)
+    if not is_room_code(code):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a room code: {ROOM_CODE_LENGTH} characters from 2-9 and A-Z (no 0, 1, I, L, O)"
+        )
+    return code
+
+
+def deal_number(text: str) -> int:
+    """argparse type: a deal number 0..2^64-1."""
+    from shared.deal import parse_deal_number
+
+    try:
+        return parse_deal_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def check_name_or_exit(name: str, command: str) -> str | None:
+    """None if ``name`` is a valid display name, else the message to print."""
+    from shared.protocol import check_name
+
+    problem = check_name(name)
+    return f"plot {command}: bad --name {name!r}: {problem}" if problem else None
+
+
+def run_race_app(config: object) -> int:
+    """Run the race app for ``config`` (a RaceConfig); prints where things are afterwards."""
+    from client.tui.race import RaceApp, RaceConfig
+
+    assert isinstance(config, RaceConfig)
+    app = RaceApp(config)
+    app.run()
+    model = app.model
+    if app.exit_note:
+        print(app.exit_note)
+        return 1
+    if model.saved_records:
+        folder = next(iter(model.saved_records.values())).parent
+        print(f"records of the last race: {folder}")
+        mine = model.saved_records.get(model.player_id or "")
+        if mine is not None:
+            print(f"replay yours: plot verify {mine}")
+    if model.room is not None and model.phase != "results":
+        print(f"you are still seated in room {model.room.code}: run the same command again to rejoin")
+    return 0

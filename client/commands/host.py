@@ -1,0 +1,66 @@
+"""``plot host``: open a room, show its join code, wait for racers, start the race."""
+
+from __future__ import annotations
+
+import argparse
+
+from client.commands._race_args import add_server_arguments, check_name_or_exit, deal_number, display_name, server_url
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_server_arguments(parser)
+    parser.add_argument("--deal", type=deal_number, help="a chosen deal number (the room is then marked as such)")
+    parser.add_argument("--max-racers", type=int, default=8, help="2-16 (default 8)")
+    parser.add_argument("--no-undo", action="store_true", help="undo off for every racer")
+    parser.add_argument(
+        "--spectator-delay",
+        type=int,
+        metavar="S",
+        help="spectators see live boards S seconds behind (the room is then not leak-proof); "
+        "default: boards only after the race",
+    )
+    parser.add_argument("--private", action="store_true", help="join by code only, never listed")
+    parser.add_argument("--time-limit", type=int, metavar="SECONDS", help="end the race after this long")
+    parser.add_argument("--no-bots", action="store_true", help="refuse bot racers")
+    parser.add_argument("--winnable", action="store_true", help="deal only deals the solver proves winnable")
+    parser.add_argument("--bots", type=int, default=0, metavar="N", help="add N bot racers (run by this client)")
+    parser.add_argument("--bot-speed", type=float, default=2.0, metavar="MOVES_PER_S", help="bots' pace (default 2)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from client.tui.race import HOST, RaceConfig
+    from shared.protocol import RoomOptions
+
+    name = display_name(args)
+    problem = check_name_or_exit(name, "host")
+    if problem:
+        print(problem)
+        return 2
+    fields: dict[str, object] = {
+        "max_racers": args.max_racers,
+        "undo": not args.no_undo,
+        "private": args.private,
+        "bots_allowed": not args.no_bots,
+        "winnable_only": args.winnable,
+        "spectator_boards": "after" if args.spectator_delay is None else args.spectator_delay,
+    }
+    if args.deal is not None:
+        fields["deal"] = args.deal
+    if args.time_limit is not None:
+        fields["time_limit"] = args.time_limit
+    try:
+        options = msgspec.convert(fields, RoomOptions)
+    except msgspec.ValidationError as exc:
+        print(f"plot host: bad option: {exc}")
+        return 2
+    if args.bots < 0 or args.bots > options.max_racers - 1:
+        print(f"plot host: --bots must be 0..{options.max_racers - 1} (the room seats {options.max_racers})")
+        return 2
+    config = RaceConfig(
+        url=server_url(args), name=name, mode=HOST, options=options, bots=args.bots, bot_speed=args.bot_speed
+    )
+    from client.commands._race_args import run_race_app
+
+    return run_race_app(config)

@@ -1,0 +1,40 @@
+"""``plot practice``: race bots on a server started inside this process. No set-up, no second terminal.
+
+The server is the real one (``server.app.RaceServer``) on the in-memory store, on a free
+loopback port, living as long as the command. The client chooses the deal itself (a practice
+room is a chosen-deal room), which is what lets the hint key work: a hint knows the stock.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from client.commands._race_args import deal_number
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bots", type=int, default=2, metavar="N", help="how many bots to race (1-15, default 2)")
+    parser.add_argument("--deal", type=deal_number, help="the deal to race on (default: a random one)")
+    parser.add_argument("--speed", type=float, default=1.5, metavar="MOVES_PER_S", help="bots' pace (default 1.5)")
+    parser.add_argument("--name", default=None, help="your name on the leaderboard (default: $PLOT_NAME or your login)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from client.commands._race_args import check_name_or_exit, display_name
+
+    if not 1 <= args.bots <= 15 or args.speed <= 0:
+        print("plot practice: --bots must be 1..15 and --speed above 0")
+        return 2
+    name = display_name(args)
+    problem = check_name_or_exit(name, "practice")
+    if problem:
+        print(problem)
+        return 2
+    from client.tui.practice import run_practice
+
+    try:
+        return asyncio.run(run_practice(name=name, bots=args.bots, deal=args.deal, speed=args.speed))
+    except KeyboardInterrupt:
+        return 130

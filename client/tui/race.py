@@ -1,0 +1,502 @@
+"""Races on a server: host, join, watch, practice. One Textual app, one screen that follows the room.
+
+The app owns a resuming :class:`client.connection.Connection` and a :class:`RaceModel` fed by
+every server message; the screen shows the part of the room that matters now: the lobby and
+countdown, the board and leaderboard while racing (spectators: the leaderboard, and boards only
+when the room allows), the results with the client's own checks at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.events import Resize
+from textual.widgets import Footer, Input, Static
+
+from client.connection import CONNECTED, RECONNECTING, Connection, ConnectionFailed, TokenFile
+from client.state import state_dir
+from client.tui.game import GameScreen, help_rows
+from client.tui.play import CSS_PATH
+from client.viewmodel import RaceModel, final_views
+from client.widgets.board import Board
+from client.widgets.leaderboard import LeaderboardPanel, clock
+from client.widgets.plain import plain
+from client.widgets.room import LobbyPanel, ResultsPanel, save_records
+from shared.engine import PLAYING, View
+from shared.protocol import (
+    COUNTDOWN,
+    LOBBY,
+    RACER,
+    RACING,
+    RESULTS,
+    SPECTATOR,
+    CreateRoom,
+    EndRace,
+    Error,
+    Join,
+    Leave,
+    Left,
+    MoveOk,
+    Ready,
+    Rematch,
+    Room,
+    RoomOptions,
+    ServerMessage,
+    Start,
+    Welcome,
+)
+
+HOST = "host"
+JOIN = "join"
+WATCH = "watch"
+
+
+@dataclass(slots=True)
+class RaceConfig:
+    """What a race command asks of the app."""
+
+    url: str
+    name: str
+    mode: str  # host | join | watch
+    code: str | None = None
+    options: RoomOptions = field(default_factory=RoomOptions)
+    profile: str | None = "player"  # which saved token to use for this server (None: keep none)
+    bots: int = 0  # bots the host adds, run in this process
+    bot_speed: float = 2.0
+    auto_start: bool = False  # start as soon as every racer is ready (practice)
+    record_dir: Path | None = None
+    hint: Callable[[], Awaitable[str]] | None = None  # practice only: a hint knows the stock
+    title: str = "The Plot race"
+
+
+class NetDriver:
+    """The board's moves go to the server; its answer comes back as a new View or a reason."""
+
+    def __init__(self, app: RaceApp) -> None:
+        self.app = app
+
+    async def submit(self, entry: str) -> str | None:
+        app = self.app
+        if app.connection is None:
+            return "not connected to a server"
+        if app.model.phase != RACING:
+            return "the race is not on"
+        if app.model.role != RACER:
+            return "spectators watch; they do not play"
+        result = await app.connection.move(entry)
+        if isinstance(result, MoveOk):
+            app.accepted_entries.append(entry)  # a duplicate was applied once, before a reconnect
+            return None
+        return result.reason
+
+    async def hint(self) -> str:
+        if self.app.config.hint is None:
+            return "no hints in a race: a hint knows the stock (practice games only: plot practice)"
+        return await self.app.config.hint()
+
+
+class RaceScreen(GameScreen):
+    """The room, whatever its phase. Screen classes say what shows: -lobby, -racing, -results,
+    -spectator, -boards (a board is on show), -wide (leaderboard beside the board), -short."""
+
+    BINDINGS = [
+        *GameScreen.BINDINGS,
+        Binding("enter", "ready", "ready", show=False),
+        Binding("s", "start", "start", show=False),
+        Binding("n", "rematch", "new race", show=False),
+        Binding("E", "end_race", "end race", show=False),
+        Binding("left_square_bracket", "cycle(-1)", "prev board", show=False),
+        Binding("right_square_bracket", "cycle(1)", "next board", show=False),
+    ]
+    DEFAULT_CSS = """
+    RaceScreen { layout: vertical; }
+    RaceScreen #status-line { height: 1; padding: 0 1; background: $boost; }
+    RaceScreen #status-line.-trouble { background: $error 40%; }
+    RaceScreen #main { height: auto; layout: vertical; }
+    RaceScreen.-wide #main { layout: horizontal; }
+    RaceScreen #play { height: auto; width: 1fr; }
+    RaceScreen.-wide #side { width: 58; }
+    RaceScreen #side { height: auto; }
+    RaceScreen LobbyPanel, RaceScreen ResultsPanel, RaceScreen Board, RaceScreen #move-input,
+    RaceScreen LeaderboardPanel { display: none; }
+    RaceScreen.-lobby LobbyPanel { display: block; }
+    RaceScreen.-racing LeaderboardPanel { display: block; }
+    RaceScreen.-results ResultsPanel { display: block; }
+    RaceScreen.-boards Board { display: block; }
+    RaceScreen.-racing.-racer #move-input { display: block; }
+    RaceScreen.-short Board #top-row, RaceScreen.-short Board #foundation-row { height: 2; }
+    RaceScreen.-short Board #tableau { grid-rows: 2; height: 6; }
+    """
+
+    def __init__(self, app: RaceApp) -> None:
+        super().__init__(NetDriver(app), title=app.config.title)
+        self.race_app = app
+        self.board_index = 0  # which racer's board a spectator (or the results) shows
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="status-line", markup=False)
+        with Horizontal(id="main"):
+            with Vertical(id="play"):
+                yield LobbyPanel(self.race_app.model)
+                yield Board()
+                yield ResultsPanel(self.race_app.model)
+                yield Static("", id="message", markup=False)
+                yield Input(placeholder="t: type a move (waste>t3, stock>waste, undo, resign)", id="move-input")
+            with Vertical(id="side"):
+                yield LeaderboardPanel()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._fit(self.app.size.width, self.app.size.height)
+        self.redraw(set())
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        self.set_class(width >= 140, "-wide")
+        self.set_class(height < 32, "-short")
+
+    def help_rows(self) -> list[tuple[str, str]]:
+        return help_rows(
+            [
+                ("Enter", "lobby: ready / not ready"),
+                ("s", "lobby, host: start the race"),
+                ("Shift+E", "host: end the race now"),
+                ("n", "results, host: a new race in the same room"),
+                ("[ ]", "spectators and results: the previous / next racer's board"),
+            ]
+        )
+
+    # ------------------------------------------------------------------ drawing
+
+    def redraw(self, changed: set[str]) -> None:
+        """Bring the screen up to date with the model (``changed`` names what moved)."""
+        if not self.ready or not self.is_attached:
+            return
+        with contextlib.suppress(NoMatches):  # the screen is being torn down (quitting)
+            self._redraw(changed)
+
+    def _redraw(self, changed: set[str]) -> None:
+        model = self.race_app.model
+        phase = model.phase
+        spectator = model.role == SPECTATOR
+        self.set_class(phase in (LOBBY, COUNTDOWN) or phase is None, "-lobby")
+        self.set_class(phase == RACING, "-racing")
+        self.set_class(phase == RESULTS and model.results is not None, "-results")
+        self.set_class(spectator, "-spectator")
+        self.set_class(model.role == RACER, "-racer")
+        self.query_one(LobbyPanel).refresh(layout=True)
+        results_panel = self.query_one(ResultsPanel)
+        results_panel.refresh(layout=True)
+        board_on_show = self._board_to_show()
+        self.set_class(board_on_show is not None, "-boards")
+        if board_on_show is not None:
+            self.show_view(board_on_show)
+        if "leaderboard" in changed or "race" in changed or "room" in changed:
+            title = "Leaderboard" if model.race is None else f"Leaderboard · race {model.race.race}"
+            self.query_one(LeaderboardPanel).show(model.leaderboard, model.player_id, title)
+        self.tick()
+
+    def _board_to_show(self) -> View | None:
+        model = self.race_app.model
+        if model.phase == RACING and model.role == RACER:
+            return model.view
+        boards: dict[str, View] = {}
+        if model.phase == RESULTS and model.results is not None:
+            if self.board_index == 0:
+                return None  # the results summary is on show
+            boards = final_views(model.results)
+        elif model.phase == RACING and model.boards is not None:
+            race_ms = model.race_clock_ms() or 0
+            if race_ms < model.boards.delay_ms:
+                return None  # the delay still runs: nothing to show but the opening everyone had
+            boards = model.boards.boards
+        if not boards:
+            return None
+        ids = list(boards)
+        index = (self.board_index - 1) % len(ids) if model.phase == RESULTS else self.board_index % len(ids)
+        self.viewing = ids[index]
+        return boards[ids[index]]
+
+    def tick(self) -> None:
+        """The status line: room, phase, race clock or countdown, connection state."""
+        if not self.ready or not self.is_attached:
+            return
+        with contextlib.suppress(NoMatches):  # the screen is being torn down (quitting)
+            self._tick()
+
+    def _tick(self) -> None:
+        app = self.race_app
+        model = app.model
+        room = model.room
+        out = Text("The Plot", style="bold")
+        if room is not None:
+            out.append(" · room ")
+            out.append(room.code, style="bold")
+            out.append(f" · {room.phase}")
+            if model.role == SPECTATOR:
+                out.append(" · watching", style="yellow")
+        left = model.countdown_left_ms()
+        if left is not None and model.phase == COUNTDOWN:
+            out.append(f" · starts in {max(left + 999, 0) // 1000}", style="bold magenta")
+        race_ms = model.race_clock_ms()
+        if race_ms is not None and model.phase == RACING:
+            out.append(f" · {clock(race_ms)}", style="bold")
+            if model.race is not None and model.race.ends_at is not None:
+                out.append(f" (ends in {clock(model.race.ends_at - model.server_now())})")
+        if self.has_class("-boards") and model.role != RACER:
+            viewing = getattr(self, "viewing", None)
+            if viewing is not None:
+                out.append(" · board of ")
+                out.append_text(plain(model.member_name(viewing), style="bold"))
+                if model.boards is not None and model.phase == RACING:
+                    out.append(f" ({model.boards.delay_ms // 1000}s behind)")
+        state = app.connection_state
+        line = self.query_one("#status-line", Static)
+        if state == RECONNECTING:
+            out.append(" · reconnecting…", style="bold red")
+        elif state != CONNECTED:
+            out.append(f" · {state}", style="dim")
+        line.set_class(state != CONNECTED, "-trouble")
+        line.update(out)
+        if model.phase in (LOBBY, COUNTDOWN):
+            self.query_one(LobbyPanel).refresh()
+        boards = model.boards
+        if model.phase == RACING and boards is not None and not self.has_class("-boards"):
+            delay_over = (model.race_clock_ms() or 0) >= boards.delay_ms
+            if delay_over:
+                self._redraw({"boards"})
+
+    # ------------------------------------------------------------------ keys
+
+    def action_pick(self, pile: str) -> None:
+        if self.race_app.model.role != RACER or self.race_app.model.phase != RACING:
+            return  # the board is not yours to play (watching, or no race on)
+        super().action_pick(pile)
+
+    def action_ready(self) -> None:
+        model = self.race_app.model
+        me = model.me
+        if model.phase != LOBBY or me is None or me.role != RACER:
+            return
+        self.race_app.send(Ready(ready=not me.ready))
+
+    def action_start(self) -> None:
+        if self.race_app.model.phase == LOBBY:
+            self.race_app.send(Start())
+
+    def action_rematch(self) -> None:
+        if self.race_app.model.phase == RESULTS:
+            self.race_app.send(Rematch())
+
+    def action_end_race(self) -> None:
+        if self.race_app.model.phase == RACING and self.race_app.model.is_host:
+            self.race_app.send(EndRace())
+
+    def action_cycle(self, step: int) -> None:
+        self.board_index += step
+        self.redraw({"boards"})
+
+
+class RaceApp(App[int]):
+    """A race client. ``config.mode`` says how to enter a room (host, join, watch)."""
+
+    CSS_PATH = CSS_PATH
+    TITLE = "The Plot"
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(self, config: RaceConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = RaceModel()
+        self.connection: Connection | None = None
+        self.connection_state = "connecting"
+        self.screen_: RaceScreen = RaceScreen(self)
+        self.entered = False  # a room was created or joined (re-entering after a lost session joins it again)
+        self.started_for_race: int | None = None  # auto-start: the race we asked to start
+        self.bot_tasks: list[asyncio.Task[object]] = []
+        self.exit_note = ""
+        self.closed = False
+        self.accepted_entries: list[str] = []  # this race's entries the server accepted (practice hints)
+
+    def on_mount(self) -> None:
+        self.push_screen(self.screen_)
+        self.run_worker(self._session(), name="session", group="session")
+        self.set_interval(0.25, self.screen_.tick)
+
+    # ------------------------------------------------------------------ the session
+
+    async def _session(self) -> None:
+        config = self.config
+        token_file = TokenFile.for_server(config.url, config.profile) if config.profile else None
+        connection = Connection(config.url, config.name, token_file=token_file)
+        connection.on_message = self.on_server_message
+        connection.on_state = self.on_connection_state
+        connection.on_welcome = self.on_welcome
+        self.connection = connection
+        try:
+            await connection.start()
+        except ConnectionFailed as exc:
+            self.connection_state = "not connected"
+            self.screen_.say(str(exc), error=True, sticky=True)
+            self.exit_note = str(exc)
+            self.screen_.tick()
+
+    def on_connection_state(self, state: str, detail: str) -> None:
+        self.connection_state = state
+        if state == RECONNECTING:
+            self.screen_.say(f"reconnecting… ({detail})", error=True)
+        elif state == CONNECTED and detail == "resumed":
+            self.screen_.say("reconnected: back in the race where you left it")
+        self.screen_.tick()
+
+    def on_welcome(self, welcome: Welcome) -> None:
+        self.run_worker(self._enter_room(welcome), group="enter")
+
+    async def _enter_room(self, welcome: Welcome) -> None:
+        config = self.config
+        connection = self.connection
+        assert connection is not None
+        if welcome.resumed and welcome.room is not None:
+            if self.entered:
+                return  # a reconnect: the server brings the room, race and board back
+            room = self.model.room if self.model.room and self.model.room.code == welcome.room else None
+            if room is None:
+                with contextlib.suppress(TimeoutError):
+                    msg = await connection.wait_for(lambda m: isinstance(m, Room) and m.code == welcome.room, 5.0)
+                    room = msg if isinstance(msg, Room) else None
+            # A client started again rejoins the race it was in; an old lobby or finished race is left.
+            stay = room is not None and room.phase in (COUNTDOWN, RACING)
+            if config.mode != HOST and welcome.room == config.code:
+                stay = True
+            if stay:
+                self.entered = True
+                self.screen_.say(f"back in room {welcome.room}")
+                return
+            await connection.request(Leave(), Left)
+        if self.entered and self.model.room is not None:
+            # The server no longer knew us: take a seat again in the same room.
+            role = SPECTATOR if config.mode == WATCH else RACER
+            await self._join(self.model.room.code, role)
+            return
+        if config.mode == HOST:
+            reply = await connection.request(CreateRoom(options=config.options), Room)
+            if isinstance(reply, Error):
+                self.screen_.say(f"cannot create the room: {reply.message}", error=True, sticky=True)
+                return
+            self.entered = True
+            self.on_server_message(reply)
+            self.screen_.say(f"Room {reply.code} is open: friends join with  plot join {reply.code}")
+            for i in range(config.bots):
+                self.add_bot(reply.code, i + 1)
+            if config.auto_start:
+                await connection.send(Ready(ready=True))
+            return
+        assert config.code is not None
+        await self._join(config.code, SPECTATOR if config.mode == WATCH else RACER)
+
+    async def _join(self, code: str, role: str) -> None:
+        assert self.connection is not None
+        reply = await self.connection.request(Join(code=code, role=role), Room)  # type: ignore[arg-type]
+        if isinstance(reply, Error):
+            self.screen_.say(f"cannot join room {code}: {reply.message}", error=True, sticky=True)
+            return
+        self.entered = True
+
+    def add_bot(self, code: str, number: int) -> None:
+        from client.bot import Bot
+
+        bot = Bot(self.config.url, code, name=f"bot-{number}", speed=self.config.bot_speed)
+        self.bot_tasks.append(asyncio.create_task(bot.run(), name=f"bot-{number}"))
+
+    def send(self, message: Start | Ready | Rematch | EndRace | Leave) -> None:
+        async def go() -> None:
+            if self.connection is None or not await self.connection.send(message):
+                self.screen_.say("not connected: try again in a moment", error=True)
+
+        self.run_worker(go(), group="send")
+
+    # ------------------------------------------------------------------ messages
+
+    def on_server_message(self, msg: ServerMessage) -> None:
+        changed = self.model.apply(msg)
+        if "error" in changed and isinstance(msg, Error) and msg.ref != "move":
+            self.screen_.say(f"server: {msg.message} ({msg.code})", error=True)
+        if "results" in changed:
+            self._save_records()
+        if "race" in changed or "room" in changed:
+            self.screen_.board_index = 0
+        if "race" in changed and self.model.seq <= 0:
+            self.accepted_entries = []
+        if "left" in changed and self.entered:
+            self.screen_.say(f"you are out of the room: {self.model.left_reason}", error=True, sticky=True)
+        self._maybe_auto_start()
+        if "view" in changed and self.model.view is not None and self.model.view.status != PLAYING:
+            self.screen_.say(f"your game is over: {self.model.view.status}. Waiting for the others…", sticky=True)
+        self.screen_.redraw(changed)
+
+    def _save_records(self) -> None:
+        results = self.model.results
+        room = self.model.room
+        if results is None:
+            return
+        code = room.code if room else "room"
+        folder = (self.config.record_dir or state_dir() / "records") / f"{code}-race{results.race}"
+        try:
+            self.model.saved_records = save_records(self.model, folder)
+        except OSError as exc:
+            self.screen_.say(f"could not save the records: {exc}", error=True)
+            return
+        self.screen_.say(f"race over: records saved in {folder}", sticky=True)
+
+    def _maybe_auto_start(self) -> None:
+        model = self.model
+        room = model.room
+        if not self.config.auto_start or room is None or room.phase != LOBBY or not model.is_host:
+            return
+        racers = [m for m in room.members if m.role == RACER]
+        if len(racers) < 1 + self.config.bots or not all(m.ready for m in racers):
+            return
+        if self.started_for_race == room.race:
+            return
+        self.started_for_race = room.race
+        self.send(Start())
+
+    # ------------------------------------------------------------------ the end
+
+    async def on_unmount(self) -> None:
+        await self.shutdown()
+
+    async def action_quit(self) -> None:
+        await self.shutdown()
+        self.exit(0)
+
+    async def shutdown(self) -> None:
+        """Stop the bots and close the connection (leaving the room unless a race is on: the seat is kept)."""
+        if self.closed:
+            return
+        self.closed = True
+        for task in self.bot_tasks:
+            task.cancel()
+        for task in self.bot_tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.connection is not None:
+            # The screen may be half torn down by now: nothing more reaches it.
+            self.connection.on_state = lambda state, detail: None
+            self.connection.on_message = lambda msg: None
+            if self.model.phase in (LOBBY, RESULTS):
+                with contextlib.suppress(Exception):
+                    await self.connection.send(Leave())
+            await self.connection.close()
