@@ -491,3 +491,35 @@ async def test_connection_limit_answers_503() -> None:
         await third.hello("Third")
         for client in (second, third):
             await client.close()
+
+
+async def test_garbage_never_crashes_or_changes_anything() -> None:
+    """Random frames (bytes, maps of every type with random fields) from one client: each gets an
+    answer, none is an internal error, and a racer next to it plays on undisturbed."""
+    rng = random.Random(99)
+    values: list[Any] = [None, True, -1, 0, 7, 2**64 - 1, 1.5, "", "x" * 40, "ABCDE", "waste>t3", [], {}, [1, "a"]]
+    async with running_server() as server:
+        racers, code = await make_room(server, ["Ann", "Bob"])
+        await start_race(racers)
+        version = server.core.rooms[code].version
+        noisy = await Client.open(server, "noisy")
+        await noisy.hello("Noisy")
+        for i in range(300):
+            if i % 3 == 0:
+                frame = rng.randbytes(rng.randrange(0, 60))
+            else:
+                kind = rng.choice([*p.CLIENT_TYPES, "nope", 5])
+                fields = {rng.choice(["v", "name", "token", "code", "role", "ready", "id", "move", "options", "deal",
+                                      "player_id", "t", "bot"]): rng.choice(values) for _ in range(rng.randrange(0, 4))}  # fmt: skip
+                frame = msgpack.packb({"type": kind, **fields})
+            await noisy.send_raw(frame)
+            await noisy.send(p.Ping(t=i))
+            await noisy.expect(p.Pong)  # every frame before it was handled (answered or ignored)
+        assert not [m for m in noisy.messages if isinstance(m, p.Error) and m.code == p.INTERNAL]
+        assert {m.code for m in noisy.messages if isinstance(m, p.Error)} >= {p.MALFORMED, p.UNKNOWN_TYPE, p.BAD_FIELD}
+        assert server.core.rooms[code].version == version or noisy.pid in server.core.rooms[code].members
+        await racers[0].send(p.Move(id=1, move="stock>waste"))
+        assert (await racers[0].expect(p.MoveOk)).seq == 1
+        for client in (*racers, noisy):
+            assert client.closed_code is None
+            await client.close()
