@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("client.commands.watch", "spectate a room: plot watch CODE"),
     "rooms": ("client.commands.rooms", "list the open rooms on a server"),
     "bot": ("client.commands.bot", "bot racers for a room (they play from their own view)"),
+    "solve": ("client.commands.solve", "is a deal winnable? search it with full knowledge (prints a winning line)"),
 }
 
 
