@@ -858,9 +858,10 @@ def find_winnable_deal(
             assert callable(seed_source)
             deal = seed_source()
         else:
-            deal = next(candidates, None)
-            if deal is None:
+            picked = next(candidates, None)
+            if picked is None:
                 return None
+            deal = picked
         game = Game(check_deal_number(deal))
         result = solve(game, max_positions=max_positions)
         if result.verdict == WINNABLE and replays_to_win(game, result.moves):
