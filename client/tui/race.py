@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -28,6 +27,7 @@ from client.tui.game import GameScreen, help_rows
 from client.tui.play import CSS_PATH
 from client.viewmodel import RaceModel, final_views
 from client.widgets.board import Board
+from client.widgets.cards import span
 from client.widgets.leaderboard import LeaderboardPanel, clock
 from client.widgets.plain import plain
 from client.widgets.room import LobbyPanel, ResultsPanel, save_records
@@ -124,7 +124,7 @@ class RaceScreen(GameScreen):
     RaceScreen #main { height: auto; layout: vertical; }
     RaceScreen.-wide #main { layout: horizontal; }
     RaceScreen #play { height: auto; width: 1fr; }
-    RaceScreen.-wide #side { width: 58; }
+    RaceScreen.-wide #side { width: 72; }
     RaceScreen #side { height: auto; }
     RaceScreen LobbyPanel, RaceScreen ResultsPanel, RaceScreen Board, RaceScreen #move-input,
     RaceScreen LeaderboardPanel { display: none; }
@@ -164,8 +164,14 @@ class RaceScreen(GameScreen):
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:
-        self.set_class(width >= 140, "-wide")
-        self.set_class(height < 32, "-short")
+        """Leaderboard beside the board on wide terminals; the board without blank lines when rows are few."""
+        wide = width >= 150
+        self.set_class(wide, "-wide")
+        room = self.race_app.model.room
+        racers = sum(1 for m in room.members if m.role == RACER) if room else 2
+        # status 1 + board 15 + message and move line 2 + footer 1, and the leaderboard below unless wide
+        needed = 19 + (0 if wide else 1 + racers)
+        self.set_class(height < needed, "-short")
 
     def help_rows(self) -> list[tuple[str, str]]:
         return help_rows(
@@ -189,6 +195,8 @@ class RaceScreen(GameScreen):
 
     def _redraw(self, changed: set[str]) -> None:
         model = self.race_app.model
+        if "room" in changed:
+            self._fit(self.app.size.width, self.app.size.height)
         phase = model.phase
         spectator = model.role == SPECTATOR
         self.set_class(phase in (LOBBY, COUNTDOWN) or phase is None, "-lobby")
@@ -240,7 +248,7 @@ class RaceScreen(GameScreen):
         app = self.race_app
         model = app.model
         room = model.room
-        out = Text("The Plot", style="bold")
+        out = span("The Plot", "bold")
         if room is not None:
             out.append(" · room ")
             out.append(room.code, style="bold")

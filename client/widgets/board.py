@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from client.viewmodel import legal_moves, needed_rank
-from client.widgets.cards import DIM, card_plain, card_text, fit_run, rank_text
+from client.widgets.cards import DIM, card_plain, card_text, fit_run, rank_text, span
 from shared.cards import rank
 from shared.engine import PLAYING, View
 
@@ -62,7 +62,7 @@ class PileBox(Widget):
 
     def render(self) -> Text:
         key_label = PILE_KEYS[self.pile][1]
-        label = Text(key_label, style="bold reverse")
+        label = span(key_label, "bold reverse")
         label.append(" ")
         label.append(self.pile, style="bold" if self.pile == "f0" else "")
         view = self.view
@@ -79,20 +79,20 @@ class PileBox(Widget):
     def _label_extra(self, view: View) -> Text:
         pile = self.pile
         if pile == "waste":
-            return Text(f" {len(view.waste)}  (v: all)", style=DIM)
+            return span(f" {len(view.waste)}  (v: all)", DIM)
         if pile.startswith("f"):
             count = len(view.foundations[int(pile[1:])])
-            out = Text("★", style="bold yellow") if pile == "f0" else Text("")
-            return out + Text(f" {count}", style=DIM) if count else out
+            out = span("★", "bold yellow") if pile == "f0" else span("")
+            return out + span(f" {count}", DIM) if count else out
         if pile.startswith("t"):
             count = len(view.tableau[int(pile[1:])])
-            return Text(f" ({count})", style=DIM) if count > 1 else Text("")
+            return span(f" ({count})", DIM) if count > 1 else span("")
         return Text("")
 
     def _cards(self, view: View, width: int) -> Text:
         pile = self.pile
         if pile == "stock":
-            return Text(f"{view.stock} cards", style="bold") if view.stock else Text("empty", style=DIM)
+            return span(f"{view.stock} cards", "bold") if view.stock else span("empty", DIM)
         if pile == "waste":
             # The top plays, so it is drawn prominently; earlier cards as far as they fit.
             if not view.waste:
@@ -100,20 +100,20 @@ class PileBox(Widget):
             return _fit_waste(view.waste, width)
         if pile == "reserve":
             if view.reserve_top is None:
-                return Text("empty", style=DIM)
-            return card_text(view.reserve_top) + Text(f" ({view.reserve_count})", style=DIM)
+                return span("empty", DIM)
+            return card_text(view.reserve_top) + span(f" ({view.reserve_count})", DIM)
         if pile.startswith("f"):
             index = int(pile[1:])
             cards = view.foundations[index]
             if index and view.restricted:
-                return Text("locked", style=DIM)
+                return span("locked", DIM)
             out = card_text(cards[-1]) if cards else card_text(None)
             if len(cards) == 13:
-                return out + Text(" ✓", style="bold green")
-            return out + Text(f" ›{rank_text(needed_rank(view, index))}", style="bold")
+                return out + span(" ✓", "bold green")
+            return out + span(f" ›{rank_text(needed_rank(view, index))}", "bold")
         cards = view.tableau[int(pile[1:])]
         if not cards:
-            return Text("space", style=DIM)
+            return span("space", DIM)
         return fit_run(cards, width)
 
     def on_click(self, event: Click) -> None:
@@ -130,7 +130,7 @@ def _fit_waste(waste: list[int], width: int) -> Text:
             break
         shown.insert(0, card)
         used += need
-    out = Text("… ", style=DIM) if len(shown) < len(waste) else Text()
+    out = span("… ", DIM) if len(shown) < len(waste) else span()
     for i, card in enumerate(shown):
         if i:
             out.append(" ")
@@ -148,9 +148,9 @@ class InfoBox(Widget):
     def render(self) -> Text:
         view = self.view
         if view is None:
-            return Text("waiting for the deal…", style=DIM)
+            return span("waiting for the deal…", DIM)
         base = rank(view.foundations[0][0])
-        out = Text("base ", style=DIM)
+        out = span("base ", DIM)
         out.append(rank_text(base), style="bold yellow")
         out.append(f"  {view.foundation_cards}/104 home\n", style=DIM)
         if view.status != PLAYING:

@@ -21,6 +21,14 @@ DIM = Style(dim=True)
 EMPTY = "·"
 
 
+def span(text: str = "", style: str | Style = "") -> Text:
+    """Styled text whose style covers only itself: what is appended after it keeps its own style.
+
+    (``Text(x, style=s)`` would make ``s`` the base style of everything appended later.)
+    """
+    return Text.assemble((text, style))
+
+
 def rank_text(r: int) -> str:
     """'A', '2', ..., '10', 'J', 'Q', 'K'."""
     return RANK_TEXT[r - 1]
@@ -34,13 +42,11 @@ def card_plain(card: int) -> str:
 def card_text(card: int | None, *, highlight: bool = False) -> Text:
     """One card (or the empty mark) as styled text; ``highlight`` is for the card that plays next."""
     if card is None:
-        return Text(EMPTY, style=DIM)
+        return span(EMPTY, DIM)
     style = RED if is_red(card) else BLACK
     if highlight:
         style = style + Style(reverse=True)
-    text = Text(rank_text(rank(card)), style=style)
-    text.append(SUIT_SYMBOLS[suit(card)], style=style + Style(bold=False))
-    return text
+    return Text.assemble((rank_text(rank(card)), style), (SUIT_SYMBOLS[suit(card)], style + Style(bold=False)))
 
 
 def cards_text(cards: Iterable[int], *, highlight_last: bool = False) -> Text:

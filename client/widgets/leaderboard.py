@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
+from client.widgets.cards import span
 from client.widgets.plain import plain
 from shared.cards import CARD_COUNT
 from shared.protocol import Leaderboard, LeaderboardRow
@@ -42,14 +43,14 @@ def progress_bar(cards: int, width: int) -> Text:
     eighths = round(min(max(cards, 0), CARD_COUNT) * width * 8 / CARD_COUNT)
     full, part = divmod(eighths, 8)
     bar = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")
-    out = Text(bar, style="green")
+    out = span(bar, "green")
     out.append("·" * (width - len(bar)), style="dim")
     return out
 
 
 def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
     name = row.name if len(row.name) <= NAME_WIDTH else row.name[: NAME_WIDTH - 1] + "…"
-    out = Text(f"{row.rank:>2} ", style="bold")
+    out = span(f"{row.rank:>2} ", "bold")
     out.append_text(plain(name.ljust(NAME_WIDTH), style="bold reverse" if me else "bold"))
     out.append(" ⚙" if row.bot else "  ", style="dim")
     fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6
@@ -82,7 +83,7 @@ class LeaderboardPanel(Widget):
         self.refresh(layout=True)
 
     def render(self) -> Text:
-        out = Text(self.title, style="bold underline")
+        out = span(self.title, "bold underline")
         width = max(self.content_region.width, 40)
         if self.board is None or not self.board.racers:
             out.append("\nno progress yet", style="dim")

@@ -12,6 +12,7 @@ from textual.widget import Widget
 
 from client.state import safe_name
 from client.viewmodel import RaceModel
+from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import plain
 from shared.engine import replay
@@ -31,7 +32,7 @@ def rules_text(room: Room) -> Text:
         parts.append("spectators see boards after the race")
     else:
         parts.append(f"spectators see boards {rules.spectator_boards}s behind")
-    out = Text(" · ".join(parts), style="dim")
+    out = span(" · ".join(parts), "dim")
     if room.chosen_deal:
         out.append("\n⚠ chosen deal: the host (and anyone who knows it) knows the stock", style="yellow")
     if not room.leak_proof:
@@ -53,8 +54,8 @@ class LobbyPanel(Widget):
         room = model.room
         if room is None:
             note = model.left_reason or "joining…"
-            return Text(f"Not in a room ({note})", style="dim")
-        out = Text("Room ", style="bold")
+            return span(f"Not in a room ({note})", "dim")
+        out = span("Room ", "bold")
         out.append(room.code, style="bold reverse")
         out.append(f"   friends join with: plot join {room.code}   watch: plot watch {room.code}\n", style="dim")
         out.append_text(rules_text(room))
@@ -128,7 +129,7 @@ class ResultsPanel(Widget):
         results = model.results
         if results is None:
             return Text("")
-        out = Text(f"Results of race {results.race}\n", style="bold underline")
+        out = span(f"Results of race {results.race}\n", "bold underline")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
             out.append_text(
