@@ -67,7 +67,7 @@ async def test_a_stalled_reader_does_not_slow_the_others() -> None:
 
         await asyncio.wait_for(asyncio.gather(*(race(i, c) for i, c in enumerate(racers))), 30)
         # The racers were acknowledged all along, while the spectator was stalled ...
-        assert min(acks) > 100
+        assert min(acks) > 20
         # ... its progress frames were dropped, then it was cut as too slow.
         assert server.stats.dropped_frames > 0
         assert server.stats.slow_disconnects == 1
