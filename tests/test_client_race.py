@@ -329,7 +329,7 @@ async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> Non
     async with embedded_server(countdown_ms=100, rate_per_s=1000, burst=2000) as server_url:
         assert server_url.startswith("ws://127.0.0.1:")
         app = RaceApp(practice_config(server_url, name="Newcomer", bots=2, deal=4242, speed=400))
-        attach_hint(app, 4242)
+        attach_hint(app)
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race", 20.0)
             await pilot.press("h")
@@ -348,6 +348,13 @@ async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> Non
             assert len(app.model.saved_records) == 3
             for path in app.model.saved_records.values():
                 assert path.is_relative_to(state_dir)
+            # Another race in the same room: n, and the bots are back at it (a new deal, hints still work).
+            await pilot.press("n")
+            await until(lambda: app.model.phase == p.RACING and app.model.race.race == 2, "race 2", 20.0)  # type: ignore[union-attr]
+            assert app.model.results is None and app.accepted_entries == []
+            await pilot.press("space", "h")
+            await until(lambda: "hint" in message(app) and app.model.seq == 1, "a hint in race 2")
+            assert "could not be rebuilt" not in message(app)
             await app.shutdown()
 
 

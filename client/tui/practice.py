@@ -46,17 +46,24 @@ def practice_config(url: str, *, name: str, bots: int, deal: int, speed: float) 
         bots=bots,
         bot_speed=speed,
         auto_start=True,
-        title=f"practice · deal {deal}",
+        title="practice",
+        next_deal=random_deal,
     )
     return config
 
 
-def attach_hint(app: RaceApp, deal: int) -> None:
-    """Practice only: a hint from the solver, for the position the server shows you."""
+def attach_hint(app: RaceApp) -> None:
+    """Practice only: a hint from the solver, for the position the server shows you.
+
+    The practice client chose the deal itself (``app.known_deal``, new at each rematch), and
+    replays the moves the server accepted from it: the solver needs the stock, which a race
+    never gives a client.
+    """
 
     async def hint() -> str:
         model = app.model
-        if model.view is None or model.race is None:
+        deal = app.known_deal
+        if model.view is None or model.race is None or deal is None:
             return "no hint before the race starts"
         game = Game(deal, undo=model.race.undo)
         for entry in app.accepted_entries:
@@ -76,7 +83,7 @@ async def run_practice(*, name: str, bots: int, deal: int | None, speed: float) 
     deal = random_deal() if deal is None else deal
     async with embedded_server() as url:
         app = RaceApp(practice_config(url, name=name, bots=bots, deal=deal, speed=speed))
-        attach_hint(app, deal)
+        attach_hint(app)
         await app.run_async()
         await app.shutdown()
     model = app.model

@@ -75,6 +75,7 @@ class RaceConfig:
     auto_start: bool = False  # start as soon as every racer is ready (practice)
     record_dir: Path | None = None
     hint: Callable[[], Awaitable[str]] | None = None  # practice only: a hint knows the stock
+    next_deal: Callable[[], int] | None = None  # the deal of each rematch, when the host chooses (practice)
     title: str = "The Plot race"
 
 
@@ -110,13 +111,14 @@ class RaceScreen(GameScreen):
 
     BINDINGS = [
         *GameScreen.BINDINGS,
-        Binding("enter", "ready", "ready", show=False),
-        Binding("s", "start", "start", show=False),
-        Binding("n", "rematch", "new race", show=False),
-        Binding("E", "end_race", "end race", show=False),
-        Binding("left_square_bracket", "cycle(-1)", "prev board", show=False),
-        Binding("right_square_bracket", "cycle(1)", "next board", show=False),
+        Binding("enter", "ready", "ready / not ready"),
+        Binding("s", "start", "start the race"),
+        Binding("n", "rematch", "new race"),
+        Binding("E", "end_race", "end race"),
+        Binding("left_square_bracket", "cycle(-1)", "prev board"),
+        Binding("right_square_bracket", "cycle(1)", "next board"),
     ]
+    RACER_ACTIONS = frozenset({"pick", "home", "undo", "type", "resign", "hint", "waste"})
     DEFAULT_CSS = """
     RaceScreen { layout: vertical; }
     RaceScreen #status-line { height: 1; padding: 0 1; background: $boost; }
@@ -197,6 +199,9 @@ class RaceScreen(GameScreen):
         model = self.race_app.model
         if "room" in changed:
             self._fit(self.app.size.width, self.app.size.height)
+            self.refresh_bindings()
+        elif changed & {"boards", "results", "race"}:
+            self.refresh_bindings()
         phase = model.phase
         spectator = model.role == SPECTATOR
         self.set_class(phase in (LOBBY, COUNTDOWN) or phase is None, "-lobby")
@@ -288,6 +293,25 @@ class RaceScreen(GameScreen):
 
     # ------------------------------------------------------------------ keys
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only the keys that do something now are live (and shown in the footer)."""
+        model = self.race_app.model
+        if action in self.RACER_ACTIONS:
+            return model.phase == RACING and model.role == RACER
+        if action == "ready":
+            return model.phase == LOBBY and model.role == RACER
+        if action == "start":
+            return model.phase == LOBBY and model.is_host
+        if action == "rematch":
+            return model.phase == RESULTS and model.is_host
+        if action == "end_race":
+            return model.phase == RACING and model.is_host
+        if action == "cycle":
+            return model.phase == RESULTS or (
+                model.phase == RACING and model.boards is not None and model.role != RACER
+            )
+        return True
+
     def action_pick(self, pile: str) -> None:
         if self.race_app.model.role != RACER or self.race_app.model.phase != RACING:
             return  # the board is not yours to play (watching, or no race on)
@@ -305,8 +329,11 @@ class RaceScreen(GameScreen):
             self.race_app.send(Start())
 
     def action_rematch(self) -> None:
-        if self.race_app.model.phase == RESULTS:
-            self.race_app.send(Rematch())
+        app = self.race_app
+        if app.model.phase == RESULTS:
+            deal = app.config.next_deal() if app.config.next_deal else None
+            app.known_deal = deal
+            app.send(Rematch(deal=deal))
 
     def action_end_race(self) -> None:
         if self.race_app.model.phase == RACING and self.race_app.model.is_host:
@@ -333,9 +360,11 @@ class RaceApp(App[int]):
         self.screen_: RaceScreen = RaceScreen(self)
         self.entered = False  # a room was created or joined (re-entering after a lost session joins it again)
         self.started_for_race: int | None = None  # auto-start: the race we asked to start
+        self.readied_for_race: int | None = None  # auto-start: the race we readied up for
         self.bot_tasks: list[asyncio.Task[object]] = []
         self.exit_note = ""
         self.closed = False
+        self.known_deal = config.options.deal  # the deal, when this client chose it (practice hints)
         self.accepted_entries: list[str] = []  # this race's entries the server accepted (practice hints)
 
     def on_mount(self) -> None:
@@ -408,8 +437,7 @@ class RaceApp(App[int]):
             self.screen_.say(f"Room {reply.code} is open: friends join with  plot join {reply.code}")
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
-            if config.auto_start:
-                await connection.send(Ready(ready=True))
+            self._maybe_auto_start()
             return
         assert config.code is not None
         await self._join(config.code, SPECTATOR if config.mode == WATCH else RACER)
@@ -469,9 +497,16 @@ class RaceApp(App[int]):
         self.screen_.say(f"race over: records saved in {folder}", sticky=True)
 
     def _maybe_auto_start(self) -> None:
+        """Practice: ready up and start as soon as every racer is ready (once per race)."""
         model = self.model
         room = model.room
         if not self.config.auto_start or room is None or room.phase != LOBBY or not model.is_host:
+            return
+        me = model.me
+        if me is not None and me.role == RACER and not me.ready:
+            if self.readied_for_race != room.race:
+                self.readied_for_race = room.race
+                self.send(Ready(ready=True))
             return
         racers = [m for m in room.members if m.role == RACER]
         if len(racers) < 1 + self.config.bots or not all(m.ready for m in racers):

@@ -1,0 +1,83 @@
+"""The network commands through the real ``plot`` entry point: bad input gets a clear error, and
+``plot bot`` races in a real server's room from another process."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from test_server_e2e import Client, running_server, url
+
+from client.cli import main
+from shared import protocol as p
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_bad_room_codes_are_refused_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("join", "watch"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([command, "0OIL1"])
+        assert exit_info.value.code == 2
+        assert "not a room code" in capsys.readouterr().err
+
+
+def test_bad_host_and_practice_options_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["host", "--max-racers", "1"]) == 2
+    assert "bad option" in capsys.readouterr().out
+    assert main(["host", "--max-racers", "4", "--bots", "4"]) == 2
+    assert "--bots must be 0..3" in capsys.readouterr().out
+    assert main(["host", "--name", "x" * 25]) == 2
+    assert "at most 24 characters" in capsys.readouterr().out
+    assert main(["practice", "--bots", "0"]) == 2
+    assert "--bots must be 1..15" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["host", "--deal", "-4"])
+    assert "not a deal number" in capsys.readouterr().err
+
+
+def test_rooms_says_so_when_no_server_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once the socket closes
+    assert main(["rooms", "--server", f"127.0.0.1:{port}"]) == 1
+    out = capsys.readouterr().out
+    assert "cannot connect to ws://127.0.0.1:" in out and "refused" in out
+
+
+async def test_plot_bot_races_a_room_from_another_process() -> None:
+    async with running_server() as server:
+        host = await Client.open(server, "Host")
+        await host.hello("Host")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "client.cli", "bot", "--room", code.lower(), "--server", url(server),
+            "--speed", "300", "--races", "1", "--name", "Robo",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        while True:  # the bot joins (marked as a bot) and readies up by itself
+            room = await host.expect(p.Room, timeout=20)
+            bots = [m for m in room.members if m.bot]
+            if bots and bots[0].ready:
+                break
+        assert bots[0].name == "Robo"
+        await host.send(p.Ready(ready=True))
+        await host.expect(p.Room)
+        await host.send(p.Start())
+        await host.expect(p.RaceStart)
+        await host.send(p.Move(id=1, move="resign"))
+        results = await host.expect(p.Results, timeout=30)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()
+        robo = next(row for row in results.racers if row.name == "Robo")
+        assert robo.bot and robo.status in ("won", "blocked", "resigned") and robo.cards > 1
+        assert f"Robo: {robo.moves} moves played" in out.decode()
+        await host.close()
