@@ -728,6 +728,27 @@ class _Concrete:
         return out
 
 
+def shorten(moves: list[str]) -> list[str]:
+    """Drop the search's detours, each replacement leaving exactly the same position:
+
+    * ``A>tX`` then ``tX>tY`` (one card carried twice) becomes ``A>tY`` (A the waste or a pile):
+      the card lands on the same top either way, and ``tX`` is left as it was;
+    * ``tX>tY`` then ``tY>tX`` (a move and its reverse) disappear.
+    """
+    out: list[str] = []
+    for move in moves:
+        if out and move[0] == "t":
+            src, _, dst = move.partition(">")
+            prev_src, _, prev_dst = out[-1].partition(">")
+            if dst[0] == "t" and prev_dst == src and prev_src[0] in "wt":
+                out.pop()
+                if prev_src != dst:
+                    out.append(f"{prev_src}>{dst}")
+                continue
+        out.append(move)
+    return out
+
+
 # --------------------------------------------------------------------------- public API
 
 
@@ -803,7 +824,7 @@ def solve(
         return SolveResult(UNKNOWN, [], search.positions, elapsed())
     if steps is None:
         return SolveResult(UNWINNABLE, [], search.positions, elapsed())
-    moves = concrete.moves(steps)
+    moves = shorten(concrete.moves(steps))
     return SolveResult(WINNABLE, moves, search.positions, elapsed())
 
 

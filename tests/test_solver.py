@@ -467,3 +467,20 @@ def test_cli_bad_deal_number_exits_2_with_one_line(bad: str) -> None:
 def test_cli_bad_budget_exits_2() -> None:
     out = plot("3", "--budget", "0")
     assert out.returncode == 2 and "--budget" in out.stderr
+
+
+def test_shorten_replaces_detours_by_the_same_position() -> None:
+    assert solver.shorten(["waste>t1", "t1>t2", "t3>t4", "t4>t3", "stock>waste"]) == ["waste>t2", "stock>waste"]
+    assert solver.shorten(["t0>t1", "t1>t2", "t2>t5"]) == ["t0>t5"]
+    assert solver.shorten(["t0>f1", "t1>t0"]) == ["t0>f1", "t1>t0"]
+    # On real solutions: same final position as the long form, and shorter.
+    for deal in (3, 9):
+        game = Game(deal)
+        state, seq, reserve, concrete = solver._position(game)
+        search = solver._Search(seq, reserve, 100_000, None, None)
+        steps = search.run(state)
+        assert steps is not None
+        long_form = concrete.moves(steps)
+        short = solver.shorten(long_form)
+        assert len(short) < len(long_form)
+        assert replay(deal, short)[1].status == replay(deal, long_form)[1].status == WON
