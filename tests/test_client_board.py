@@ -324,3 +324,20 @@ async def test_messages_are_plain_text_never_markup(records: Path) -> None:
         await pilot.pause()
         assert "[bold red]pwned[/] �[2J" in message(app)
         assert "\x1b" not in screen_text(app)
+
+
+async def test_hint_key_suggests_a_legal_move_from_the_solver(records: Path) -> None:
+    app = PlayApp(DEAL)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("h")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if message(app).startswith(("hint", "no hint")):
+                break
+        text = message(app)
+        if text.startswith("hint: "):
+            assert text.removeprefix("hint: ") in app.game.legal_moves()
+        else:
+            assert "no win" in text
+        assert app.game.entries == []  # a hint plays nothing

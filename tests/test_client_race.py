@@ -14,10 +14,11 @@ import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_server_e2e import Client, running_server, url, view_game
+from test_server_e2e import FAST, Client, fast_config, running_server, url, view_game
 
 from client.bot import choose_move
 from client.tui.practice import attach_hint, practice_config
@@ -149,6 +150,27 @@ async def test_host_plays_legal_and_illegal_moves_and_sees_a_rival_progress(serv
         await until(lambda: f"{cards:>3}/104" in leaderboard_line(app, "Bob"), "Bob's progress on screen")
         assert leaderboard_line(app, "Bob").count("█") > bars_before
         await bob.close()
+
+
+async def test_countdown_shows_before_the_start() -> None:
+    async with running_server(config=fast_config(core=replace(FAST, countdown_ms=1500))) as server:
+        app = RaceApp(config(url(server), HOST, "Ann"))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: app.model.room is not None, "the room")
+            code = app.model.room.code  # type: ignore[union-attr]
+            rival = await join_racer(server, code, "Bob")
+            await until(lambda: all(m.ready for m in app.model.room.members if m.name == "Bob"), "Bob ready")  # type: ignore[union-attr]
+            await pilot.pause()
+            assert "s start the race" in screen_text(app)  # the footer offers what the host may do now
+            await pilot.press("enter", "s")
+            await until(lambda: app.model.phase == p.COUNTDOWN, "the countdown")
+            await pilot.pause(0.3)
+            text = screen_text(app)
+            assert re.search(r"Starting in [12]…", text) and re.search(r"starts in [12]", text)
+            await until(lambda: app.model.phase == p.RACING, "the start")
+            await pilot.pause()
+            assert "Starting in" not in screen_text(app) and "Leaderboard" in screen_text(app)
+            await rival.close()
 
 
 async def test_spectator_sees_no_board_while_the_delay_runs(server: RaceServer) -> None:
@@ -322,6 +344,16 @@ async def test_names_and_server_text_are_plain_text(server: RaceServer) -> None:
         await rival.close()
 
 
+def assert_sound_hint(app: RaceApp) -> None:
+    """The hint came from the solver on the rebuilt position: a legal move, or no win found."""
+    text = message(app)
+    assert app.model.view is not None
+    if text.startswith("hint: "):
+        assert text.removeprefix("hint: ") in view_game(app.model.view).legal_moves()
+    else:
+        assert text == "no hint from the solver here", text
+
+
 async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> None:
     """``plot practice``'s own parts: the embedded server, the practice room, bots, the hint key."""
     from client.tui.practice import embedded_server
@@ -334,6 +366,7 @@ async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> Non
             await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race", 20.0)
             await pilot.press("h")
             await until(lambda: "hint" in message(app), "a hint")
+            assert_sound_hint(app)
             await pilot.press("R", "y")
             await until(lambda: app.model.results is not None, "the results", 30.0)
             await pilot.pause()
@@ -352,9 +385,11 @@ async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> Non
             await pilot.press("n")
             await until(lambda: app.model.phase == p.RACING and app.model.race.race == 2, "race 2", 20.0)  # type: ignore[union-attr]
             assert app.model.results is None and app.accepted_entries == []
-            await pilot.press("space", "h")
-            await until(lambda: "hint" in message(app) and app.model.seq == 1, "a hint in race 2")
-            assert "could not be rebuilt" not in message(app)
+            await pilot.press("space")
+            await until(lambda: app.model.seq == 1, "a move in race 2")
+            await pilot.press("h")
+            await until(lambda: "hint" in message(app), "a hint in race 2")
+            assert_sound_hint(app)
             await app.shutdown()
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
+import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,14 +16,18 @@ from shared.engine import PLAYING, Game, IllegalMove, View
 CSS_PATH = Path(__file__).resolve().parent.parent / "plot.tcss"
 
 
+HINT_SECONDS = 2.0  # the solver's budget for one hint
+
+
 def solver_hint(game: Game) -> str | None:
-    """``shared.solver.hint`` when the solver is installed, else None (it lands separately)."""
-    try:
-        solver = importlib.import_module("shared.solver")
-    except ImportError:
-        return None
-    hint: Callable[[Game], str | None] | None = getattr(solver, "hint", None)
-    return hint(game.copy()) if hint is not None else None
+    """The solver's next move for ``game`` (None when it finds no win within the budget).
+
+    CPU-bound: call it through ``asyncio.to_thread`` so the screen (and a race's connection)
+    stay live while it thinks.
+    """
+    from shared.solver import hint
+
+    return hint(game.copy(), max_seconds=HINT_SECONDS, clock=time.monotonic)
 
 
 class LocalDriver:
@@ -44,14 +49,14 @@ class LocalDriver:
         if self.game.status != PLAYING:
             return f"the game is over ({self.game.status})"
         try:
-            move = solver_hint(self.game)
+            move = await asyncio.to_thread(solver_hint, self.game.copy())
         except Exception as exc:  # a solver fault must not end the game
             return f"no hint: the solver failed ({exc})"
         if move is None:
             moves = self.game.legal_moves()
             if not moves:
                 return "no legal move: undo, or resign"
-            return "no hint from the solver; legal now: " + ", ".join(moves[:8])
+            return f"no hint: the solver finds no win from here within {HINT_SECONDS:g}s"
         return f"hint: {move}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -71,7 +72,7 @@ def attach_hint(app: RaceApp) -> None:
         if view_hash(game.view()) != view_hash(model.view):
             return "no hint: this position could not be rebuilt here"
         try:
-            move = solver_hint(game)
+            move = await asyncio.to_thread(solver_hint, game)
         except Exception as exc:  # a solver fault must not end the race
             return f"no hint: the solver failed ({exc})"
         return f"hint: {move}" if move else "no hint from the solver here"
