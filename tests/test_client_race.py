@@ -21,10 +21,12 @@ import pytest
 from test_server_e2e import FAST, Client, fast_config, running_server, url, view_game
 
 from client.bot import choose_move
+from client.cli import main as plot_main
 from client.tui.practice import attach_hint, practice_config
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
 from client.widgets.board import PILE_KEYS
 from client.widgets.cards import card_plain
+from client.widgets.room import verify_command
 from server.app import RaceServer
 from shared import protocol as p
 from shared.engine import View, view_hash
@@ -381,6 +383,12 @@ async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> Non
             assert len(app.model.saved_records) == 3
             for path in app.model.saved_records.values():
                 assert path.is_relative_to(state_dir)
+            # The line the screen gives for plot verify works, through the real entry point.
+            mine = app.model.saved_records[app.model.player_id or ""]
+            line = verify_command(mine, results)
+            assert "Replay one and check the commitment: plot verify" in text and "--commitment" in text
+            assert plot_main(line.split()[1:]) == 0
+            assert "race over: you placed 3rd of 3" in text
             # Another race in the same room: n, and the bots are back at it (a new deal, hints still work).
             await pilot.press("n")
             await until(lambda: app.model.phase == p.RACING and app.model.race.race == 2, "race 2", 20.0)  # type: ignore[union-attr]

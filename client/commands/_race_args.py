@@ -71,6 +71,7 @@ def check_name_or_exit(name: str, command: str) -> str | None:
 def run_race_app(config: object) -> int:
     """Run the race app for ``config`` (a RaceConfig); prints where things are afterwards."""
     from client.tui.race import RaceApp, RaceConfig
+    from client.widgets.room import verify_command
 
     assert isinstance(config, RaceConfig)
     app = RaceApp(config)
@@ -83,8 +84,8 @@ def run_race_app(config: object) -> int:
         folder = next(iter(model.saved_records.values())).parent
         print(f"records of the last race: {folder}")
         mine = model.saved_records.get(model.player_id or "")
-        if mine is not None:
-            print(f"replay yours: plot verify {mine}")
+        if mine is not None and model.results is not None:
+            print(f"replay yours: {verify_command(mine, model.results)}")
     if model.room is not None and model.phase != "results":
         print(f"you are still seated in room {model.room.code}: run the same command again to rejoin")
     return 0

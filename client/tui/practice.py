@@ -9,6 +9,7 @@ from typing import Any
 
 from client.tui.play import solver_hint
 from client.tui.race import HOST, RaceApp, RaceConfig
+from client.widgets.room import verify_command
 from shared.engine import Game, view_hash
 from shared.fairplay import random_deal
 from shared.protocol import RoomOptions
@@ -92,6 +93,6 @@ async def run_practice(*, name: str, bots: int, deal: int | None, speed: float) 
         folder = next(iter(model.saved_records.values())).parent
         print(f"practice on deal {deal}: records saved in {folder}")
         mine = model.saved_records.get(model.player_id or "")
-        if mine is not None:
-            print(f"replay yours: plot verify {mine}")
+        if mine is not None and model.results is not None:
+            print(f"replay yours: {verify_command(mine, model.results)}")
     return 0

@@ -79,6 +79,12 @@ class RaceConfig:
     title: str = "The Plot race"
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 class NetDriver:
     """The board's moves go to the server; its answer comes back as a new View or a reason."""
 
@@ -494,7 +500,11 @@ class RaceApp(App[int]):
         except OSError as exc:
             self.screen_.say(f"could not save the records: {exc}", error=True)
             return
-        self.screen_.say(f"race over: records saved in {folder}", sticky=True)
+        place = results.ranking.index(self.model.player_id) + 1 if self.model.player_id in results.ranking else None
+        if place is None:
+            self.screen_.say("race over", sticky=True)
+        else:
+            self.screen_.say(f"race over: you placed {ordinal(place)} of {len(results.ranking)}", sticky=True)
 
     def _maybe_auto_start(self) -> None:
         """Practice: ready up and start as soon as every racer is ready (once per race)."""

@@ -168,11 +168,17 @@ class ResultsPanel(Widget):
             folder = next(iter(model.saved_records.values())).parent
             out.append(f"\nRecords saved in {folder}{'/'}", style="bold")
             mine = model.saved_records.get(model.player_id or "") or next(iter(model.saved_records.values()))
-            out.append(f"\nReplay one: plot verify {mine}", style="")
+            out.append("\nReplay one and check the commitment: ", style="bold")
+            out.append(verify_command(mine, results))
         keys = "\n[ ]: each racer's final board · "
         keys += "n: new race (same room) · " if model.is_host else ""
         out.append(keys + "Ctrl+Q: quit", style="dim")
         return out
+
+
+def verify_command(path: Path, results: Results) -> str:
+    """The ``plot verify`` line that replays ``path`` and checks the race's commitment to its deal."""
+    return f"plot verify {path} --commitment {results.commitment} --salt {results.salt}"
 
 
 def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
