@@ -22,7 +22,7 @@ from textual.events import Resize
 from textual.widgets import Footer, Input, Static
 
 from client.connection import CONNECTED, RECONNECTING, Connection, ConnectionFailed, TokenFile
-from client.state import state_dir
+from client.state import safe_name, state_dir
 from client.tui.game import GameScreen, help_rows
 from client.tui.play import CSS_PATH
 from client.viewmodel import RaceModel, final_views
@@ -262,8 +262,8 @@ class RaceScreen(GameScreen):
         out = span("The Plot", "bold")
         if room is not None:
             out.append(" · room ")
-            out.append(room.code, style="bold")
-            out.append(f" · {room.phase}")
+            out.append_text(plain(room.code, style="bold"))
+            out.append_text(plain(f" · {room.phase}"))
             if model.role == SPECTATOR:
                 out.append(" · watching", style="yellow")
         left = model.countdown_left_ms()
@@ -493,7 +493,7 @@ class RaceApp(App[int]):
         room = self.model.room
         if results is None:
             return
-        code = room.code if room else "room"
+        code = safe_name(room.code) if room else "room"  # the server's text never steers a path
         folder = (self.config.record_dir or state_dir() / "records") / f"{code}-race{results.race}"
         try:
             self.model.saved_records = save_records(self.model, folder)

@@ -11,7 +11,7 @@ from textual.geometry import Size
 from textual.widget import Widget
 
 from client.widgets.cards import span
-from client.widgets.plain import plain
+from client.widgets.plain import clean, plain
 from shared.cards import CARD_COUNT
 from shared.protocol import Leaderboard, LeaderboardRow
 
@@ -59,7 +59,7 @@ def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
     out.append_text(progress_bar(row.cards, bar_width))
     out.append(f" {row.cards:>3}/104", style="bold")
     out.append(f" {row.moves:>4}m", style="dim")
-    status = row.status if row.connected or row.status != "playing" else "away"
+    status = clean(row.status) if row.connected or row.status != "playing" else "away"
     out.append(f" {status:<9}", style=STATUS_STYLE.get(row.status, "") if row.connected else "bold red")
     out.append(f" {clock(row.elapsed_ms):>5}", style="dim")
     return out

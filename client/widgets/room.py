@@ -14,7 +14,7 @@ from client.state import safe_name
 from client.viewmodel import RaceModel
 from client.widgets.cards import span
 from client.widgets.leaderboard import clock
-from client.widgets.plain import plain
+from client.widgets.plain import clean, plain
 from shared.engine import replay
 from shared.protocol import RACER, SPECTATOR, Results, Room
 
@@ -56,8 +56,9 @@ class LobbyPanel(Widget):
             note = model.left_reason or "joining…"
             return span(f"Not in a room ({note})", "dim")
         out = span("Room ", "bold")
-        out.append(room.code, style="bold reverse")
-        out.append(f"   friends join with: plot join {room.code}   watch: plot watch {room.code}\n", style="dim")
+        code = clean(room.code)
+        out.append(code, style="bold reverse")
+        out.append(f"   friends join with: plot join {code}   watch: plot watch {code}\n", style="dim")
         out.append_text(rules_text(room))
         racers = [m for m in room.members if m.role == RACER]
         spectators = [m for m in room.members if m.role == SPECTATOR]
@@ -136,15 +137,15 @@ class ResultsPanel(Widget):
                 plain(row.name[:24].ljust(24), style="bold reverse" if row.player_id == model.player_id else "bold")
             )
             out.append(" ⚙" if row.bot else "  ", style="dim")
-            out.append(f" {row.status:<9} {row.cards:>3}/104 {row.moves:>4} moves  {clock(row.elapsed_ms)}\n")
+            out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} moves  {clock(row.elapsed_ms)}\n")
         out.append("\nDeal ", style="bold")
         out.append(str(results.deal))
         if results.chosen_deal:
             out.append("  (chosen by the host)", style="yellow")
         out.append("\nSalt ", style="bold")
-        out.append(results.salt)
+        out.append(clean(results.salt))
         out.append("\nCommitment at the start ", style="bold")
-        out.append(model.commitment or "(not seen: joined after the start)")
+        out.append(clean(model.commitment or "(not seen: joined after the start)"))
         verified = model.commitment_verified()
         if verified:
             out.append(
@@ -178,7 +179,7 @@ class ResultsPanel(Widget):
 
 def verify_command(path: Path, results: Results) -> str:
     """The ``plot verify`` line that replays ``path`` and checks the race's commitment to its deal."""
-    return f"plot verify {path} --commitment {results.commitment} --salt {results.salt}"
+    return f"plot verify {path} --commitment {clean(results.commitment)} --salt {clean(results.salt)}"
 
 
 def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
