@@ -5,7 +5,7 @@ frame-size limit as plot-server. Each binary frame is answered with one frame of
 ``--reply-size`` bytes (default: the size of a typical ``move_ok``), so the baseline moves
 the same bytes per message as the race server does.
 
-    python bench/echo_server.py --port 8799 [--reply-size 420]
+    python bench/echo_server.py --port 8799 [--reply-size 290]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8799)
-    parser.add_argument("--reply-size", type=int, default=420, help="bytes per reply frame")
+    parser.add_argument("--reply-size", type=int, default=290, help="bytes per reply frame")
     args = parser.parse_args()
     reply_padding = b"\x00" * args.reply_size
 

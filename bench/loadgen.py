@@ -7,17 +7,24 @@ second, or as fast as acknowledgements come back with ``--pace 0``; finished roo
 rematch so the load never stops), and reports accepted moves/s, acknowledgement
 latency and the leaderboard fan-out latency to spectators. ``echo`` mode sends frames of
 the same size at the same pace to ``bench/echo_server.py`` and reports the same figures.
+``sizes`` prints the typical move and move_ok frame sizes (the echo server pads its
+replies to the latter).
 
-Prints one JSON object on stdout. Only loopback addresses are accepted.
+Prints one JSON object on stdout. On stderr, the lines ``window-start`` and ``window-end``
+mark the measured window (``bench/run_load.py`` samples the server's CPU there). Only
+loopback addresses are accepted.
 
     python bench/loadgen.py server --url ws://127.0.0.1:8765 --racers 100 --spectators 10 --duration 20
     python bench/loadgen.py echo --url ws://127.0.0.1:8799 --racers 100 --duration 20
+    python bench/loadgen.py idle --url ws://127.0.0.1:8765 --racers 10000 --duration 5
+    python bench/loadgen.py sizes
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import resource
@@ -32,9 +39,10 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from client.viewmodel import legal_moves
 from shared import protocol as p
-from shared.engine import View
+from shared.engine import Game, View, view_hash
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+CLOSE_TIMEOUT = 2.0  # a run's end closes every connection at once; none may hold it up for long
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -58,6 +66,11 @@ def summary_ms(values: list[float]) -> dict[str, float | int | None]:
     }
 
 
+def mark(event: str) -> None:
+    """Tell the runner (reading stderr) where the measured window starts and ends."""
+    print(event, file=sys.stderr, flush=True)
+
+
 @dataclass
 class Stats:
     measuring: bool = False
@@ -66,14 +79,21 @@ class Stats:
     errors: int = 0
     error_codes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ack_latency: list[float] = field(default_factory=list)
+    ack_bytes: int = 0  # move_ok frames received in the window, to compare with the echo's reply size
+    move_bytes: int = 0
+    races: int = 0  # races that reached their results (any time in the run)
+    race_moves: int = 0
     # (player_id, seq) -> (sent, acked): to time a move's arrival on spectators' leaderboards.
     move_times: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
     fanout_from_send: list[float] = field(default_factory=list)
     fanout_from_ack: list[float] = field(default_factory=list)
-    # (room, version) -> first arrival at any spectator: splits coalescing from delivery.
-    first_arrival: dict[tuple[str, int], float] = field(default_factory=dict)
+    # From the ack to the first spectator that sees the move: the coalescing wait (plus one delivery).
+    fanout_first_from_ack: list[float] = field(default_factory=list)
+    # (room, race, version) -> first arrival at any spectator: splits coalescing from delivery.
+    first_arrival: dict[tuple[str, int, int], float] = field(default_factory=dict)
     delivery_spread: list[float] = field(default_factory=list)
     leaderboards: int = 0
+    failures: list[str] = field(default_factory=list)
 
 
 def choose_move(view: View, rng: random.Random) -> str | None:
@@ -92,6 +112,31 @@ def choose_move(view: View, rng: random.Random) -> str | None:
     return rng.choice(moves)
 
 
+def typical_sizes(games: int = 8, seed: int = 1) -> dict[str, float]:
+    """Mean bytes of a racer's move frame and of the server's move_ok, over local games played
+    by :func:`choose_move` (what the load generator sends and gets back)."""
+    rng = random.Random(seed)
+    move_sizes: list[int] = []
+    ok_sizes: list[int] = []
+    for g in range(games):
+        game = Game(rng.getrandbits(64))
+        view = game.view()
+        move_id = 0
+        while view.status == "playing":
+            move = choose_move(view, rng) or "resign"
+            move_id += 1
+            game.play(move)
+            view = game.view()
+            move_sizes.append(len(p.encode(p.Move(id=move_id, move=move))))
+            ok = p.MoveOk(id=move_id, seq=move_id, t_ms=500 * move_id + g, view=view, view_hash=view_hash(view))
+            ok_sizes.append(len(p.encode(ok)))
+    return {
+        "move_bytes": round(sum(move_sizes) / len(move_sizes), 1),
+        "move_ok_bytes": round(sum(ok_sizes) / len(ok_sizes), 1),
+        "moves_per_game": round(len(move_sizes) / games, 1),
+    }
+
+
 class Racer:
     def __init__(self, index: int, args: argparse.Namespace, stats: Stats, rng: random.Random) -> None:
         self.index = index
@@ -103,20 +148,24 @@ class Racer:
         self.room_code = ""
         self.view: View | None = None
         self.move_id = 0
-        self.racing = asyncio.Event()
 
     async def send(self, message: p.ClientMessage) -> None:
         assert self.ws is not None
         await self.ws.send(p.encode(message))
 
-    async def recv(self) -> p.ServerMessage:
+    async def recv_frame(self) -> bytes:
         assert self.ws is not None
         frame = await self.ws.recv()
         assert isinstance(frame, bytes)
-        return p.decode_server(frame)
+        return frame
+
+    async def recv(self) -> p.ServerMessage:
+        return p.decode_server(await self.recv_frame())
 
     async def hello(self, name: str) -> None:
-        self.ws = await connect(self.args.url, compression=None, max_size=2**20, open_timeout=30)
+        self.ws = await connect(
+            self.args.url, compression=None, max_size=2**22, open_timeout=60, close_timeout=CLOSE_TIMEOUT
+        )
         await self.send(p.Hello(v=p.PROTOCOL_VERSION, name=name, bot=True))
         while True:
             msg = await self.recv()
@@ -136,28 +185,40 @@ async def wait_for(racer: Racer, kind: type[Any]) -> Any:
             raise RuntimeError(f"{msg.code}: {msg.message}")
 
 
-async def run_room(room_index: int, racers: list[Racer], spectators: list[Racer], args: argparse.Namespace,
-                   stats: Stats, deadline_box: list[float], ready_barrier: asyncio.Event,
-                   setup_slots: asyncio.Semaphore) -> None:
+async def close_all(clients: list[Racer]) -> None:
+    async def close(ws: ClientConnection) -> None:
+        with contextlib.suppress(Exception):
+            await ws.close()
+
+    await asyncio.gather(*(close(c.ws) for c in clients if c.ws is not None))
+
+
+async def run_room(
+    room_index: int,
+    racers: list[Racer],
+    spectators: list[Racer],
+    args: argparse.Namespace,
+    stats: Stats,
+    deadline_box: list[float],
+    ready_barrier: asyncio.Event,
+    setup_slots: asyncio.Semaphore,
+) -> None:
     async with setup_slots:  # a few rooms at a time: handshakes are not what is measured
-        await set_up_room(room_index, racers, spectators)
+        await set_up_room(room_index, racers, spectators, args)
     host = racers[0]
     code = host.room_code
     await ready_barrier.wait()
     deadline = deadline_box[0]
-    tasks = [asyncio.create_task(spectate(s, code, stats, deadline)) for s in spectators]
+    tasks = [asyncio.create_task(spectate(s, code, stats)) for s in spectators]
     try:
         while time.perf_counter() < deadline:
             await race_once(host, racers, args, stats, deadline)
     finally:
         for t in tasks:
             t.cancel()
-        for r in racers + spectators:
-            if r.ws is not None:
-                await r.ws.close()
 
 
-async def set_up_room(room_index: int, racers: list[Racer], spectators: list[Racer]) -> None:
+async def set_up_room(room_index: int, racers: list[Racer], spectators: list[Racer], args: argparse.Namespace) -> None:
     host = racers[0]
     for r in racers:
         await r.hello(f"load-{room_index}-{r.index}")
@@ -167,16 +228,21 @@ async def set_up_room(room_index: int, racers: list[Racer], spectators: list[Rac
     for r in racers[1:]:
         await r.send(p.Join(code=code, role=p.RACER))
         await wait_for(r, p.Room)
-    for s in spectators:
-        await s.hello(f"watch-{room_index}-{s.index}")
-        await s.send(p.Join(code=code, role=p.SPECTATOR))
-        await wait_for(s, p.Room)
+    # Spectators join a few at a time (each join is a room change every member hears about).
+    slots = asyncio.Semaphore(args.spectator_concurrency)
+
+    async def watch(s: Racer) -> None:
+        async with slots:
+            await s.hello(f"watch-{room_index}-{s.index}")
+            await s.send(p.Join(code=code, role=p.SPECTATOR))
+            await wait_for(s, p.Room)
+
+    await asyncio.gather(*(watch(s) for s in spectators))
     for r in racers:
         r.room_code = code
 
 
-async def race_once(host: Racer, racers: list[Racer], args: argparse.Namespace, stats: Stats,
-                    deadline: float) -> None:
+async def race_once(host: Racer, racers: list[Racer], args: argparse.Namespace, stats: Stats, deadline: float) -> None:
     for r in racers:
         await r.send(p.Ready(ready=True))
     # The host starts once the server's room snapshot shows everyone ready.
@@ -187,6 +253,7 @@ async def race_once(host: Racer, racers: list[Racer], args: argparse.Namespace, 
             break
     await host.send(p.Start())
     await asyncio.gather(*(play(r, args, stats, deadline) for r in racers))
+    stats.races += 1
     if time.perf_counter() < deadline:
         await host.send(p.Rematch())
 
@@ -194,13 +261,14 @@ async def race_once(host: Racer, racers: list[Racer], args: argparse.Namespace, 
 async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: float) -> None:
     start = await wait_for(racer, p.RaceStart)
     racer.view = start.view
+    racer.move_id = 0
     interval = 1.0 / args.pace if args.pace > 0 else 0.0
     next_send = time.perf_counter() + racer.rng.random() * interval
     while racer.view is not None and racer.view.status == "playing":
         now = time.perf_counter()
         if now >= deadline:
-            await racer.send(p.Move(id=racer.move_id + 1, move="resign"))
             racer.move_id += 1
+            await racer.send(p.Move(id=racer.move_id, move="resign"))
             break
         if interval:
             if next_send > now:
@@ -208,15 +276,21 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
             next_send = max(next_send + interval, time.perf_counter() - interval)
         move = choose_move(racer.view, racer.rng) or "resign"
         racer.move_id += 1
+        frame = p.encode(p.Move(id=racer.move_id, move=move))
         sent = time.perf_counter()
-        await racer.send(p.Move(id=racer.move_id, move=move))
+        assert racer.ws is not None
+        await racer.ws.send(frame)
         while True:
-            msg = await racer.recv()
+            data = await racer.recv_frame()
+            msg = p.decode_server(data)
             if isinstance(msg, p.MoveOk) and msg.id == racer.move_id:
                 acked = time.perf_counter()
                 racer.view = msg.view
+                stats.race_moves += 1
                 if stats.measuring:
                     stats.acks += 1
+                    stats.ack_bytes += len(data)
+                    stats.move_bytes += len(frame)
                     stats.ack_latency.append(acked - sent)
                     stats.move_times[(racer.player_id, msg.seq)] = (sent, acked)
                 break
@@ -231,17 +305,16 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
     await wait_for(racer, p.Results)
 
 
-async def spectate(spectator: Racer, code: str, stats: Stats, deadline: float) -> None:
+async def spectate(spectator: Racer, code: str, stats: Stats) -> None:
     seen: dict[str, int] = {}
-    try:
+    with contextlib.suppress(Exception):  # the connection closes at the end of the run
         while True:
             msg = await spectator.recv()
             if not isinstance(msg, p.Leaderboard):
                 continue
             now = time.perf_counter()
             stats.leaderboards += 1
-            key = (code, msg.version)
-            first = stats.first_arrival.setdefault(key, now)
+            first = stats.first_arrival.setdefault((code, msg.race, msg.version), now)
             if stats.measuring:
                 stats.delivery_spread.append(now - first)
             for row in msg.racers:
@@ -255,10 +328,9 @@ async def spectate(spectator: Racer, code: str, stats: Stats, deadline: float) -
                         if times is not None:
                             stats.fanout_from_send.append(now - times[0])
                             stats.fanout_from_ack.append(now - times[1])
+                            stats.fanout_first_from_ack.append(first - times[1])
                 elif row.moves < last:  # a new race: counts start again
                     seen[row.player_id] = row.moves
-    except Exception:  # the connection closes at the end of the run
-        return
 
 
 async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
@@ -278,50 +350,70 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         rooms[s % max(1, min(args.spectator_rooms, len(rooms)))][1].append(
             Racer(index, args, stats, random.Random(rng.random()))
         )
+    everyone = [c for racers, spectators in rooms for c in racers + spectators]
     ready = asyncio.Event()
     setup_started = time.perf_counter()
     deadline_box = [setup_started + 3600.0]  # set for real once every room is set up
-    setup_slots = asyncio.Semaphore(16)
+    setup_slots = asyncio.Semaphore(args.setup_concurrency)
     room_tasks = [
         asyncio.create_task(run_room(i, racers, spectators, args, stats, deadline_box, ready, setup_slots))
         for i, (racers, spectators) in enumerate(rooms)
     ]
-    # Wait for every connection to be in its room, then run: warm-up, then the measured window.
-    while not all(r.room_code for racers, _ in rooms for r in racers):
-        await asyncio.sleep(0.05)
-        failed = [t for t in room_tasks if t.done() and t.exception()]
-        if failed:
-            raise RuntimeError(f"room set-up failed: {failed[0].exception()!r}")
-    setup_seconds = time.perf_counter() - setup_started
-    started = time.perf_counter()
-    deadline_box[0] = started + args.warmup + args.duration
-    ready.set()
-    await asyncio.sleep(args.warmup)
-    stats.measuring = True
-    cpu0 = time.process_time()
-    t0 = time.perf_counter()
-    await asyncio.sleep(args.duration)
-    window = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
-    stats.measuring = False
-    for t in room_tasks:
-        t.cancel()
-    await asyncio.gather(*room_tasks, return_exceptions=True)
+    try:
+        # Wait for every connection to be in its room, then run: warm-up, then the measured window.
+        while not all(r.room_code for racers, _ in rooms for r in racers):
+            await asyncio.sleep(0.05)
+            failed = [t for t in room_tasks if t.done() and t.exception()]
+            if failed:
+                raise RuntimeError(f"room set-up failed: {failed[0].exception()!r}")
+            if time.perf_counter() - setup_started > args.setup_timeout:
+                raise RuntimeError(f"room set-up took more than {args.setup_timeout:g} s")
+        setup_seconds = time.perf_counter() - setup_started
+        started = time.perf_counter()
+        deadline_box[0] = started + args.warmup + args.duration
+        ready.set()
+        await asyncio.sleep(args.warmup)
+        stats.measuring = True
+        mark("window-start")
+        cpu0 = time.process_time()
+        t0 = time.perf_counter()
+        await asyncio.sleep(args.duration)
+        window = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+        stats.measuring = False
+        mark("window-end")
+        for t in room_tasks:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                stats.failures.append(repr(t.exception()))
+    finally:
+        for t in room_tasks:
+            t.cancel()
+        await asyncio.gather(*room_tasks, return_exceptions=True)
+        await close_all(everyone)
+    ack_bytes = stats.ack_bytes / stats.acks if stats.acks else None
     return {
         "mode": "server",
         "racers": args.racers,
         "spectators": args.spectators,
+        "spectator_rooms": min(args.spectator_rooms, len(rooms)) if args.spectators else 0,
         "room_size": args.room_size,
         "pace": args.pace,
         "setup_seconds": round(setup_seconds, 2),
         "window_seconds": round(window, 2),
         "moves_per_second": round(stats.acks / window, 1),
+        "accepted_moves": stats.acks,
         "rejected": stats.rejected,
         "errors": stats.errors,
         "error_codes": dict(stats.error_codes),
+        "failures": stats.failures[:5],
+        "races_finished": stats.races,
+        "moves_per_race_racer": round(stats.race_moves / (stats.races * args.room_size), 1) if stats.races else None,
+        "move_frame_bytes": round(stats.move_bytes / stats.acks, 1) if stats.acks else None,
+        "move_ok_frame_bytes": round(ack_bytes, 1) if ack_bytes else None,
         "ack_latency_ms": summary_ms(stats.ack_latency),
         "fanout_from_send_ms": summary_ms(stats.fanout_from_send),
         "fanout_from_ack_ms": summary_ms(stats.fanout_from_ack),
+        "fanout_coalescing_ms": summary_ms(stats.fanout_first_from_ack),
         "fanout_delivery_spread_ms": summary_ms(stats.delivery_spread),
         "leaderboards_received": stats.leaderboards,
         "generator_cpu_share": round(cpu / window, 3),
@@ -330,15 +422,23 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run_echo_load(args: argparse.Namespace) -> dict[str, Any]:
-    # The same frame a racer sends: a move message.
-    frame = p.encode(p.Move(id=123456, move="waste>t10"))
+    # The frame a racer sends: a move message (the echo server pads its reply to a move_ok's size).
+    frame = p.encode(p.Move(id=123, move="waste>t3"))
     latencies: list[float] = []
     counts = [0]
+    reply_bytes = [0]
     measuring = [False]
     stop_at = [time.perf_counter() + 3600.0]
+    opened = [0]
+    ready = asyncio.Event()
 
-    async def one(i: int, rng: random.Random) -> None:
-        async with connect(args.url, compression=None, max_size=2**20, open_timeout=30) as ws:
+    slots = asyncio.Semaphore(args.setup_concurrency)
+
+    async def one(rng: random.Random) -> None:
+        async with slots:  # a few handshakes at a time, as for the race server
+            ws = await connect(args.url, compression=None, max_size=2**20, open_timeout=60, close_timeout=CLOSE_TIMEOUT)
+        async with ws:
+            opened[0] += 1
             await ready.wait()
             interval = 1.0 / args.pace if args.pace > 0 else 0.0
             next_send = time.perf_counter() + rng.random() * interval
@@ -350,56 +450,120 @@ async def run_echo_load(args: argparse.Namespace) -> dict[str, Any]:
                     next_send = max(next_send + interval, time.perf_counter() - interval)
                 sent = time.perf_counter()
                 await ws.send(frame)
-                await ws.recv()
+                reply = await ws.recv()
                 if measuring[0]:
                     counts[0] += 1
+                    reply_bytes[0] += len(reply)
                     latencies.append(time.perf_counter() - sent)
 
-    ready = asyncio.Event()
     rng = random.Random(args.seed)
-    tasks = [asyncio.create_task(one(i, random.Random(rng.random()))) for i in range(args.racers)]
-    await asyncio.sleep(0.5 + args.racers / 2000)
+    tasks = [asyncio.create_task(one(random.Random(rng.random()))) for _ in range(args.racers)]
+    setup_started = time.perf_counter()
+    while opened[0] < args.racers:
+        await asyncio.sleep(0.05)
+        failed = [t for t in tasks if t.done() and t.exception()]
+        if failed:
+            raise RuntimeError(f"echo connection failed: {failed[0].exception()!r}")
+        if time.perf_counter() - setup_started > args.setup_timeout:
+            raise RuntimeError(f"echo set-up took more than {args.setup_timeout:g} s")
+    setup_seconds = time.perf_counter() - setup_started
     stop_at[0] = time.perf_counter() + args.warmup + args.duration
     ready.set()
     await asyncio.sleep(args.warmup)
     measuring[0] = True
+    mark("window-start")
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     await asyncio.sleep(args.duration)
     window = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     measuring[0] = False
-    await asyncio.gather(*tasks, return_exceptions=True)
+    mark("window-end")
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    failures = [repr(r) for r in results if isinstance(r, BaseException)]
     return {
         "mode": "echo",
         "racers": args.racers,
         "pace": args.pace,
-        "frame_bytes": len(frame),
+        "setup_seconds": round(setup_seconds, 2),
         "window_seconds": round(window, 2),
         "moves_per_second": round(counts[0] / window, 1),
+        "accepted_moves": counts[0],
+        "errors": len(failures),
+        "failures": failures[:5],
+        "move_frame_bytes": len(frame),
+        "move_ok_frame_bytes": round(reply_bytes[0] / counts[0], 1) if counts[0] else None,
         "ack_latency_ms": summary_ms(latencies),
         "generator_cpu_share": round(cpu / window, 3),
         "generator_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
+async def run_idle_load(args: argparse.Namespace) -> dict[str, Any]:
+    """``--racers`` connections that say hello and then sit idle for ``--duration`` seconds
+    (what a lobby full of people between races costs the server)."""
+    slots = asyncio.Semaphore(args.setup_concurrency)
+    conns: list[ClientConnection] = []
+    refused: list[str] = []
+
+    async def open_one(i: int) -> None:
+        async with slots:
+            try:
+                ws = await connect(args.url, compression=None, open_timeout=60, close_timeout=CLOSE_TIMEOUT)
+                conns.append(ws)
+                if not args.bare:
+                    await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name=f"idle-{i}", bot=True)))
+                    msg = p.decode_server(await ws.recv())
+                    if not isinstance(msg, p.Welcome):
+                        refused.append(type(msg).__name__)
+            except Exception as exc:  # counted: how many the server would not hold
+                refused.append(repr(exc)[:120])
+
+    setup_started = time.perf_counter()
+    await asyncio.gather(*(open_one(i) for i in range(args.racers)))
+    setup_seconds = time.perf_counter() - setup_started
+    mark("window-start")
+    await asyncio.sleep(args.duration)
+    held = sum(1 for ws in conns if ws.state.name == "OPEN")
+    mark("window-end")
+    await asyncio.gather(*(ws.close() for ws in conns), return_exceptions=True)
+    return {
+        "mode": "idle",
+        "connections": args.racers,
+        "hello": not args.bare,
+        "held": held,
+        "refused": len(refused),
+        "refusals": refused[:5],
+        "setup_seconds": round(setup_seconds, 2),
+        "generator_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Load generator for plot-server and the echo baseline.")
-    parser.add_argument("mode", choices=["server", "echo"])
-    parser.add_argument("--url", required=True)
+    parser.add_argument("mode", choices=["server", "echo", "idle", "sizes"])
+    parser.add_argument("--url", default="ws://127.0.0.1:8765")
     parser.add_argument("--racers", type=int, default=100)
     parser.add_argument("--room-size", type=int, default=8)
     parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer; 0 = saturate")
     parser.add_argument("--spectators", type=int, default=0)
     parser.add_argument("--spectator-rooms", type=int, default=1, help="spread spectators over this many rooms")
+    parser.add_argument("--spectator-concurrency", type=int, default=8, help="spectators joining at once, per room")
+    parser.add_argument("--setup-concurrency", type=int, default=16, help="rooms set up at once")
+    parser.add_argument("--setup-timeout", type=float, default=300.0, help="give up if set-up takes longer (s)")
     parser.add_argument("--duration", type=float, default=20.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--bare", action="store_true", help="idle mode: connect only, no hello")
     args = parser.parse_args()
+    if args.mode == "sizes":
+        json.dump(typical_sizes(seed=args.seed), sys.stdout)
+        sys.stdout.write("\n")
+        return
     host = urlparse(args.url).hostname or ""
     if host not in LOOPBACK and not host.startswith("127."):
         parser.error("the load generator only targets loopback addresses")
-    runner = run_server_load if args.mode == "server" else run_echo_load
+    runner = {"server": run_server_load, "echo": run_echo_load, "idle": run_idle_load}[args.mode]
     try:
         import uvloop
     except ImportError:
@@ -412,4 +576,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-

