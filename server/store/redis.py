@@ -166,6 +166,7 @@ class RedisStore(Store):
         socket_timeout: float = 2.0,
         connect_timeout: float = 2.0,
         retries: int = 2,
+        max_connections: int = 64,
         **redis_options: Any,
     ) -> None:
         self.namespace = check_identifier("namespace", namespace)
@@ -173,8 +174,13 @@ class RedisStore(Store):
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
         self._where = redact_url(url)
-        self._redis = aioredis.Redis.from_url(
+        # A blocking pool: past max_connections, a command waits (up to socket_timeout) for a free
+        # connection. redis-py's default pool fails it at once ("Too many connections"), which under
+        # load turned into StoreUnavailable for most moves (bench/run_load.py paced, 1,000 racers).
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=socket_timeout,
             socket_timeout=socket_timeout,
             socket_connect_timeout=connect_timeout,
             retry=Retry(
@@ -184,6 +190,7 @@ class RedisStore(Store):
             ),
             **redis_options,
         )
+        self._redis = aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
         self._closed = False
         self._append_move = self._redis.register_script(APPEND_MOVE)
         self._create_room = self._redis.register_script(CREATE_ROOM)
