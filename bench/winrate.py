@@ -5,7 +5,8 @@
 
 Resumable: each result is appended to a JSONL file (default bench/results/winrate.jsonl) as
 soon as it is known, and deals already there are skipped, so an interrupted run continues where
-it stopped. A progress bar goes to stderr. --workers N uses N processes: keep the default 1 on a
+it stopped; run again with a bigger --budget and only the unknowns are solved again (the last
+line for a deal wins). A progress bar goes to stderr. --workers N uses N processes: keep the default 1 on a
 shared machine. The budget is in positions (deterministic: the same verdicts on any machine);
 times are measured per deal (wall clock and process CPU time).
 """
@@ -146,6 +147,7 @@ def write_report(rows: list[dict[str, Any]], doc: Path, chart: Path, command: st
     n = len(rows)
     counts = Counter(r["verdict"] for r in rows)
     budgets = sorted({r["budget"] for r in rows})
+    first_budget = min(budgets)
     lengths = sorted(r["moves"] for r in rows if r["verdict"] == WINNABLE)
     cpu = sorted(r["cpu"] for r in rows)
     wall = sorted(r["seconds"] for r in rows)
@@ -163,7 +165,13 @@ def write_report(rows: list[dict[str, Any]], doc: Path, chart: Path, command: st
         "pruning rules, each of which is proved sound in solver.md and checked against a plain exhaustive "
         "search in tests/test_solver.py); *unknown* means the position budget ran out first.",
         "",
-        f"Budget: {', '.join(f'{b:,}' for b in budgets)} positions per deal. Command: `{command}`. "
+        f"Budget: {first_budget:,} positions per deal"
+        + (
+            f"; the deals still unknown were solved again with {', '.join(f'{b:,}' for b in budgets[1:])}"
+            if len(budgets) > 1
+            else ""
+        )
+        + f". Command: `{command}`. "
         f"Machine: {cpu_name()}, 2 cores shared with other work, one process, "
         f"Python {platform.python_version()}. Results, one line per deal: `{shown_path(results_path)}`.",
         "",
@@ -262,8 +270,15 @@ def main() -> int:
     args.results.parent.mkdir(parents=True, exist_ok=True)
     done = load(args.results)
     if not args.report_only:
-        todo = [(deal, args.budget) for deal in wanted if deal not in done]
-        counts = Counter(done[d]["verdict"] for d in wanted if d in done)
+        # Skip deals already decided, or left unknown with at least this budget: rerunning with a
+        # bigger --budget retries only the unknowns.
+        todo = [
+            (deal, args.budget)
+            for deal in wanted
+            if deal not in done or (done[deal]["verdict"] == UNKNOWN and done[deal]["budget"] < args.budget)
+        ]
+        retried = {deal for deal, _ in todo}
+        counts = Counter(done[d]["verdict"] for d in wanted if d in done and d not in retried)
         finished = len(wanted) - len(todo)
         started = time.monotonic()
         with args.results.open("a") as sink:
@@ -279,11 +294,12 @@ def main() -> int:
     if len(rows) < len(wanted):
         print(f"only {len(rows)} of {len(wanted)} deals solved so far: run without --report-only", file=sys.stderr)
         return 1
-    command = f"nice -n 10 .venv/bin/python bench/winrate.py --deals {args.deals} --budget {args.budget}"
-    if args.start:
-        command += f" --start {args.start}"
-    if args.workers != 1:
-        command += f" --workers {args.workers}"
+    extra = f" --start {args.start}" if args.start else ""
+    extra += f" --workers {args.workers}" if args.workers != 1 else ""
+    command = " then ".join(
+        f"nice -n 10 .venv/bin/python bench/winrate.py --deals {args.deals} --budget {budget}{extra}"
+        for budget in sorted({r["budget"] for r in rows})
+    )
     write_report(rows, args.doc, args.chart, command, args.results)
     print(f"wrote {args.doc} and {args.chart}")
     return 0

@@ -47,6 +47,8 @@ CLOCK_EVERY: Final = 256
 _FULL: Final = 13
 # The reserve dead-end test (tests switch it off to check the search alone against a plain one).
 RESERVE_CHECK = True
+# The dead-end test of f0's last cards under unplayable waste cards (likewise).
+WALL_CHECK = True
 # Positions per unit of the restart schedule: a clean run to a win takes about 250.
 RESTART_UNIT: Final = 1000
 
@@ -152,7 +154,7 @@ class _Tab:
     cleared when it grows past ``_TAB_LIMIT``.
     """
 
-    __slots__ = ("ident", "memo", "pairs", "spaces", "tops")
+    __slots__ = ("cards", "ident", "memo", "no_bottom_12", "pairs", "spaces", "tops")
 
     def __init__(self, pairs: Pairs, ident: int) -> None:
         self.pairs = pairs
@@ -163,6 +165,14 @@ class _Tab:
         self.tops: tuple[int, ...] = tuple(counts)
         self.spaces = TABLEAU_SIZE - len(pairs)
         self.memo: dict[int, tuple[_Tab, ...]] = {}
+        # How many cards of each relative rank the tableau holds, and whether no pile ends in a
+        # 12 (then no top 12 can appear while f0 is incomplete: see _Search.walls_feasible).
+        cards = [0] * 13
+        for top, bottom in pairs:
+            for x in range(top, bottom + 1):
+                cards[x] += 1
+        self.cards: tuple[int, ...] = tuple(cards)
+        self.no_bottom_12 = all(bottom != 12 for _, bottom in pairs)
 
     def outcomes(self, op: int, arg: int) -> tuple[_Tab, ...]:
         code = op * 16 + arg
@@ -415,6 +425,80 @@ class _Search:
         self.reserve_ok[memo_key] = ok
         return ok
 
+    def walls_feasible(self, st: State) -> bool:
+        """While f0 is incomplete, can it still be completed, even with unlimited room to park
+        cards? A relaxation (so False proves a dead end).
+
+        While f0 is incomplete, a waste card of relative rank 12 can leave the waste only for
+        f0 (nothing is built on the base rank and spaces take only base-rank cards), and so can
+        an 11 when no tableau pile ends in a 12 (a top 12 could only come from such a pile). Call
+        these walls: what lies under a wall stays there until f0 takes the wall. Relaxed: every
+        other card is parked for free the moment it is above every wall (turned from the stock,
+        or uncovered), and every tableau card is free. Then f0 takes the cards it needs in order:
+        the reserve's top or the top wall when it has the rank (both uncover something, so they
+        beat a free copy; when both fit, both are tried), else a free copy, else the stock is
+        turned to the next card of that rank (turning no further never hurts: it only buries
+        walls under new walls).
+        """
+        _, waste, _, _, f0, _, tab = st
+        seq = self.seq
+        wall_11 = tab.no_bottom_12
+        free = list(tab.cards)
+        walls: list[int] = []  # from the top
+        below: list[list[int]] = []  # below[i]: the cards under walls[i], down to the next wall
+        current = free
+        node = waste
+        while node is not None:
+            x = seq[node[0]]
+            if x == 12 or (x == 11 and wall_11):
+                walls.append(x)
+                current = [0] * 13
+                below.append(current)
+            else:
+                current[x] += 1
+            node = node[1]
+        return self._walls_relaxed(f0, st[0], st[3], walls, below, free, wall_11)
+
+    def _walls_relaxed(
+        self, need: int, s: int, r: int, walls: list[int], below: list[list[int]], free: list[int], wall_11: bool
+    ) -> bool:
+        seq = self.seq
+        reserve = self.reserve
+        walls = list(walls)
+        below = [list(b) for b in below]
+        free = list(free)
+        while need < _FULL:
+            from_reserve = r > 0 and reserve[r - 1] == need
+            from_wall = bool(walls) and walls[0] == need
+            if from_reserve and from_wall:
+                uncovered = [f + b for f, b in zip(free, below[0], strict=True)]
+                if self._walls_relaxed(need + 1, s, r, walls[1:], below[1:], uncovered, wall_11):
+                    return True
+                r -= 1
+            elif from_reserve:
+                r -= 1
+            elif from_wall:
+                walls.pop(0)
+                for x, n in enumerate(below.pop(0)):
+                    free[x] += n
+            elif free[need]:
+                free[need] -= 1
+            else:
+                while True:
+                    if s >= self.seq_len:
+                        return False
+                    x = seq[s]
+                    s += 1
+                    if x == need:
+                        break
+                    if x == 12 or (x == 11 and wall_11):
+                        walls.insert(0, x)
+                        below.insert(0, [0] * 13)
+                    else:
+                        free[x] += 1
+            need += 1
+        return True
+
     def key(self, st: State) -> int:
         s, _, mask, r, f0, fnd, tab = st
         return (((((tab.ident << 27 | _fnd_code(fnd)) << 4 | f0) << 4 | r) << 7 | s) << 80) | mask
@@ -579,6 +663,8 @@ class _Search:
             path_keys.append(k)
             return True
         if RESERVE_CHECK and not self.reserve_feasible(st[3], st[4], st[5]):
+            return False
+        if WALL_CHECK and st[4] < _FULL and not self.walls_feasible(st):
             return False
         if self.positions >= self.limit:
             raise _Budget

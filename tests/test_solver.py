@@ -192,6 +192,34 @@ def test_reserve_order_dead_end_is_proved_unwinnable() -> None:
     assert result.verdict == UNWINNABLE and result.moves == []
 
 
+def test_wall_dead_end_is_proved_unwinnable_with_and_without_the_wall_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    # f0 needs its last card, a 12 (relative). The reserve's 12s lie under a base-rank card (which
+    # cannot leave while f0 is incomplete), the stock and the tableau hold none, and the waste's
+    # 12s lie under an 11 that nothing can hold (no pile ends in a 12, so no top 12 can appear).
+    # Cards can still be moved about, but f0 can never complete.
+    rng = random.Random(4)
+    pool = [x for x in range(13) for _ in range(8)]
+    reserve = [12, 12, 12, 12, 1, 2, 3, 4, 5, 6, 7, 8, 0]
+    tableau: list[tuple[int, int] | None] = [
+        (1, 3), (2, 5), (4, 4), (5, 9), (6, 6), (7, 10), (8, 8), (9, 11), (10, 11), (3, 3), (0, 0), (11, 11),
+    ]  # fmt: skip
+    stock = [3, 9, 4]
+    used = [*range(12), *reserve, *stock, *(x for t, b in tableau if t is not None for x in range(t, b + 1))]
+    for x in used:
+        pool.remove(x)
+    rest = [x for x in pool if x != 12]
+    rest.remove(11)
+    rng.shuffle(rest)
+    waste = [12] * 4 + [11] + rest
+    game = Builder(base=7).game(f0=12, others=[0] * 7, reserve=reserve, waste=waste, stock=stock, tableau=tableau)
+    assert not game.is_blocked() and len(game.legal_moves()) > 5
+    assert solve(game).verdict == UNWINNABLE
+    monkeypatch.setattr(solver, "WALL_CHECK", False)
+    monkeypatch.setattr(solver, "RESERVE_CHECK", False)
+    alone = solve(game)
+    assert alone.verdict == UNWINNABLE and alone.positions > 1000
+
+
 # Lost positions found by random construction and checked by the plain search below: f0 stuck
 # short of complete, the stock nearly empty, cards still able to move (never blocked at once).
 LOST_RESTRICTED: list[dict[str, Any]] = [
@@ -222,11 +250,12 @@ LOST_RESTRICTED: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("spec", LOST_RESTRICTED, ids=range(len(LOST_RESTRICTED)))
-@pytest.mark.parametrize("reserve_check", [True, False])
+@pytest.mark.parametrize("checks", [True, False], ids=["dead-end-tests", "search-alone"])
 def test_constructed_lost_positions_are_proved_unwinnable(
-    spec: dict[str, Any], reserve_check: bool, monkeypatch: pytest.MonkeyPatch
+    spec: dict[str, Any], checks: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(solver, "RESERVE_CHECK", reserve_check)
+    monkeypatch.setattr(solver, "RESERVE_CHECK", checks)
+    monkeypatch.setattr(solver, "WALL_CHECK", checks)
     game = Builder(spec["base"]).game(
         f0=spec["f0"], others=[0] * 7, reserve=spec["reserve"], waste=spec["waste"], stock=spec["stock"],
         tableau=spec["tableau"],
@@ -234,8 +263,8 @@ def test_constructed_lost_positions_are_proved_unwinnable(
     assert not game.is_blocked() and game.legal_moves()
     result = solve(game)
     assert result.verdict == UNWINNABLE
-    assert result.positions > 10  # a real search, not a refusal at the root
-    if reserve_check:
+    if not checks:
+        assert result.positions > 10  # a real search, not a refusal at the root
         assert plain_winnable(game, 20_000) is False
 
 
@@ -285,13 +314,14 @@ def checked_positions() -> list[tuple[Game, bool]]:
     return out
 
 
-@pytest.mark.parametrize("reserve_check", [True, False])
+@pytest.mark.parametrize(("reserve_check", "wall_check"), [(True, True), (True, False), (False, True), (False, False)])
 def test_pruned_search_agrees_with_plain_exhaustive_search(
-    monkeypatch: pytest.MonkeyPatch, reserve_check: bool, checked_positions: list[tuple[Game, bool]]
+    monkeypatch: pytest.MonkeyPatch, reserve_check: bool, wall_check: bool, checked_positions: list[tuple[Game, bool]]
 ) -> None:
-    """Same verdict as the plain search on every position the plain search can finish; with the
-    reserve dead-end test on, and off (then lost positions need the search itself)."""
+    """Same verdict as the plain search on every position the plain search can finish; with each
+    dead-end test on and off (with both off, lost positions need the search itself)."""
     monkeypatch.setattr(solver, "RESERVE_CHECK", reserve_check)
+    monkeypatch.setattr(solver, "WALL_CHECK", wall_check)
     verdicts = {True: 0, False: 0}
     searched_losses = 0
     for game, plain in checked_positions:
@@ -303,7 +333,8 @@ def test_pruned_search_agrees_with_plain_exhaustive_search(
             searched_losses += 1
         verdicts[plain] += 1
     assert verdicts[True] >= 5 and verdicts[False] >= 4, verdicts
-    assert searched_losses >= (4 if not reserve_check else 1)
+    if not reserve_check and not wall_check:
+        assert searched_losses >= 4
 
 
 # ----------------------------------------------------------------------------- tableau algebra
