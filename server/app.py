@@ -37,11 +37,13 @@ from server.core.events import (
     Close,
     Connected,
     CreateRoomRecord,
+    DealFound,
     Disconnected,
     DropRoom,
     Effect,
     Event,
     ExpireRoom,
+    FindDeal,
     HelloEvent,
     LogReloaded,
     MovePersisted,
@@ -74,6 +76,7 @@ from server.core.records import (
 )
 from server.fanout import Fanout, LocalFanout
 from server.store.base import Store, StoreUnavailable
+from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
 
 log = logging.getLogger("plot.server")
@@ -108,6 +111,7 @@ class ServerConfig:
     shutdown_retry_ms: int = 3000
     flush_timeout_s: float = 5.0
     core: CoreConfig = field(default_factory=CoreConfig)
+    winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
 
 
 @dataclass
@@ -181,6 +185,8 @@ class RaceServer:
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self._loading: dict[str, asyncio.Lock] = {}
+        self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
+        self._searches: set[asyncio.Task[None]] = set()
 
     # ================================================================ lifecycle
 
@@ -233,6 +239,9 @@ class RaceServer:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        for search in self._searches:
+            search.cancel()  # a room still dealing is stored so: a restarted server searches again
+        self.deal_finder.shutdown()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -465,6 +474,10 @@ class RaceServer:
                 self._room_op(effect.code, "expire", effect.seconds)
             elif isinstance(effect, ReloadLog):
                 self._spawn(self._reload(effect))
+            elif isinstance(effect, FindDeal):
+                search = asyncio.ensure_future(self._find_deal(effect))
+                self._searches.add(search)
+                search.add_done_callback(self._searches.discard)
             elif isinstance(effect, DropRoom):
                 timer = self._timers.pop(effect.code, None)
                 if timer is not None:
@@ -563,6 +576,21 @@ class RaceServer:
                 log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
                 event = MovePersistFailed(effect.code, effect.race, effect.player_id, True, now_ms())
         self._dispatch(event)
+
+    async def _find_deal(self, effect: FindDeal) -> None:
+        """A winnable deal for a room, from the worker process; the event loop only waits for it."""
+        outcome = await self.deal_finder.find()
+        log_event(
+            logging.INFO if outcome.deal is not None else logging.WARNING,
+            "deal_search_finished",
+            room=effect.code,
+            race=effect.race,
+            found=outcome.deal is not None,
+            seconds=round(outcome.seconds, 3),
+            positions=outcome.positions,
+            detail=outcome.detail,
+        )
+        self._dispatch(DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail))
 
     async def _reload(self, effect: ReloadLog) -> None:
         delay = 0.05

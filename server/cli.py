@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.store.base import Store
+from server.winnable import DEFAULT_BUDGET, DEFAULT_TRIES, DEFAULT_WORKERS, WinnableConfig
 
 # Attributes of a LogRecord that are not extra fields.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -82,12 +83,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
     add("--room-ttl", type=float, default=float(_env("PLOT_ROOM_TTL", str(24 * 3600)) or 86400),
         help="seconds finished rooms (logs, results) are kept [PLOT_ROOM_TTL] (86400)")  # fmt: skip
+    add("--winnable-budget", type=int, default=int(_env("PLOT_WINNABLE_BUDGET", str(DEFAULT_BUDGET)) or 0),
+        metavar="POSITIONS", help="winnable-only rooms: the solver's budget per candidate deal "
+        f"[PLOT_WINNABLE_BUDGET] ({DEFAULT_BUDGET})")  # fmt: skip
+    add("--winnable-tries", type=int, default=int(_env("PLOT_WINNABLE_TRIES", str(DEFAULT_TRIES)) or 0),
+        metavar="N", help="winnable-only rooms: candidate deals per search before the host is told none was "
+        f"found [PLOT_WINNABLE_TRIES] ({DEFAULT_TRIES})")  # fmt: skip
+    add("--winnable-workers", type=int, default=int(_env("PLOT_WINNABLE_WORKERS", str(DEFAULT_WORKERS)) or 0),
+        metavar="N", help="worker processes for those searches, started on first use "
+        f"[PLOT_WINNABLE_WORKERS] ({DEFAULT_WORKERS})")  # fmt: skip
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("plot-server: --tls-cert and --tls-key go together")
+    winnable = WinnableConfig(budget=args.winnable_budget, tries=args.winnable_tries, workers=args.winnable_workers)
+    try:
+        winnable.check()
+    except ValueError as exc:
+        raise SystemExit(f"plot-server: {exc} (--winnable-budget, --winnable-tries, --winnable-workers)") from None
     core = CoreConfig(
         countdown_ms=int(args.countdown * 1000),
         grace_ms=int(args.grace * 1000),
@@ -104,6 +119,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         core=core,
+        winnable=winnable,
     )
 
 

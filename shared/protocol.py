@@ -39,6 +39,7 @@ VERSION_MISMATCH: Final = "version_mismatch"  # hello with another protocol vers
 NAME_INVALID: Final = "name_invalid"  # display name empty, too long, or with control characters
 STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: nothing happened, retry later
 SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
+NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved winnable in the server's budget
 INTERNAL: Final = "internal"  # a server bug; nothing happened
 
 ERROR_CODES: Final[tuple[str, ...]] = (
@@ -60,6 +61,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     NAME_INVALID,
     STORE_UNAVAILABLE,
     SERVER_FULL,
+    NO_WINNABLE_DEAL,
     INTERNAL,
 )
 
@@ -74,12 +76,14 @@ MAX_SPECTATOR_DELAY: Final = 3600
 TIME_LIMIT_MIN: Final = 10
 TIME_LIMIT_MAX: Final = 24 * 3600
 
-# Phases of a room.
+# Phases of a room. "dealing": the host started a winnable_only room's race and the server is
+# finding a deal the solver proves winnable; the countdown follows (or, failing that, the lobby).
 LOBBY: Final = "lobby"
+DEALING: Final = "dealing"
 COUNTDOWN: Final = "countdown"
 RACING: Final = "racing"
 RESULTS: Final = "results"
-PHASES: Final = (LOBBY, COUNTDOWN, RACING, RESULTS)
+PHASES: Final = (LOBBY, DEALING, COUNTDOWN, RACING, RESULTS)
 
 # Roles in a room.
 RACER: Final = "racer"
@@ -135,7 +139,9 @@ class RoomOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     private: bool = False  # private rooms are joined by code only, never listed
     time_limit: Annotated[int, msgspec.Meta(ge=TIME_LIMIT_MIN, le=TIME_LIMIT_MAX)] | None = None  # seconds
     bots_allowed: bool = True
-    winnable_only: bool = False  # reserved: deals the solver proves winnable (accepted, not yet applied)
+    # Every race's deal is one the solver proves winnable (a random deal, searched by the server
+    # before the countdown). Excludes ``deal``: a chosen deal is never searched.
+    winnable_only: bool = False
 
 
 class RoomRules(msgspec.Struct, kw_only=True):
@@ -171,6 +177,7 @@ class RoomSummary(msgspec.Struct, kw_only=True):
     leak_proof: bool
     bots_allowed: bool
     time_limit: int | None
+    winnable_only: bool = False
 
 
 class LeaderboardRow(msgspec.Struct, kw_only=True):
@@ -289,7 +296,7 @@ class Room(msgspec.Struct, tag="room", tag_field="type", kw_only=True):
     code: str
     version: int  # grows with every change of the room; a newer snapshot replaces an older one
     host: str  # player id
-    phase: str  # lobby | countdown | racing | results
+    phase: str  # lobby | dealing | countdown | racing | results
     race: int  # race number in this room: 1 for the first, +1 per rematch
     rules: RoomRules
     chosen_deal: bool

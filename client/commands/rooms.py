@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
             notes.append(f"{room.time_limit}s limit")
         if not room.bots_allowed:
             notes.append("no bots")
+        if room.winnable_only:
+            notes.append("winnable only")
         racers = f"{room.racers}/{room.max_racers}"
         host = clean(room.host_name)[:24]
         phase = clean(room.phase)

@@ -34,6 +34,7 @@ from client.widgets.room import LobbyPanel, ResultsPanel, save_records
 from shared.engine import PLAYING, View
 from shared.protocol import (
     COUNTDOWN,
+    DEALING,
     LOBBY,
     RACER,
     RACING,
@@ -210,7 +211,7 @@ class RaceScreen(GameScreen):
             self.refresh_bindings()
         phase = model.phase
         spectator = model.role == SPECTATOR
-        self.set_class(phase in (LOBBY, COUNTDOWN) or phase is None, "-lobby")
+        self.set_class(phase in (LOBBY, DEALING, COUNTDOWN) or phase is None, "-lobby")
         self.set_class(phase == RACING, "-racing")
         self.set_class(phase == RESULTS and model.results is not None, "-results")
         self.set_class(spectator, "-spectator")
@@ -289,7 +290,7 @@ class RaceScreen(GameScreen):
             out.append(f" · {state}", style="dim")
         line.set_class(state != CONNECTED, "-trouble")
         line.update(out)
-        if model.phase in (LOBBY, COUNTDOWN):
+        if model.phase in (LOBBY, DEALING, COUNTDOWN):
             self.query_one(LobbyPanel).refresh()
         boards = model.boards
         if model.phase == RACING and boards is not None and not self.has_class("-boards"):

@@ -16,7 +16,7 @@ from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
 from shared.engine import replay
-from shared.protocol import RACER, SPECTATOR, Results, Room
+from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
 
 
 def rules_text(room: Room) -> Text:
@@ -28,6 +28,8 @@ def rules_text(room: Room) -> Text:
         f"time limit {clock(rules.time_limit * 1000)}" if rules.time_limit else "no time limit",
         "bots welcome" if rules.bots_allowed else "no bots",
     ]
+    if rules.winnable_only:
+        parts.append("winnable deals only")
     if rules.spectator_boards == "after":
         parts.append("spectators see boards after the race")
     else:
@@ -77,6 +79,8 @@ class LobbyPanel(Widget):
         left = model.countdown_left_ms()
         if left is not None:
             out.append(f"\nStarting in {max(left + 999, 0) // 1000}…\n", style="bold magenta")
+        elif room.phase == DEALING:
+            out.append("\nFinding a deal the solver proves winnable… the countdown follows\n", style="bold magenta")
         elif room.phase == "lobby":
             keys = "Enter: ready / not ready"
             if model.is_host:

@@ -106,6 +106,18 @@ class Disconnected:
     now: int
 
 
+@dataclass(frozen=True, slots=True)
+class DealFound:
+    """The answer to FindDeal: a deal the solver proved winnable, or None (``detail`` says why)."""
+
+    code: str
+    race: int
+    search: int
+    deal: int | None
+    now: int
+    detail: str = ""
+
+
 Event = (
     Connected
     | HelloEvent
@@ -119,6 +131,7 @@ Event = (
     | LogReloaded
     | Tick
     | Disconnected
+    | DealFound
 )
 
 # ---------------------------------------------------------------- effects (core -> shell)
@@ -238,6 +251,16 @@ class DropRoom:
 
 
 @dataclass(frozen=True, slots=True)
+class FindDeal:
+    """Find a random deal the solver proves winnable for this room's race (away from the event
+    loop: the search is CPU-bound), then hand the core DealFound with the same ``search``."""
+
+    code: str
+    race: int
+    search: int
+
+
+@dataclass(frozen=True, slots=True)
 class Note:
     """Something worth a structured log line (the core has no logger: it is pure)."""
 
@@ -261,4 +284,5 @@ Effect = (
     | ReloadLog
     | Wake
     | DropRoom
+    | FindDeal
 )

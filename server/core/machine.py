@@ -23,11 +23,13 @@ from server.core.events import (
     ClientEvent,
     Connected,
     CreateRoomRecord,
+    DealFound,
     Disconnected,
     DropRoom,
     Effect,
     Event,
     ExpireRoom,
+    FindDeal,
     HelloEvent,
     LogReloaded,
     MovePersisted,
@@ -185,6 +187,7 @@ class RoomState:
     last_activity_ms: int
     wake_at: int | None = None
     needs_save: bool = False
+    search: int = 0  # the deal search in flight (phase dealing), 0: none
 
     @property
     def leak_proof(self) -> bool:
@@ -239,6 +242,7 @@ def summary_from_record(record: RoomRecord) -> p.RoomSummary:
         leak_proof=record.options.spectator_boards == "after",
         bots_allowed=record.options.bots_allowed,
         time_limit=record.options.time_limit,
+        winnable_only=record.options.winnable_only,
     )
 
 
@@ -252,6 +256,7 @@ class ServerCore:
         self.players: dict[str, PlayerState] = {}
         self.rooms: dict[str, RoomState] = {}
         self._creating: dict[int, int] = {}  # connection -> create attempts (room codes taken)
+        self._searches = 0  # deal searches asked for so far (each FindDeal gets the next number)
         self._out: list[Effect] = []
         self._touched: set[str] = set()
 
@@ -284,6 +289,8 @@ class ServerCore:
             self._log_reloaded(event)
         elif isinstance(event, Disconnected):
             self._disconnected(event)
+        elif isinstance(event, DealFound):
+            self._deal_found(event)
         return self._finish()
 
     def load_room(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> list[Effect]:
@@ -296,6 +303,8 @@ class ServerCore:
             self.rooms[room.code] = room
             self._touched.add(room.code)
             self._note("room_loaded", room=room.code, phase=room.phase, race=room.race_number)
+            if room.phase == p.DEALING:
+                self._find_deal(room)  # the search of the process that stored it is gone: search again
         return self._finish()
 
     def has_room(self, code: str) -> bool:
@@ -524,6 +533,13 @@ class ServerCore:
         if conn in self._creating:
             self._error(conn, p.WRONG_PHASE, "a room is being created for you already", "create_room")
             return
+        if options.winnable_only and options.deal is not None:
+            why = (
+                "field 'options.deal' of create_room: a winnable_only room deals random deals the solver "
+                "proves winnable, never a chosen one (leave out deal or winnable_only)"
+            )
+            self._error(conn, p.BAD_FIELD, why, "create_room")
+            return
         if len(self.rooms) + len(self._creating) >= self.config.max_rooms:
             self._error(conn, p.SERVER_FULL, "the server has as many rooms as it may: try again later", "create_room")
             return
@@ -608,7 +624,9 @@ class ServerCore:
             return
         if msg.role == p.RACER:
             if room.phase not in (p.LOBBY, p.RESULTS):
-                self._error(conn, p.WRONG_PHASE, "the race is under way: join as a spectator", "join")
+                soon = room.phase in (p.DEALING, p.COUNTDOWN)
+                why = "the race is about to start" if soon else "the race is under way"
+                self._error(conn, p.WRONG_PHASE, f"{why}: join as a spectator", "join")
                 return
             if player.bot and not room.options.bots_allowed:
                 self._error(conn, p.BOTS_NOT_ALLOWED, "this room does not let bots race", "join")
@@ -631,6 +649,8 @@ class ServerCore:
         else:
             member.role = msg.role
             member.ready = False
+            if room.phase == p.DEALING and not room.racer_ids():
+                self._cancel_search(room)
         self._changed(room)
         self._snapshot(conn, room, pid, now)
 
@@ -649,6 +669,8 @@ class ServerCore:
                     self._cancel_countdown(room)
             elif room.phase == p.RACING:
                 self._system_entry(room, race.racers[pid], RESIGN, now)
+        if room.phase == p.DEALING and not room.racer_ids():
+            self._cancel_search(room)
         if room.host == pid:
             self._pass_host(room)
         if not room.members:
@@ -712,6 +734,10 @@ class ServerCore:
         if room.phase != p.RESULTS:
             self._error(conn, p.WRONG_PHASE, "a rematch follows a finished race", "rematch")
             return
+        if deal is not None and room.options.winnable_only:
+            why = "field 'deal' of rematch: this room deals only deals the solver proves winnable, never a chosen one"
+            self._error(conn, p.BAD_FIELD, why, "rematch")
+            return
         room.phase = p.LOBBY
         room.race = None
         room.race_number += 1
@@ -727,6 +753,9 @@ class ServerCore:
         if room.host != pid:
             self._error(conn, p.NOT_HOST, "only the host may start the race", "start")
             return
+        if room.phase == p.DEALING:
+            self._error(conn, p.WRONG_PHASE, "already starting: the server is finding a winnable deal", "start")
+            return
         if room.phase != p.LOBBY:
             self._error(conn, p.WRONG_PHASE, f"start is for the lobby; the room is in {room.phase}", "start")
             return
@@ -738,8 +767,55 @@ class ServerCore:
         if waiting:
             self._error(conn, p.NOT_READY, "not ready yet: " + ", ".join(waiting), "start")
             return
+        if room.options.winnable_only and room.pending_deal is None:
+            # The deal comes from a solver search that the shell runs away from the event loop:
+            # the countdown starts when it is found (DealFound). The racers are fixed meanwhile.
+            room.phase = p.DEALING
+            self._find_deal(room)
+            self._note("deal_search", room=room.code, race=room.race_number, search=room.search, racers=len(racers))
+            self._changed(room)
+            return
         chosen = room.pending_deal is not None
         deal = room.pending_deal if room.pending_deal is not None else self.entropy.deal()
+        self._countdown(room, deal, chosen, now)
+
+    def _find_deal(self, room: RoomState) -> None:
+        self._searches += 1
+        room.search = self._searches
+        self._out.append(FindDeal(room.code, room.race_number, room.search))
+
+    def _cancel_search(self, room: RoomState) -> None:
+        """Back to the lobby from dealing (the host ended it, or no racer is left); a late answer is ignored."""
+        self._note("deal_search_cancelled", room=room.code, race=room.race_number, search=room.search)
+        room.search = 0
+        room.phase = p.LOBBY
+
+    def _deal_found(self, ev: DealFound) -> None:
+        room = self.rooms.get(ev.code)
+        if room is None or room.phase != p.DEALING or room.search != ev.search or room.race_number != ev.race:
+            self._note("deal_search_stale", room=ev.code, race=ev.race, search=ev.search)
+            return
+        self._touched.add(room.code)
+        room.search = 0
+        room.last_activity_ms = ev.now
+        if ev.deal is None or not room.racer_ids():
+            room.phase = p.LOBBY
+            self._note("deal_search_failed", room=room.code, race=ev.race, detail=ev.detail)
+            self._changed(room)
+            if ev.deal is None:
+                # Never a deal that was not proved winnable: the room promised that. Readiness is kept,
+                # so the host can simply start again.
+                why = "no deal was proved winnable within the server's budget"
+                why += f" ({ev.detail})" if ev.detail else ""
+                why += ": the room is back in the lobby; the host may start again"
+                self._send(room.member_ids(), p.Error(code=p.NO_WINNABLE_DEAL, message=why, ref="start"))
+            return
+        self._note("deal_search_done", room=room.code, race=ev.race, search=ev.search)
+        self._countdown(room, ev.deal, False, ev.now)
+
+    def _countdown(self, room: RoomState, deal: int, chosen: bool, now: int) -> None:
+        """Fix the race (deal, salt, commitment, racers) and start its countdown."""
+        racers = [room.members[r] for r in room.racer_ids()]
         salt = self.entropy.salt()
         starts_at = now + self.config.countdown_ms
         limit = room.options.time_limit
@@ -804,6 +880,9 @@ class ServerCore:
             return
         if room.phase == p.COUNTDOWN:
             self._cancel_countdown(room)
+            self._changed(room)
+        elif room.phase == p.DEALING:
+            self._cancel_search(room)
             self._changed(room)
         elif room.phase == p.RACING:
             self._end_race(room, now, "host")
