@@ -108,9 +108,12 @@ class DealFinder:
                 )
             found = await asyncio.wrap_future(future)
         except BrokenProcessPool:
-            self._pool = None  # a worker died (killed, out of memory): the next search starts a new pool
+            # A worker died (killed, out of memory): drop the pool; the next search starts a new one.
+            broken, self._pool = self._pool, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
             return SearchOutcome(None, time.monotonic() - started, detail="the solver's worker process died")
-        except (RuntimeError, OSError, ValueError) as exc:  # shut down meanwhile, cannot start a process, bad source
+        except Exception as exc:  # shut down meanwhile, no process could start, a source that fails or won't pickle
             return SearchOutcome(None, time.monotonic() - started, detail=f"the search failed: {exc}")
         seconds = time.monotonic() - started
         if found is None:

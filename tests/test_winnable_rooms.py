@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_room_core import Shell, lobby, pid
 from test_server_e2e import Client, fast_config, latest, make_room, play, running_server, start_race, url, view_game
-from winnable_sources import gated_random_deal
+from winnable_sources import dies_once, gated_random_deal
 
 from server.core import ServerCore
 from server.core.events import DealFound, FindDeal
@@ -335,6 +335,18 @@ async def test_deal_finder_outside_the_server() -> None:
     assert (await finder.find()).deal is None  # after shutdown: a clear no, never a hang
     with pytest.raises(ValueError, match="at least 1"):
         DealFinder(WinnableConfig(budget=0))
+
+
+async def test_a_dead_worker_is_a_clear_failure_and_the_next_search_works(tmp_path: Path) -> None:
+    finder = DealFinder(WinnableConfig(tries=1, seed_source=functools.partial(dies_once, str(tmp_path / "died"))))
+    try:
+        failed = await finder.find()
+        assert failed.deal is None and "worker process died" in failed.detail
+        assert not finder.started  # the broken pool is gone ...
+        again = await finder.find()
+        assert again.deal == 4242  # ... and the next search has a new one
+    finally:
+        finder.shutdown()
 
 
 # ====================================================================== hints: practice only

@@ -23,3 +23,11 @@ def gated_random_deal(gate: str) -> int:
             raise TimeoutError("the test never opened the gate")
         time.sleep(0.01)
     return random_deal()
+
+
+def dies_once(marker: str) -> int:
+    """The first call kills its worker process (as the kernel's OOM killer would); later ones give deal 4242."""
+    if not os.path.exists(marker):
+        Path(marker).write_text("died")
+        os._exit(3)
+    return 4242
