@@ -150,8 +150,9 @@ def _distributions(groups: list[list[int]], bottoms: list[int]) -> list[list[Pai
 class _Tab:
     """An interned canonical tableau with the outcomes of each operation memoised.
 
-    The table is shared by every solve in the process (tableaux recur across deals); it is
-    cleared when it grows past ``_TAB_LIMIT``.
+    The table is shared by the solves of a process (tableaux recur across deals): a solve
+    starts by clearing it if it holds more than ``_TAB_KEEP`` (memory stays about 100 MB in a
+    long-lived worker), and a huge search clears it when it reaches ``_TAB_LIMIT``.
     """
 
     __slots__ = ("cards", "ident", "memo", "no_bottom_12", "pairs", "spaces", "tops")
@@ -183,7 +184,8 @@ class _Tab:
         return got
 
 
-_TAB_LIMIT: Final = 400_000
+_TAB_KEEP: Final = 50_000
+_TAB_LIMIT: Final = 1_000_000
 _TABS: dict[Pairs, _Tab] = {}
 
 
@@ -901,6 +903,8 @@ def solve(
     if game.status in (BLOCKED, RESIGNED):
         return SolveResult(UNWINNABLE, [], 0, elapsed())
     assert game.status == PLAYING
+    if len(_TABS) > _TAB_KEEP:
+        _TABS.clear()
     state, seq, reserve, concrete = _position(game)
     deadline = started + max_seconds if max_seconds is not None else None
     search = _Search(seq, reserve, max_positions, clock, deadline)
