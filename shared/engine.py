@@ -9,7 +9,8 @@ and the move text cross the API.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 import msgspec
@@ -402,12 +403,14 @@ class Game:
         """SPEC section 4, exactly: the stock is empty and no sequence of legal moves can
         put another card on a foundation.
 
-        Why this search is small: a tableau pile is a run down by one, so a buried card of
-        a needed rank ``n`` has ``n-1`` on it, which can leave only onto a top of rank ``n``
-        (a tableau card never fills a space): that top would already be playable. So the
-        only way to progress is to dig the waste down to its highest card of a needed rank,
-        placing every card above it on the tableau. A pile is fully described by its top
-        rank and length (suits never matter), which keeps the memo of positions tiny.
+        Why this reduces to digging the waste: a tableau pile is a run down by one, so a
+        buried card of a needed rank ``n`` has ``n-1`` on it, which can leave only onto a top
+        of rank ``n`` (a tableau card never fills a space): that top would already be
+        playable. Moves between tableau piles never bring up a rank that was not on top
+        somewhere, and the reserve's top only goes to a foundation. So the only way to
+        progress is to dig the waste down to its highest card of a needed rank, placing
+        every card above it on the tableau: :class:`_Dig` decides whether that can be done
+        (suits never matter; a pile is its top and bottom rank).
         """
         if self.stock or self.status == WON:
             return False
@@ -433,8 +436,13 @@ class Game:
             return True
         if dig_to == len(waste) - 1:
             return False
-        to_place = [rank(card) for card in reversed(waste[dig_to + 1 :])]
-        return not _can_place_all(to_place, piles, self.base, self.restricted)
+        base = self.base
+        to_place = [
+            _BASE_CARD if (r := rank(card)) == base else _level(r, base) for card in reversed(waste[dig_to + 1 :])
+        ]
+        movable = [(_level(top, base), _level(top, base) + length - 1) for top, length in piles if top != base]
+        spaces = TABLEAU_SIZE - len(piles)
+        return not _Dig(to_place, self.restricted).run(movable, spaces)
 
     # ---------------------------------------------------------------- views
 
@@ -494,55 +502,248 @@ class Game:
         return clone
 
 
-def _can_place_all(to_place: Sequence[int], piles: list[tuple[int, int]], base: int, restricted: bool) -> bool:
-    """Can the waste ranks ``to_place`` (in order) all go onto the tableau?
+# ---------------------------------------------------------------- the dig search (blocked check)
+#
+# Ranks become *levels*: the rank after the base rank is level 0, the rank before it level 11,
+# so "r goes onto r+1" is "level p goes onto level p+1" and a run never wraps (a base-rank
+# card is never built on, nor onto anything). A tableau pile is a run [top..bottom] of
+# levels; a base-rank card lies alone and never moves again in the dig (it is "frozen").
+#
+# Moving a top card between tableau piles either *swaps* (pile A=[t..a], a>t, gives its top
+# onto pile B=[t+1..b]: now [t+1..a] and [t..b]: the tops stay, the bottoms trade places) or
+# *merges* (a lone card [x..x] goes onto a top x+1: one pile fewer, a new space). Swaps are
+# reversible, and within a *group* (tops on every level of an interval, maximal) any pairing
+# of the group's tops with its bottoms (each bottom at or below... i.e. level >= its top) can
+# be reached by swaps. So a tableau is, up to swaps, a set of groups, each a multiset of tops
+# and one of bottoms, and a merge of bottom x needs a top x+1 in the same group. The search
+# runs over these canonical states, which are far fewer than the piles themselves.
+#
+# Two rules cut the search, each proved in docs/engine.md: unrestricted, a waste card goes
+# into a space when there is one (it could still be moved onto a top at once, so nothing is
+# lost); and merges are made only when a card needs room (a new card never disables a merge).
+# Unrestricted, every state is first checked against a relaxation that ignores which group a
+# card is in (only whether its group can ever reach the level it needs): if even that cannot
+# keep the piles within twelve, the state fails.
 
-    ``piles`` holds (top rank, length) of each non-empty tableau pile; the rest of the
-    twelve are spaces. Tableau-to-tableau moves are searched too, since emptying a pile
-    makes a space. None of these ranks is needed by a foundation (the caller checked).
-    """
-    goal = len(to_place)
-    seen: set[tuple[int, tuple[tuple[int, int], ...]]] = set()
-    stack: list[tuple[int, tuple[tuple[int, int], ...]]] = [(0, tuple(sorted(piles)))]
-    while stack:
-        placed, config = stack.pop()
-        if placed == goal:
-            return True
-        key = (placed, config)
-        if key in seen:
+_BASE_CARD: Final = -1  # a base-rank card in the sequence to place
+
+_Group = tuple[tuple[int, ...], tuple[int, ...]]  # (tops, bottoms), both sorted
+_Groups = tuple[_Group, ...]
+
+
+def _level(r: int, base: int) -> int:
+    return (r - base - 1) % 13
+
+
+def _pairable(tops: Sequence[int], bottoms: Sequence[int]) -> bool:
+    """Can these tops and bottoms (both sorted) be paired into piles, each bottom >= its top?"""
+    return all(t <= b for t, b in zip(tops, bottoms, strict=True))
+
+
+def _without(values: tuple[int, ...], value: int) -> tuple[int, ...]:
+    i = values.index(value)
+    return values[:i] + values[i + 1 :]
+
+
+def _join(groups: Iterable[_Group]) -> _Groups:
+    """Canonical form: groups whose top levels touch are one group; sorted by lowest top."""
+    joined: list[_Group] = []
+    for tops, bottoms in sorted(groups):
+        if joined and tops[0] <= joined[-1][0][-1] + 1:
+            prev_tops, prev_bottoms = joined[-1]
+            joined[-1] = (tuple(sorted(prev_tops + tops)), tuple(sorted(prev_bottoms + bottoms)))
+        else:
+            joined.append((tops, bottoms))
+    return tuple(joined)
+
+
+def _split(
+    others: _Groups, lower: tuple[int, ...], upper: tuple[int, ...], pool: tuple[int, ...], moved: _Group
+) -> Iterator[_Groups]:
+    """A group loses its last top at some level: it falls into the tops below (``lower``, plus
+    the pile ``moved`` whose top just went down) and above (``upper``). The remaining bottoms
+    ``pool`` go to either side in every way a pairing allows, smallest bottoms upward first."""
+    seen: set[tuple[int, ...]] = set()
+    for chosen in itertools.combinations(range(len(pool)), len(upper)):
+        upper_bottoms = tuple(pool[i] for i in chosen)
+        if upper_bottoms in seen or not _pairable(upper, upper_bottoms):
             continue
-        seen.add(key)
-        spaces = TABLEAU_SIZE - len(config)
-        r = to_place[placed]
-        target = r % 13 + 1
-        # Place the next waste card onto a pile or into a space.
-        if r != base and target != base:
-            for i, (top, length) in enumerate(config):
-                if top == target:
-                    nxt = list(config)
-                    nxt[i] = (r, length + 1)
-                    stack.append((placed + 1, tuple(sorted(nxt))))
-                    break  # piles with the same top are interchangeable for this
-        if spaces and (r == base or not restricted):
-            stack.append((placed + 1, tuple(sorted((*config, (r, 1))))))
-        # Tableau to tableau: only ever useful to empty a pile (tops are preserved otherwise),
-        # but lengths change which piles can be emptied, so search them all.
-        for i, (top, length) in enumerate(config):
-            if top == base:
+        seen.add(upper_bottoms)
+        rest = [pool[i] for i in range(len(pool)) if i not in chosen]
+        if not _pairable(lower, rest):
+            continue
+        low_tops = tuple(sorted(lower + moved[0]))
+        low_bottoms = tuple(sorted(rest + list(moved[1])))
+        yield _join((*others, (low_tops, low_bottoms), (upper, upper_bottoms)))
+
+
+def _onto_top(groups: _Groups, p: int) -> Iterator[_Groups]:
+    """Every outcome of placing a level-``p`` card onto a top ``p+1``."""
+    z = p + 1
+    index = next((i for i, (tops, _) in enumerate(groups) if z in tops), None)
+    if index is None:
+        return
+    tops, bottoms = groups[index]
+    others = groups[:index] + groups[index + 1 :]
+    rest = _without(tops, z)
+    if z in rest or not rest or rest[-1] < z:
+        yield _join((*others, (tuple(sorted((*rest, p))), bottoms)))
+        return
+    upper = tuple(t for t in rest if t > z)
+    lower = tuple(t for t in rest if t < z)
+    for bottom in sorted(set(bottoms)):
+        if bottom >= z:  # the pile [z..bottom] takes the card and becomes [p..bottom]
+            yield from _split(others, lower, upper, _without(bottoms, bottom), ((p,), (bottom,)))
+
+
+def _merges(groups: _Groups) -> Iterator[_Groups]:
+    """Every outcome of one merge: a lone card [x..x] (after swaps) onto a top x+1 of its group."""
+    for index, (tops, bottoms) in enumerate(groups):
+        others = groups[:index] + groups[index + 1 :]
+        for x in sorted(set(bottoms)):
+            z = x + 1
+            if z not in tops:
                 continue
-            onto = top % 13 + 1
-            if onto == base:
+            after = _without(tops, z)
+            if z in after or after[-1] < z:
+                yield _join((*others, (after, _without(bottoms, x))))
                 continue
-            for j, (other_top, other_length) in enumerate(config):
-                if j != i and other_top == onto:
-                    nxt = list(config)
-                    nxt[j] = (top, other_length + 1)
-                    if length > 1:
-                        nxt[i] = (onto, length - 1)
-                    else:
-                        del nxt[i]
-                    stack.append((placed, tuple(sorted(nxt))))
-    return False
+            rest = _without(after, x)
+            upper = tuple(t for t in rest if t > z)
+            lower = tuple(t for t in rest if t < z)
+            pool = _without(bottoms, x)
+            for bottom in sorted(set(pool)):
+                if bottom >= z:  # the pile [z..bottom] takes the lone x: [x..bottom]
+                    yield from _split(others, lower, upper, _without(pool, bottom), ((x,), (bottom,)))
+
+
+class _Dig:
+    """Can every card of ``to_place`` (levels, in the order they come off the waste) be put on
+    the tableau? ``piles`` are the (top, bottom) levels of the movable tableau piles."""
+
+    __slots__ = ("arrived", "base_left", "failed", "first_arrival", "restricted", "to_place")
+
+    def __init__(self, to_place: list[int], restricted: bool) -> None:
+        self.to_place = to_place
+        self.restricted = restricted
+        count = len(to_place)
+        self.base_left = [0] * (count + 1)
+        for k in range(count - 1, -1, -1):
+            self.base_left[k] = self.base_left[k + 1] + (to_place[k] == _BASE_CARD)
+        # arrived[j][x]: cards of level x among to_place[:j] (x = 12: base-rank cards).
+        self.arrived = [[0] * 13]
+        for p in to_place:
+            row = list(self.arrived[-1])
+            row[12 if p == _BASE_CARD else p] += 1
+            self.arrived.append(row)
+        # first_arrival[k][y]: the first index >= k placing a level-y card (len if none).
+        self.first_arrival = [[count] * 12 for _ in range(count + 1)]
+        for k in range(count - 1, -1, -1):
+            row = list(self.first_arrival[k + 1])
+            if to_place[k] != _BASE_CARD:
+                row[to_place[k]] = k
+            self.first_arrival[k] = row
+        self.failed: set[tuple[int, _Groups, int]] = set()
+
+    def run(self, piles: Sequence[tuple[int, int]], spaces: int) -> bool:
+        return self._search(0, _join(((top,), (bottom,)) for top, bottom in piles), spaces)
+
+    def _search(self, k: int, groups: _Groups, spaces: int) -> bool:
+        if k == len(self.to_place):
+            return True
+        key = (k, groups, spaces)
+        if key in self.failed:
+            return False
+        if self._succeeds(k, groups, spaces):
+            return True
+        self.failed.add(key)
+        return False
+
+    def _succeeds(self, k: int, groups: _Groups, spaces: int) -> bool:
+        p = self.to_place[k]
+        restricted = self.restricted
+        if not restricted and not self._relaxed_ok(k, groups, spaces):
+            return False
+        if p == _BASE_CARD:
+            if spaces:  # only a space takes it; merging first gains nothing, merges stay possible
+                return self._search(k + 1, groups, spaces - 1)
+        elif not restricted and spaces:  # a space is never worse than a top (see above)
+            return self._search(k + 1, _join((*groups, ((p,), (p,)))), spaces - 1)
+        elif p < 11:
+            tried: set[_Groups] = set()
+            for nxt in _onto_top(groups, p):
+                if nxt not in tried:
+                    tried.add(nxt)
+                    if self._search(k + 1, nxt, spaces):
+                        return True
+        # Make room: one merge, then this card again. Restricted, room serves only base-rank
+        # cards, and merges cost tops, so merge only while spaces are short of them.
+        if restricted and spaces >= self.base_left[k]:
+            return False
+        tried = set()
+        for nxt in _merges(groups):
+            if nxt not in tried:
+                tried.add(nxt)
+                if self._search(k, nxt, spaces + 1):
+                    return True
+        return False
+
+    def _relaxed_ok(self, k: int, groups: _Groups, spaces: int) -> bool:
+        """A necessary condition (unrestricted): could the piles stay within the twelve places
+        if any bottom x could join any top x+1, as soon as its group could reach level x+1?
+
+        Tops only appear where cards arrive, so a bottom whose group stops below x+1 waits
+        for an arrival on every empty level in between. Links on each boundary x|x+1 are then
+        at most min(bottoms of level x, tops of level x+1), everything counted as it arrives.
+        """
+        tops_at = [0] * 13
+        for tops, _ in groups:
+            for t in tops:
+                tops_at[t] += 1
+        count = len(self.to_place)
+        first = self.first_arrival[k]
+        waiting: list[tuple[int, int]] = []  # (index from which a bottom can link, its level)
+        bottoms_at = [0] * 12
+        for tops, bottoms in groups:
+            reach = tops[-1]
+            for x in bottoms:
+                if x + 1 <= reach:
+                    bottoms_at[x] += 1
+                elif x < 11:
+                    when = k
+                    for y in range(reach + 1, x + 2):
+                        if not tops_at[y] and first[y] > when:
+                            when = first[y]
+                    if when < count:
+                        waiting.append((when, x))
+        waiting.sort(reverse=True)
+        piles = sum(len(tops) for tops, _ in groups)
+        room = piles + spaces
+        # term[x]: links possible on the boundary x|x+1.
+        term = [min(bottoms_at[x], tops_at[x + 1]) for x in range(11)] + [0]
+        links = sum(term)
+        for j in range(k, count):
+            p = self.to_place[j]
+            if p == _BASE_CARD:
+                room -= 1
+            else:
+                piles += 1
+                bottoms_at[p] += 1
+                tops_at[p] += 1
+                for x in (p - 1, p) if p else (p,):
+                    if x < 11:
+                        new = min(bottoms_at[x], tops_at[x + 1])
+                        links += new - term[x]
+                        term[x] = new
+                while waiting and waiting[-1][0] <= j:
+                    x = waiting.pop()[1]
+                    bottoms_at[x] += 1
+                    new = min(bottoms_at[x], tops_at[x + 1])
+                    links += new - term[x]
+                    term[x] = new
+            if piles - links > room:
+                return False
+        return True
 
 
 class ReplayResult(msgspec.Struct, kw_only=True):
