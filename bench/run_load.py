@@ -77,11 +77,15 @@ def pinned(cmd: list[str], core: int | None) -> list[str]:
 
 
 def raise_fd_limit() -> None:
-    """Lets a process hold 10,000+ sockets (runs in the children, before exec)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else 1_048_576
+    """Lets a process hold tens of thousands of sockets (runs in the children, before exec):
+    the soft limit up to the hard one, and both to 200,000 where allowed (root)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    wanted = 200_000
     with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(target, 1_048_576)), hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, max(hard, wanted)))
+        return
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def loadavg() -> list[float]:
