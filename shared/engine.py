@@ -9,7 +9,6 @@ and the move text cross the API.
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
@@ -512,18 +511,19 @@ class Game:
 # Moving a top card between tableau piles either *swaps* (pile A=[t..a], a>t, gives its top
 # onto pile B=[t+1..b]: now [t+1..a] and [t..b]: the tops stay, the bottoms trade places) or
 # *merges* (a lone card [x..x] goes onto a top x+1: one pile fewer, a new space). Swaps are
-# reversible, and within a *group* (tops on every level of an interval, maximal) any pairing
-# of the group's tops with its bottoms (each bottom at or below... i.e. level >= its top) can
-# be reached by swaps. So a tableau is, up to swaps, a set of groups, each a multiset of tops
-# and one of bottoms, and a merge of bottom x needs a top x+1 in the same group. The search
-# runs over these canonical states, which are far fewer than the piles themselves.
+# reversible, and within a *group* (a maximal interval of levels each holding a top) every
+# pairing of the group's tops with its bottoms (bottom level >= top level) is reachable by
+# swaps. So up to swaps a tableau is a set of groups, each a multiset of tops and one of
+# bottoms, and a bottom x can merge when its group has a top x+1. The search runs over these
+# canonical states, far fewer than the piles themselves.
 #
-# Two rules cut the search, each proved in docs/engine.md: unrestricted, a waste card goes
-# into a space when there is one (it could still be moved onto a top at once, so nothing is
-# lost); and merges are made only when a card needs room (a new card never disables a merge).
-# Unrestricted, every state is first checked against a relaxation that ignores which group a
-# card is in (only whether its group can ever reach the level it needs): if even that cannot
-# keep the piles within twelve, the state fails.
+# Cuts, each proved in docs/engine.md ("The blocked check"): unrestricted, a waste card goes
+# into a space when there is one (it could still go onto a top at once: nothing is lost);
+# unrestricted, merges wait until a card needs room (filling a space never disables one);
+# restricted, merges only while spaces are short of the base-rank cards still to come (a
+# space serves nothing else then, and a merge costs a top). Before an unrestricted choice,
+# the state must pass a relaxation (any bottom x may join any top x+1 once its group can
+# reach that level): if even that overflows the twelve places, the state fails.
 
 _BASE_CARD: Final = -1  # a base-rank card in the sequence to place
 
@@ -557,24 +557,53 @@ def _join(groups: Iterable[_Group]) -> _Groups:
     return tuple(joined)
 
 
+def _upper_choices(pool: tuple[int, ...], upper: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    """Every multiset of ``len(upper)`` bottoms from ``pool`` (sorted) that pairs with ``upper``,
+    smallest first."""
+    counts: list[tuple[int, int]] = []
+    for value in pool:
+        if counts and counts[-1][0] == value:
+            counts[-1] = (value, counts[-1][1] + 1)
+        else:
+            counts.append((value, 1))
+    need = len(upper)
+    chosen: list[int] = []
+
+    def pick(i: int) -> Iterator[tuple[int, ...]]:
+        if len(chosen) == need:
+            yield tuple(chosen)
+            return
+        if i == len(counts):
+            return
+        value, available = counts[i]
+        # chosen stays sorted, so copies of value land at the next positions: each must reach
+        # upper's top there. Taking as many small ones as possible comes first.
+        most = 0
+        while most < available and len(chosen) + most < need and value >= upper[len(chosen) + most]:
+            most += 1
+        for take in range(most, -1, -1):
+            chosen.extend([value] * take)
+            yield from pick(i + 1)
+            del chosen[len(chosen) - take :]
+
+    yield from pick(0)
+
+
 def _split(
-    others: _Groups, lower: tuple[int, ...], upper: tuple[int, ...], pool: tuple[int, ...], moved: _Group
+    others: _Groups, lower: tuple[int, ...], upper: tuple[int, ...], pool: tuple[int, ...], z: int
 ) -> Iterator[_Groups]:
-    """A group loses its last top at some level: it falls into the tops below (``lower``, plus
-    the pile ``moved`` whose top just went down) and above (``upper``). The remaining bottoms
-    ``pool`` go to either side in every way a pairing allows, smallest bottoms upward first."""
-    seen: set[tuple[int, ...]] = set()
-    for chosen in itertools.combinations(range(len(pool)), len(upper)):
-        upper_bottoms = tuple(pool[i] for i in chosen)
-        if upper_bottoms in seen or not _pairable(upper, upper_bottoms):
-            continue
-        seen.add(upper_bottoms)
-        rest = [pool[i] for i in range(len(pool)) if i not in chosen]
-        if not _pairable(lower, rest):
-            continue
-        low_tops = tuple(sorted(lower + moved[0]))
-        low_bottoms = tuple(sorted(rest + list(moved[1])))
-        yield _join((*others, (low_tops, low_bottoms), (upper, upper_bottoms)))
+    """A group's last top on level ``z`` goes down to ``z-1`` (a card went onto it): the group
+    falls apart into the tops below (``lower``, plus the new ``z-1``) and above (``upper``).
+    The bottoms ``pool`` go to either side in every way a pairing before the move allows
+    (the pile that had top ``z`` keeps its bottom, at least ``z``), smallest bottoms upward first."""
+    lower_before = tuple(sorted((*lower, z)))
+    lower_after = tuple(sorted((*lower, z - 1)))
+    for upper_bottoms in _upper_choices(pool, upper):
+        rest = list(pool)
+        for value in upper_bottoms:
+            rest.remove(value)
+        if _pairable(lower_before, rest):
+            yield _join((*others, (lower_after, tuple(rest)), (upper, upper_bottoms)))
 
 
 def _onto_top(groups: _Groups, p: int) -> Iterator[_Groups]:
@@ -591,9 +620,7 @@ def _onto_top(groups: _Groups, p: int) -> Iterator[_Groups]:
         return
     upper = tuple(t for t in rest if t > z)
     lower = tuple(t for t in rest if t < z)
-    for bottom in sorted(set(bottoms)):
-        if bottom >= z:  # the pile [z..bottom] takes the card and becomes [p..bottom]
-            yield from _split(others, lower, upper, _without(bottoms, bottom), ((p,), (bottom,)))
+    yield from _split(others, lower, upper, bottoms, z)
 
 
 def _merges(groups: _Groups) -> Iterator[_Groups]:
@@ -608,20 +635,18 @@ def _merges(groups: _Groups) -> Iterator[_Groups]:
             if z in after or after[-1] < z:
                 yield _join((*others, (after, _without(bottoms, x))))
                 continue
+            # The lone x leaves the lower tops; the pile it joins has top z and becomes [x..].
             rest = _without(after, x)
             upper = tuple(t for t in rest if t > z)
             lower = tuple(t for t in rest if t < z)
-            pool = _without(bottoms, x)
-            for bottom in sorted(set(pool)):
-                if bottom >= z:  # the pile [z..bottom] takes the lone x: [x..bottom]
-                    yield from _split(others, lower, upper, _without(pool, bottom), ((x,), (bottom,)))
+            yield from _split(others, lower, upper, _without(bottoms, x), z)
 
 
 class _Dig:
     """Can every card of ``to_place`` (levels, in the order they come off the waste) be put on
     the tableau? ``piles`` are the (top, bottom) levels of the movable tableau piles."""
 
-    __slots__ = ("arrived", "base_left", "failed", "first_arrival", "restricted", "to_place")
+    __slots__ = ("base_left", "failed", "first_arrival", "restricted", "to_place")
 
     def __init__(self, to_place: list[int], restricted: bool) -> None:
         self.to_place = to_place
@@ -630,12 +655,6 @@ class _Dig:
         self.base_left = [0] * (count + 1)
         for k in range(count - 1, -1, -1):
             self.base_left[k] = self.base_left[k + 1] + (to_place[k] == _BASE_CARD)
-        # arrived[j][x]: cards of level x among to_place[:j] (x = 12: base-rank cards).
-        self.arrived = [[0] * 13]
-        for p in to_place:
-            row = list(self.arrived[-1])
-            row[12 if p == _BASE_CARD else p] += 1
-            self.arrived.append(row)
         # first_arrival[k][y]: the first index >= k placing a level-y card (len if none).
         self.first_arrival = [[count] * 12 for _ in range(count + 1)]
         for k in range(count - 1, -1, -1):
@@ -646,7 +665,10 @@ class _Dig:
         self.failed: set[tuple[int, _Groups, int]] = set()
 
     def run(self, piles: Sequence[tuple[int, int]], spaces: int) -> bool:
-        return self._search(0, _join(((top,), (bottom,)) for top, bottom in piles), spaces)
+        groups = _join(((top,), (bottom,)) for top, bottom in piles)
+        if not self.restricted and self._slack(0, groups, spaces) < 0:
+            return False
+        return self._search(0, groups, spaces)
 
     def _search(self, k: int, groups: _Groups, spaces: int) -> bool:
         if k == len(self.to_place):
@@ -662,35 +684,39 @@ class _Dig:
     def _succeeds(self, k: int, groups: _Groups, spaces: int) -> bool:
         p = self.to_place[k]
         restricted = self.restricted
-        if not restricted and not self._relaxed_ok(k, groups, spaces):
-            return False
         if p == _BASE_CARD:
             if spaces:  # only a space takes it; merging first gains nothing, merges stay possible
                 return self._search(k + 1, groups, spaces - 1)
         elif not restricted and spaces:  # a space is never worse than a top (see above)
             return self._search(k + 1, _join((*groups, ((p,), (p,)))), spaces - 1)
-        elif p < 11:
-            tried: set[_Groups] = set()
-            for nxt in _onto_top(groups, p):
-                if nxt not in tried:
-                    tried.add(nxt)
-                    if self._search(k + 1, nxt, spaces):
-                        return True
+        options: list[tuple[int, _Groups, int]] = []  # (index, groups, spaces) to try
+        if p != _BASE_CARD and p < 11:
+            options.extend((k + 1, nxt, spaces) for nxt in _onto_top(groups, p))
         # Make room: one merge, then this card again. Restricted, room serves only base-rank
         # cards, and merges cost tops, so merge only while spaces are short of them.
-        if restricted and spaces >= self.base_left[k]:
-            return False
-        tried = set()
-        for nxt in _merges(groups):
-            if nxt not in tried:
-                tried.add(nxt)
-                if self._search(k, nxt, spaces + 1):
-                    return True
-        return False
+        if not restricted or spaces < self.base_left[k]:
+            options.extend((k, nxt, spaces + 1) for nxt in _merges(groups))
+        if not restricted:
+            # Try the options the relaxation likes best first; drop those it rules out.
+            ranked = []
+            for option in set(options):
+                if option in self.failed:
+                    continue
+                slack = self._slack(*option)
+                if slack >= 0:
+                    ranked.append((-slack, option))
+                else:
+                    self.failed.add(option)
+            ranked.sort()
+            options = [option for _, option in ranked]
+        else:
+            options = list(dict.fromkeys(options))
+        return any(self._search(*option) for option in options)
 
-    def _relaxed_ok(self, k: int, groups: _Groups, spaces: int) -> bool:
+    def _slack(self, k: int, groups: _Groups, spaces: int) -> int:
         """A necessary condition (unrestricted): could the piles stay within the twelve places
         if any bottom x could join any top x+1, as soon as its group could reach level x+1?
+        Returns the smallest margin over the cards to come (negative: no, the state fails).
 
         Tops only appear where cards arrive, so a bottom whose group stops below x+1 waits
         for an arrival on every empty level in between. Links on each boundary x|x+1 are then
@@ -722,6 +748,7 @@ class _Dig:
         # term[x]: links possible on the boundary x|x+1.
         term = [min(bottoms_at[x], tops_at[x + 1]) for x in range(11)] + [0]
         links = sum(term)
+        slack = room - piles + links
         for j in range(k, count):
             p = self.to_place[j]
             if p == _BASE_CARD:
@@ -741,9 +768,12 @@ class _Dig:
                     new = min(bottoms_at[x], tops_at[x + 1])
                     links += new - term[x]
                     term[x] = new
-            if piles - links > room:
-                return False
-        return True
+            margin = room - piles + links
+            if margin < slack:
+                if margin < 0:
+                    return margin
+                slack = margin
+        return slack
 
 
 class ReplayResult(msgspec.Struct, kw_only=True):
