@@ -275,3 +275,24 @@ def random_playout(
                 entry = rng.choice(moves)
         game.play(entry, check_blocked=check_blocked)
         yield game, entry
+
+
+def dig_position(rng: random.Random, *, spaces: int, dig: int, unrestricted: bool = True) -> Position:
+    """A hard empty-stock position for the blocked check: no top plays to a foundation, ``spaces``
+    empty tableau piles, and a needed card in the waste under ``dig`` cards that are not needed
+    (fewer if the deal runs short), the rest of the waste below it."""
+    pos = random_position(rng, unrestricted=unrestricted, stock_empty=True, nothing_playable=True)
+    emptied: list[int] = []
+    for name in rng.sample(TABLEAU, spaces):
+        emptied += pos[name]
+        pos[name] = []
+    needed = needed_ranks(pos)
+    loose = pos["waste"] + emptied + pos["reserve"][:-1]
+    pos["reserve"] = pos["reserve"][-1:]
+    wanted = [card for card in loose if card_rank(card) in needed]
+    others = [card for card in loose if card_rank(card) not in needed]
+    rng.shuffle(others)
+    above = others[:dig]
+    below = others[dig:] + wanted[1:]
+    pos["waste"] = below + wanted[:1] + above
+    return pos

@@ -157,3 +157,17 @@ def test_blocked_check_matches_exhaustive_search_on_built_positions() -> None:
     compared, blocked, too_large = compare_blocked(games)
     assert compared >= 570 and too_large <= 30
     assert 100 <= blocked <= compared - 100
+
+
+def test_blocked_check_matches_exhaustive_search_on_dig_positions() -> None:
+    # Unrestricted and restricted positions where progress needs digging the waste, with few
+    # to many spaces: the engine's cuts (space first, lazy merges, the relaxation) all apply.
+    rng = random.Random(8)
+    games = [
+        ref.game_at(ref.dig_position(rng, spaces=rng.randint(0, 12), dig=rng.randint(3, 14), unrestricted=i % 4 != 0))
+        for i in range(400)
+    ]
+    compared, blocked, too_large = compare_blocked(games)
+    assert compared >= 360 and too_large <= 40
+    assert 60 <= blocked <= compared - 60
+
