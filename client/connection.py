@@ -46,6 +46,7 @@ from shared.protocol import (
 log = logging.getLogger("plot.client")
 
 DEFAULT_SERVER = "ws://localhost:8765"
+CLOSE_TIMEOUT = 2.0  # seconds a close may take before it is cut short
 M = TypeVar("M")
 
 # Connection states, for the screen.
@@ -149,15 +150,16 @@ class Connection:
         return self.welcome
 
     async def close(self) -> None:
-        """Close for good (no reconnect). Unanswered moves are abandoned."""
+        """Close for good (no reconnect). Unanswered moves are abandoned. Bounded: never hangs."""
         self._closing = True
-        if self._ws is not None:
+        ws = self._ws
+        if ws is not None:
             with contextlib.suppress(Exception):
-                await self._ws.close()
-        if self._task is not None and self._task is not asyncio.current_task():
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await asyncio.wait_for(ws.close(), CLOSE_TIMEOUT)
+        task = self._task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
         self._set_state(CLOSED, "")
         for pending in self._pending.values():
             if not pending.future.done():
@@ -176,6 +178,14 @@ class Connection:
             self.on_state(state, detail)
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            self._first.set()  # start() never waits for a loop that is gone
+            if self._fatal:
+                self._set_state(CLOSED, self._fatal)
+
+    async def _loop(self) -> None:
         delay = self.backoff_start
         while not self._closing:
             try:
@@ -188,27 +198,27 @@ class Connection:
                 detail = _describe(exc)
             except InvalidURI as exc:
                 self._fatal = f"not a server address: {exc.uri!r} (expected ws://host:port or wss://…)"
-                break
+                return
             except ConnectionFailed as exc:
                 self._fatal = str(exc)
-                break
+                return
+            except Exception as exc:  # anything else: say so, and try again like any other loss
+                log.exception("connection error")
+                detail = f"{type(exc).__name__}: {exc}"
             else:
                 detail = "the server closed the connection"
             finally:
                 self._ws = None
             if self._closing:
-                break
-            if self.welcome is None and not self._first.is_set() and self.reconnects >= 2:
+                return
+            if self.welcome is None and self.reconnects >= 2:
                 # Never got in at all: say so rather than retrying forever in silence.
                 self._fatal = f"cannot connect to {self.url}: {detail}"
-                break
+                return
             self.reconnects += 1
             self._set_state(RECONNECTING, detail)
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             delay = min(delay * 2, self.backoff_max)
-        self._first.set()
-        if self._fatal:
-            self._set_state(CLOSED, self._fatal)
 
     async def _hello(self, ws: ClientConnection) -> None:
         for attempt in range(2):

@@ -543,9 +543,8 @@ class RaceApp(App[int]):
         self.closed = True
         for task in self.bot_tasks:
             task.cancel()
-        for task in self.bot_tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self.bot_tasks:
+            await asyncio.wait(self.bot_tasks, timeout=5.0)  # each bot closes its connection
         if self.connection is not None:
             # The screen may be half torn down by now: nothing more reaches it.
             self.connection.on_state = lambda state, detail: None
