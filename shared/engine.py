@@ -689,6 +689,8 @@ class _Dig:
                 return self._search(k + 1, groups, spaces - 1)
         elif not restricted and spaces:  # a space is never worse than a top (see above)
             return self._search(k + 1, _join((*groups, ((p,), (p,)))), spaces - 1)
+        if restricted and not self._restricted_ok(k, groups, spaces):
+            return False
         options: list[tuple[int, _Groups, int]] = []  # (index, groups, spaces) to try
         if p != _BASE_CARD and p < 11:
             options.extend((k + 1, nxt, spaces) for nxt in _onto_top(groups, p))
@@ -713,6 +715,42 @@ class _Dig:
             options = list(dict.fromkeys(options))
         return any(self._search(*option) for option in options)
 
+    def _restricted_ok(self, k: int, groups: _Groups, spaces: int) -> bool:
+        """A necessary condition (restricted), where every card but a base-rank one must go
+        onto a top and a base-rank one needs a space, which only a merge (costing a top) makes:
+
+        - with no merge at all, would each card find a top one level up? Merges only remove
+          tops, so if not, it fails;
+        - could enough merges have happened before each base-rank card? Merges on boundary
+          x|x+1 are at most the bottoms of level x (no new ones come while restricted) and the
+          cards that were ever a top of level x+1.
+        """
+        tops_at = [0] * 13
+        bottoms_at = [0] * 13
+        for tops, bottoms in groups:
+            for t in tops:
+                tops_at[t] += 1
+            for b in bottoms:
+                bottoms_at[b] += 1
+        ever_top = list(tops_at)
+        merges = sum(min(bottoms_at[x], ever_top[x + 1]) for x in range(11))
+        needed = 0
+        for j in range(k, len(self.to_place)):
+            p = self.to_place[j]
+            if p == _BASE_CARD:
+                needed += 1
+                if needed > spaces + merges:
+                    return False
+                continue
+            if p == 11 or not tops_at[p + 1]:
+                return False
+            tops_at[p + 1] -= 1
+            tops_at[p] += 1
+            ever_top[p] += 1
+            if p and ever_top[p] <= bottoms_at[p - 1]:
+                merges += 1
+        return True
+
     def _slack(self, k: int, groups: _Groups, spaces: int) -> int:
         """A necessary condition (unrestricted): could the piles stay within the twelve places
         if any bottom x could join any top x+1, as soon as its group could reach level x+1?
@@ -721,19 +759,20 @@ class _Dig:
         Tops only appear where cards arrive, so a bottom whose group stops below x+1 waits
         for an arrival on every empty level in between. Links on each boundary x|x+1 are then
         at most min(bottoms of level x, tops of level x+1), everything counted as it arrives.
+        The margin is the free places: spaces, minus cards arrived, plus possible links.
         """
         tops_at = [0] * 13
+        bottoms_at = [0] * 13
         for tops, _ in groups:
             for t in tops:
                 tops_at[t] += 1
         count = len(self.to_place)
         first = self.first_arrival[k]
         waiting: list[tuple[int, int]] = []  # (index from which a bottom can link, its level)
-        bottoms_at = [0] * 12
         for tops, bottoms in groups:
             reach = tops[-1]
             for x in bottoms:
-                if x + 1 <= reach:
+                if x < reach:
                     bottoms_at[x] += 1
                 elif x < 11:
                     when = k
@@ -743,32 +782,35 @@ class _Dig:
                     if when < count:
                         waiting.append((when, x))
         waiting.sort(reverse=True)
-        piles = sum(len(tops) for tops, _ in groups)
-        room = piles + spaces
-        # term[x]: links possible on the boundary x|x+1.
-        term = [min(bottoms_at[x], tops_at[x + 1]) for x in range(11)] + [0]
+        term = [min(bottoms_at[x], tops_at[x + 1]) for x in range(11)]  # links on boundary x|x+1
         links = sum(term)
-        slack = room - piles + links
+        margin = spaces + links
+        slack = margin
+        to_place = self.to_place
         for j in range(k, count):
-            p = self.to_place[j]
-            if p == _BASE_CARD:
-                room -= 1
-            else:
-                piles += 1
-                bottoms_at[p] += 1
-                tops_at[p] += 1
-                for x in (p - 1, p) if p else (p,):
-                    if x < 11:
-                        new = min(bottoms_at[x], tops_at[x + 1])
-                        links += new - term[x]
-                        term[x] = new
+            p = to_place[j]
+            if p >= 0:
+                bottom = bottoms_at[p] + 1
+                bottoms_at[p] = bottom
+                top = tops_at[p] + 1
+                tops_at[p] = top
+                if p < 11:
+                    above = tops_at[p + 1]
+                    new = bottom if bottom < above else above
+                    links += new - term[p]
+                    term[p] = new
+                if p:
+                    below = bottoms_at[p - 1]
+                    new = below if below < top else top
+                    links += new - term[p - 1]
+                    term[p - 1] = new
                 while waiting and waiting[-1][0] <= j:
                     x = waiting.pop()[1]
                     bottoms_at[x] += 1
                     new = min(bottoms_at[x], tops_at[x + 1])
                     links += new - term[x]
                     term[x] = new
-            margin = room - piles + links
+            margin = spaces - (j - k + 1) + links  # every card, base-rank or not, takes a place
             if margin < slack:
                 if margin < 0:
                     return margin
