@@ -311,10 +311,37 @@ S_TAB_F_ALL: Final = 7  # every tableau top of rank arg to foundations (automati
 
 Step = tuple[int, int, "_Tab | None"]
 
+# The waste's walls (see _Search.walls_feasible), kept up to date as cards are turned: the
+# counts by rank of the cards above the top wall, and a linked stack of (wall rank, counts of
+# the cards between it and the next wall down). One summary counts only 12s as walls, the other
+# 11s too.
+WallStack = tuple[tuple[int, tuple[int, ...]], "WallStack"] | None
+Summary = tuple[tuple[int, ...], WallStack]
+_NO_CARDS: Final = (0,) * 13
+_EMPTY_SUMMARY: Final[Summary] = (_NO_CARDS, None)
+
 # A position: (stock index, waste, waste mask, reserve count, f0 count, f1..f7 counts, tableau).
-# The waste is a linked list (sequence index, rest) so pushing and popping copy nothing.
-Waste = tuple[int, "Waste"] | None
+# The waste is a linked list (sequence index, rest, wall summaries) so pushing and popping copy
+# nothing.
+Waste = tuple[int, "Waste", Summary, Summary] | None
 State = tuple[int, Waste, int, int, int, tuple[int, ...], _Tab]
+
+
+def _summary_push(summary: Summary, x: int, wall: bool) -> Summary:
+    top, stack = summary
+    if wall:
+        return (_NO_CARDS, ((x, top), stack))
+    return (top[:x] + (top[x] + 1,) + top[x + 1 :], stack)
+
+
+def _push(seq: list[int], waste: Waste, index: int) -> Waste:
+    """The waste with card ``index`` of the sequence turned onto it."""
+    x = seq[index]
+    if waste is None:
+        only_12, with_11 = _EMPTY_SUMMARY, _EMPTY_SUMMARY
+    else:
+        only_12, with_11 = waste[2], waste[3]
+    return (index, waste, _summary_push(only_12, x, x == 12), _summary_push(with_11, x, x >= 11))
 
 
 class _Budget(Exception):
@@ -443,46 +470,33 @@ class _Search:
         walls under new walls).
         """
         _, waste, _, _, f0, _, tab = st
-        seq = self.seq
         wall_11 = tab.no_bottom_12
-        free = list(tab.cards)
-        walls: list[int] = []  # from the top
-        below: list[list[int]] = []  # below[i]: the cards under walls[i], down to the next wall
-        current = free
-        node = waste
-        while node is not None:
-            x = seq[node[0]]
-            if x == 12 or (x == 11 and wall_11):
-                walls.append(x)
-                current = [0] * 13
-                below.append(current)
-            else:
-                current[x] += 1
-            node = node[1]
-        return self._walls_relaxed(f0, st[0], st[3], walls, below, free, wall_11)
+        if waste is None:
+            top, stack = _EMPTY_SUMMARY
+        else:
+            top, stack = waste[3] if wall_11 else waste[2]
+        free = [a + b for a, b in zip(tab.cards, top, strict=True)]
+        return self._walls_relaxed(f0, st[0], st[3], stack, free, wall_11)
 
-    def _walls_relaxed(
-        self, need: int, s: int, r: int, walls: list[int], below: list[list[int]], free: list[int], wall_11: bool
-    ) -> bool:
+    def _walls_relaxed(self, need: int, s: int, r: int, stack: WallStack, free: list[int], wall_11: bool) -> bool:
         seq = self.seq
         reserve = self.reserve
-        walls = list(walls)
-        below = [list(b) for b in below]
-        free = list(free)
         while need < _FULL:
             from_reserve = r > 0 and reserve[r - 1] == need
-            from_wall = bool(walls) and walls[0] == need
+            from_wall = stack is not None and stack[0][0] == need
             if from_reserve and from_wall:
-                uncovered = [f + b for f, b in zip(free, below[0], strict=True)]
-                if self._walls_relaxed(need + 1, s, r, walls[1:], below[1:], uncovered, wall_11):
+                assert stack is not None
+                uncovered = [a + b for a, b in zip(free, stack[0][1], strict=True)]
+                if self._walls_relaxed(need + 1, s, r, stack[1], uncovered, wall_11):
                     return True
                 r -= 1
             elif from_reserve:
                 r -= 1
             elif from_wall:
-                walls.pop(0)
-                for x, n in enumerate(below.pop(0)):
+                assert stack is not None
+                for x, n in enumerate(stack[0][1]):
                     free[x] += n
+                stack = stack[1]
             elif free[need]:
                 free[need] -= 1
             else:
@@ -494,8 +508,7 @@ class _Search:
                     if x == need:
                         break
                     if x == 12 or (x == 11 and wall_11):
-                        walls.insert(0, x)
-                        below.insert(0, [0] * 13)
+                        stack = ((x, _NO_CARDS), stack)
                     else:
                         free[x] += 1
             need += 1
@@ -587,7 +600,7 @@ class _Search:
 
         if s < self.seq_len:
             steps = [(S_TURN, 0, None)]
-            turn = ((s + 1, (s, waste), mask | (1 << s), r, f0, fnd, tab), steps)
+            turn = ((s + 1, _push(seq, waste, s), mask | (1 << s), r, f0, fnd, tab), steps)
             out.append(turn)
         if self.rng is not None:
             rng = self.rng
@@ -870,7 +883,7 @@ def _position(game: Game) -> tuple[State, list[int], list[int], _Concrete]:
     waste: Waste = None
     mask = 0
     for i in range(len(game.waste)):
-        waste = (i, waste)
+        waste = _push(seq, waste, i)
         mask |= 1 << i
     state: State = (len(game.waste), waste, mask, len(reserve), f0, tuple(sorted(others)), _tab(_canon(pairs)))
     return state, seq, reserve, _Concrete(f0, others, concrete)
