@@ -900,7 +900,9 @@ def solve(
 
     ``max_positions`` bounds the distinct positions expanded (the result never reports more).
     ``max_seconds`` needs ``clock`` (e.g. ``time.monotonic``): shared/ reads no clock itself.
-    A won game is winnable with no moves; a blocked or resigned one is unwinnable.
+    A won game is winnable with no moves; a blocked or resigned one is unwinnable. A Game whose
+    piles no play of The Plot can produce (a tableau pile that is not a run down by one, say)
+    raises ValueError.
     """
     if max_positions < 0:
         raise ValueError("max_positions must be at least 0")
