@@ -515,3 +515,12 @@ def test_shorten_replaces_detours_by_the_same_position() -> None:
         short = solver.shorten(long_form)
         assert len(short) < len(long_form)
         assert replay(deal, short)[1].status == replay(deal, long_form)[1].status == WON
+
+
+def test_an_impossible_position_is_refused_with_a_reason() -> None:
+    game = Game(0)
+    game.tableau[0] = [card_of(9, game.base, 0), card_of(3, game.base, 1)]  # not a run down by one
+    with pytest.raises(ValueError, match="t0 is not a run"):
+        solve(game)
+    with pytest.raises(ValueError, match="max_positions"):
+        solve(Game(0), max_positions=-1)
