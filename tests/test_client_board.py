@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.binding import Binding
 
 from client.tui.game import KEY_LABELS, GameScreen, expand_move, help_rows
 from client.tui.play import PlayApp
@@ -341,3 +342,18 @@ async def test_hint_key_suggests_a_legal_move_from_the_solver(records: Path) -> 
         else:
             assert "no win" in text
         assert app.game.entries == []  # a hint plays nothing
+
+
+def test_docs_list_every_key_of_the_board_and_the_race() -> None:
+    import re
+
+    from client.tui.race import RaceScreen
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text(encoding="utf-8")
+    doc = re.sub(r"```.*?```", "", doc, flags=re.DOTALL)  # inline code spans only
+    tokens = {token for span in re.findall(r"`([^`]+)`", doc) for token in span.split()}
+    for binding in RaceScreen.BINDINGS:
+        assert isinstance(binding, Binding)
+        for key in binding.key.split(","):
+            label = KEY_LABELS.get(key, PILE_LABELS.get(key, key))
+            assert label in tokens, f"docs/client.md does not name the key {label!r} ({binding.action})"

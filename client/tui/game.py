@@ -55,6 +55,10 @@ KEY_LABELS = {
     "ctrl+q": "Ctrl+Q",
     "f1": "F1",
     "R": "Shift+R",
+    "E": "Shift+E",
+    "enter": "Enter",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
 }
 
 
