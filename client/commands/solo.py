@@ -1,7 +1,9 @@
-"""``plot solo [DEAL]``: play a game alone, line by line, on the shared engine.
+"""``plot solo [DEAL]``: play a game alone on the shared engine.
 
-Deliberately small (the real terminal client replaces it): show the board, read a line,
-apply it. At the end the game record is saved as JSON so ``plot verify`` can replay it.
+In a terminal it opens the same Textual board as ``plot play``. With ``--plain``, ``--save``,
+or when input or output is not a terminal (scripts, pipes), it is the small line-based game:
+show the board, read a line, apply it. At the end the game record is saved as JSON so
+``plot verify`` can replay it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ WASTE_SHOWN = 12  # the waste is all visible; the board shows its top cards, the
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("deal", metavar="DEAL", nargs="?", help="a deal number (default: a random deal)")
     parser.add_argument("--no-undo", action="store_true", help="play with undo off")
+    parser.add_argument("--plain", action="store_true", help="the line-based game even in a terminal")
     parser.add_argument(
         "--save",
         metavar="PATH",
@@ -94,6 +97,10 @@ def _show(game: Game) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.plain and args.save is None and sys.stdin.isatty() and sys.stdout.isatty():
+        from client.commands import play
+
+        return play.run(args)
     if args.deal is None:
         from shared.fairplay import random_deal
 
