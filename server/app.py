@@ -33,6 +33,8 @@ from websockets.http11 import Request, Response
 from server.core import CoreConfig, ServerCore, summary_from_record
 from server.core.events import (
     Bind,
+    BlockedChecked,
+    CheckBlocked,
     ClientEvent,
     Close,
     Connected,
@@ -478,6 +480,10 @@ class RaceServer:
                 search = asyncio.ensure_future(self._find_deal(effect))
                 self._searches.add(search)
                 search.add_done_callback(self._searches.discard)
+            elif isinstance(effect, CheckBlocked):
+                check = asyncio.ensure_future(self._check_blocked(effect))
+                self._searches.add(check)  # cancelled at shutdown like a search: a restart asks again
+                check.add_done_callback(self._searches.discard)
             elif isinstance(effect, DropRoom):
                 timer = self._timers.pop(effect.code, None)
                 if timer is not None:
@@ -591,6 +597,21 @@ class RaceServer:
             detail=outcome.detail,
         )
         self._dispatch(DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail))
+
+    async def _check_blocked(self, effect: CheckBlocked) -> None:
+        """The exact blocked check of a racer's position, in the worker process (it may take seconds)."""
+        started = time.monotonic()
+        blocked = await self.deal_finder.blocked(effect.deal, effect.entries, effect.undo)
+        log_event(
+            logging.INFO if blocked is not None else logging.WARNING,
+            "blocked_check_finished",
+            room=effect.code,
+            player=effect.player_id,
+            entries=effect.length,
+            blocked=blocked,
+            seconds=round(time.monotonic() - started, 3),
+        )
+        self._dispatch(BlockedChecked(effect.code, effect.race, effect.player_id, effect.length, blocked, now_ms()))
 
     async def _reload(self, effect: ReloadLog) -> None:
         delay = 0.05

@@ -1,10 +1,14 @@
-"""Winnable-deals-only rooms: the shell's side of the deal search.
+"""The server's CPU-bound work, in a worker process: winnable deals and exact blocked checks.
 
 The room core asks for a deal (``FindDeal``); :class:`DealFinder` draws random deal numbers
 (``shared.fairplay.random_deal``, a cryptographic source) and has the solver prove one winnable
 within a budget of positions per candidate (``shared.solver.find_winnable_deal``). The search is
 CPU-bound, so it runs in a worker process (a ``ProcessPoolExecutor``, made on first use and shut
 down with the server): the event loop only awaits its future, and every other room keeps racing.
+
+The same pool answers the blocked checks a live game's budgeted check left undecided
+(``CheckBlocked``): :meth:`DealFinder.blocked` replays the racer's record there and runs the exact
+check (:func:`exact_blocked`), which can take seconds on constructed positions.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from shared.engine import BLOCKED, replay
 from shared.fairplay import random_deal
 from shared.solver import find_winnable_deal
+
+T = TypeVar("T")
 
 DEFAULT_BUDGET = 20_000  # positions per candidate: 98% of all deals are proved winnable within it, in < 1 s
 DEFAULT_TRIES = 20  # candidates per search before giving up (about 2% of deals miss the budget: 20 misses never happen)
@@ -71,8 +79,15 @@ def _real_stderr() -> Iterator[None]:
         sys.stderr = saved
 
 
+def exact_blocked(deal: int, entries: Sequence[str], undo: bool) -> bool:
+    """In the worker: is the position after these entries blocked? The exact check (no budget)."""
+    _game, result = replay(deal, list(entries), undo=undo)
+    return result.ok and result.status == BLOCKED
+
+
 class DealFinder:
-    """Runs deal searches in a process pool, created lazily (no process until a room needs one)."""
+    """Runs deal searches and exact blocked checks in a process pool, created lazily (no process
+    until a room needs one)."""
 
     def __init__(self, config: WinnableConfig | None = None) -> None:
         self.config = config or WinnableConfig()
@@ -80,6 +95,7 @@ class DealFinder:
         self._pool: ProcessPoolExecutor | None = None
         self._closed = False
         self.searches = 0  # searches started (for logs and tests)
+        self.blocked_checks = 0  # exact blocked checks asked
 
     @property
     def started(self) -> bool:
@@ -93,6 +109,25 @@ class DealFinder:
             self._pool = ProcessPoolExecutor(max_workers=self.config.workers, mp_context=context)
         return self._pool
 
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | str:
+        """``fn(*args, **kwargs)`` in the worker process: its result, or a string saying why there
+        is none. Never raises (but CancelledError)."""
+        if self._closed:
+            return "the server is shutting down"
+        try:
+            with _real_stderr():  # the pool starts its helper and worker processes here, on demand
+                pool = self._ensure_pool()
+                future = pool.submit(fn, *args, **kwargs)
+            return await asyncio.wrap_future(future)
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory): drop the pool; the next call starts a new one.
+            broken, self._pool = self._pool, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            return "the solver's worker process died"
+        except Exception as exc:  # shut down meanwhile, no process could start, a source that fails or won't pickle
+            return f"the search failed: {exc}"
+
     async def find(self) -> SearchOutcome:
         """A deal the solver proved winnable, or why there is none. Never raises (but CancelledError)."""
         config = self.config
@@ -100,21 +135,9 @@ class DealFinder:
         if self._closed:
             return SearchOutcome(None, 0.0, detail="the server is shutting down")
         self.searches += 1
-        try:
-            with _real_stderr():  # the pool starts its helper and worker processes here, on demand
-                pool = self._ensure_pool()
-                future = pool.submit(
-                    find_winnable_deal, config.seed_source, tries=config.tries, max_positions=config.budget
-                )
-            found = await asyncio.wrap_future(future)
-        except BrokenProcessPool:
-            # A worker died (killed, out of memory): drop the pool; the next search starts a new one.
-            broken, self._pool = self._pool, None
-            if broken is not None:
-                broken.shutdown(wait=False, cancel_futures=True)
-            return SearchOutcome(None, time.monotonic() - started, detail="the solver's worker process died")
-        except Exception as exc:  # shut down meanwhile, no process could start, a source that fails or won't pickle
-            return SearchOutcome(None, time.monotonic() - started, detail=f"the search failed: {exc}")
+        found = await self._run(find_winnable_deal, config.seed_source, tries=config.tries, max_positions=config.budget)
+        if isinstance(found, str):
+            return SearchOutcome(None, time.monotonic() - started, detail=found)
         seconds = time.monotonic() - started
         if found is None:
             return SearchOutcome(
@@ -122,6 +145,13 @@ class DealFinder:
             )
         deal, result = found
         return SearchOutcome(deal, seconds, positions=result.positions)
+
+    async def blocked(self, deal: int, entries: Sequence[str], undo: bool) -> bool | None:
+        """Is the position after ``entries`` of this game blocked (the exact check, in the worker)?
+        None when the check could not run (the worker died, the server is stopping)."""
+        self.blocked_checks += 1
+        verdict = await self._run(exact_blocked, deal, tuple(entries), undo)
+        return None if isinstance(verdict, str) else verdict
 
     def shutdown(self) -> None:
         """Cancel queued searches and stop the workers now (a running search is abandoned, not awaited)."""

@@ -43,6 +43,13 @@ BLOCKED: Final = "blocked"
 RESIGNED: Final = "resigned"
 STATUSES: Final = (PLAYING, WON, BLOCKED, RESIGNED)
 
+# How much search a live game's blocked check may spend after a move (Game.play, settle_status),
+# in states (a state is one node of the dig search or one relaxation bound evaluated): about 5 ms
+# of CPU at worst on the machine of docs/benchmarks.md, and far more than any position met in play
+# needs. Beyond it the answer is "undecided" (``Game.blocked_pending``); the server then runs the
+# exact check in a worker process. None means no budget (the exact check, however long).
+BLOCKED_BUDGET: Final = 150
+
 _FOUNDATION_RANGE: Final = range(F0, F0 + FOUNDATION_COUNT)
 _TABLEAU_RANGE: Final = range(T0, T0 + TABLEAU_SIZE)
 
@@ -152,11 +159,13 @@ class Game:
         "status",
         "entries",
         "foundation_cards",
+        "blocked_budget",
+        "blocked_pending",
         "_undo_stack",
         "_undo_barrier",
     )
 
-    def __init__(self, deal: int, *, undo: bool = True) -> None:
+    def __init__(self, deal: int, *, undo: bool = True, blocked_budget: int | None = BLOCKED_BUDGET) -> None:
         layout = deal_layout(check_deal_number(deal))
         self.deal = deal
         self.base = rank(layout.foundation)
@@ -170,6 +179,11 @@ class Game:
         self.status: str = PLAYING
         self.entries: list[str] = []
         self.foundation_cards = 1
+        # The blocked check after each entry stops after this many states (None: exact, unbounded).
+        self.blocked_budget = blocked_budget
+        # True: the stock is empty and the budgeted check could not decide whether this position
+        # is blocked; the game stays playing until someone runs the exact check (resolve_blocked).
+        self.blocked_pending = False
         self._undo_stack: list[tuple[int, int]] = []
         # The last move that uncovered a hidden card (undo stops there), for the reason text.
         self._undo_barrier: str | None = None
@@ -339,8 +353,11 @@ class Game:
     def play(self, entry: str, *, check_blocked: bool = True) -> None:
         """Apply one record entry (a move, ``undo`` or ``resign``) or raise IllegalMove.
 
-        ``check_blocked=False`` skips the blocked search after this entry (record replay
-        decides blocked once, at the end: see :func:`replay`).
+        Once the stock is empty, whether the position is blocked is checked after the entry,
+        within ``blocked_budget`` states: if that cannot decide, the game stays playing with
+        ``blocked_pending`` set (see :meth:`resolve_blocked`). ``check_blocked=False`` skips
+        the blocked search after this entry (record replay decides blocked once, at the end:
+        see :func:`replay`).
         """
         if entry == UNDO:
             self._undo()
@@ -348,6 +365,7 @@ class Game:
             if self.status != PLAYING:
                 raise IllegalMove(entry, f"the game is over ({self.status}): nothing more is accepted")
             self.status = RESIGNED
+            self.blocked_pending = False
         else:
             src, dst = self._check(entry)
             self._move(src, dst)
@@ -386,20 +404,44 @@ class Game:
             self.foundation_cards -= 1
 
     def settle_status(self) -> None:
-        """Decide won/blocked for the current position (after a replay without checks)."""
+        """Decide won/blocked for the current position (after a replay without checks), within
+        ``blocked_budget`` like a move: undecided leaves ``blocked_pending`` set."""
         if self.status == PLAYING:
             self._update_status(True)
 
     def _update_status(self, check_blocked: bool) -> None:
+        self.blocked_pending = False
         if self.foundation_cards == CARD_COUNT:
             self.status = WON
-        elif check_blocked and not self.stock and self.is_blocked():
+        elif check_blocked and not self.stock:
+            verdict = self.blocked_status(self.blocked_budget)
+            if verdict is None:
+                self.blocked_pending = True
+            elif verdict:
+                self.status = BLOCKED
+
+    def resolve_blocked(self, blocked: bool) -> None:
+        """Settle the blocked question of the current position with the answer of an exact
+        check made elsewhere (the server's worker process, on this game's record): blocked ends
+        the game, not blocked clears ``blocked_pending``. Only for a playing game whose stock is
+        empty; the caller vouches that the answer is for exactly this position."""
+        if self.status != PLAYING or self.stock:
+            raise ValueError(f"no blocked question here: the game is {self.status}, stock {len(self.stock)}")
+        self.blocked_pending = False
+        if blocked:
             self.status = BLOCKED
 
     # ---------------------------------------------------------------- blocked
 
     def is_blocked(self) -> bool:
-        """SPEC section 4, exactly: the stock is empty and no sequence of legal moves can
+        """SPEC section 4, exactly (no budget, however long it takes): see :meth:`blocked_status`."""
+        return self.blocked_status(None) is True
+
+    def blocked_status(self, max_states: int | None) -> bool | None:
+        """Is the position blocked? True or False (exact), or None when the search would need
+        more than ``max_states`` states (None: no limit, never None).
+
+        SPEC section 4: the stock is empty and no sequence of legal moves can
         put another card on a foundation.
 
         Why this reduces to digging the waste: a tableau pile is a run down by one, so a
@@ -441,7 +483,10 @@ class Game:
         ]
         movable = [(_level(top, base), _level(top, base) + length - 1) for top, length in piles if top != base]
         spaces = TABLEAU_SIZE - len(piles)
-        return not _Dig(to_place, self.restricted).run(movable, spaces)
+        try:
+            return not _Dig(to_place, self.restricted, max_states).run(movable, spaces)
+        except _OutOfStates:
+            return None
 
     # ---------------------------------------------------------------- views
 
@@ -496,6 +541,8 @@ class Game:
         clone.status = self.status
         clone.entries = list(self.entries)
         clone.foundation_cards = self.foundation_cards
+        clone.blocked_budget = self.blocked_budget
+        clone.blocked_pending = self.blocked_pending
         clone._undo_stack = list(self._undo_stack)
         clone._undo_barrier = self._undo_barrier
         return clone
@@ -642,15 +689,24 @@ def _merges(groups: _Groups) -> Iterator[_Groups]:
             yield from _split(others, lower, upper, _without(bottoms, x), z)
 
 
+class _OutOfStates(Exception):
+    """The dig search used up its budget of states without an answer."""
+
+
 class _Dig:
     """Can every card of ``to_place`` (levels, in the order they come off the waste) be put on
-    the tableau? ``piles`` are the (top, bottom) levels of the movable tableau piles."""
+    the tableau? ``piles`` are the (top, bottom) levels of the movable tableau piles.
 
-    __slots__ = ("base_left", "failed", "first_arrival", "restricted", "to_place")
+    ``max_states`` bounds the work: each search node and each relaxation bound evaluated is a
+    state; past the budget :class:`_OutOfStates` is raised (None: no bound)."""
 
-    def __init__(self, to_place: list[int], restricted: bool) -> None:
+    __slots__ = ("base_left", "failed", "first_arrival", "restricted", "states_left", "to_place")
+
+    def __init__(self, to_place: list[int], restricted: bool, max_states: int | None = None) -> None:
         self.to_place = to_place
         self.restricted = restricted
+        # Counted down; float("inf") when unbounded keeps the test to one comparison.
+        self.states_left: float = float("inf") if max_states is None else max_states
         count = len(to_place)
         self.base_left = [0] * (count + 1)
         for k in range(count - 1, -1, -1):
@@ -676,6 +732,7 @@ class _Dig:
         key = (k, groups, spaces)
         if key in self.failed:
             return False
+        self._spend()
         if self._succeeds(k, groups, spaces):
             return True
         self.failed.add(key)
@@ -715,6 +772,11 @@ class _Dig:
             options = list(dict.fromkeys(options))
         return any(self._search(*option) for option in options)
 
+    def _spend(self) -> None:
+        self.states_left -= 1
+        if self.states_left < 0:
+            raise _OutOfStates
+
     def _restricted_ok(self, k: int, groups: _Groups, spaces: int) -> bool:
         """A necessary condition (restricted), where every card but a base-rank one must go
         onto a top and a base-rank one needs a space, which only a merge (costing a top) makes:
@@ -725,6 +787,7 @@ class _Dig:
           x|x+1 are at most the bottoms of level x (no new ones come while restricted) and the
           cards that were ever a top of level x+1.
         """
+        self._spend()
         tops_at = [0] * 13
         bottoms_at = [0] * 13
         for tops, bottoms in groups:
@@ -761,6 +824,7 @@ class _Dig:
         at most min(bottoms of level x, tops of level x+1), everything counted as it arrives.
         The margin is the free places: spaces, minus cards arrived, plus possible links.
         """
+        self._spend()
         tops_at = [0] * 13
         bottoms_at = [0] * 13
         for tops, _ in groups:
@@ -864,10 +928,12 @@ def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[
     Each entry is checked against the move rules; whether the position is blocked is decided
     once, for the final position. This is what the reference vectors require (a record may
     go on shuffling tableau cards after its position became blocked, and is still legal). A
-    live game checks after every move instead (``Game.play``), so a record the server writes
-    never holds an entry after a blocked position, and both readings agree on it.
+    live game checks after every move instead (``Game.play``, within a budget: a position it
+    cannot decide stays playing until the server's exact check answers, so only in that window
+    can a record the server writes hold entries after a blocked position). The replayed game
+    checks exactly (no budget).
     """
-    game = Game(deal, undo=undo)
+    game = Game(deal, undo=undo, blocked_budget=None)  # a tool's answer: exact, however long
     for index, entry in enumerate(entries):
         if not isinstance(entry, str):
             reason = f"entry {entry!r} is not a move: entries are strings like 'waste>t3', 'undo', 'resign'"

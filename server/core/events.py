@@ -118,6 +118,19 @@ class DealFound:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class BlockedChecked:
+    """The answer to CheckBlocked: is the racer's position after its first ``length`` entries
+    blocked (the exact check)? None: the check failed (its worker died, the server is stopping)."""
+
+    code: str
+    race: int
+    player_id: str
+    length: int
+    blocked: bool | None
+    now: int
+
+
 Event = (
     Connected
     | HelloEvent
@@ -132,6 +145,7 @@ Event = (
     | Tick
     | Disconnected
     | DealFound
+    | BlockedChecked
 )
 
 # ---------------------------------------------------------------- effects (core -> shell)
@@ -261,6 +275,22 @@ class FindDeal:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckBlocked:
+    """The budgeted blocked check could not decide a racer's position: run the exact check on
+    this game record (deal, the first ``length`` entries, undo) away from the event loop (it
+    may take seconds), then hand the core BlockedChecked with the same room, race, player and
+    length."""
+
+    code: str
+    race: int
+    player_id: str
+    length: int
+    deal: int
+    entries: tuple[str, ...]
+    undo: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Note:
     """Something worth a structured log line (the core has no logger: it is pure)."""
 
@@ -285,4 +315,5 @@ Effect = (
     | Wake
     | DropRoom
     | FindDeal
+    | CheckBlocked
 )

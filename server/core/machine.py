@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from server.core.events import (
     Bind,
+    BlockedChecked,
+    CheckBlocked,
     ClientEvent,
     Connected,
     CreateRoomRecord,
@@ -60,7 +62,7 @@ from server.core.records import (
     hash_token,
 )
 from shared import protocol as p
-from shared.engine import PLAYING, RESIGN, WON, Game, IllegalMove, View, view_hash
+from shared.engine import BLOCKED, BLOCKED_BUDGET, PLAYING, RESIGN, UNDO, WON, Game, IllegalMove, View, view_hash
 from shared.fairplay import commitment, new_salt, random_deal
 
 
@@ -74,6 +76,9 @@ class CoreConfig:
     boards_interval_ms: int = 250  # live spectator boards, when the room allows them
     max_rooms: int = 1000
     room_ttl_s: float = 24 * 3600  # rooms, logs and results vanish from the store this long after use
+    # States the blocked check may spend per move on the event loop (shared.engine.BLOCKED_BUDGET);
+    # a position it cannot decide goes to the shell's worker process (CheckBlocked).
+    blocked_budget: int | None = BLOCKED_BUDGET
 
 
 class Entropy:
@@ -150,6 +155,8 @@ class RacerState:
     forfeit_at: int | None = None
     delayed: Game | None = None  # spectators' delayed board (rooms that allow live boards)
     delayed_n: int = 0
+    blocked_asked: int | None = None  # entries of the position whose exact blocked check is in flight
+    blocked_at: int | None = None  # entries of a position the exact check found blocked
 
     @property
     def busy(self) -> bool:
@@ -291,6 +298,8 @@ class ServerCore:
             self._disconnected(event)
         elif isinstance(event, DealFound):
             self._deal_found(event)
+        elif isinstance(event, BlockedChecked):
+            self._blocked_checked(event)
         return self._finish()
 
     def load_room(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> list[Effect]:
@@ -305,6 +314,10 @@ class ServerCore:
             self._note("room_loaded", room=room.code, phase=room.phase, race=room.race_number)
             if room.phase == p.DEALING:
                 self._find_deal(room)  # the search of the process that stored it is gone: search again
+            if room.race is not None:
+                # The replay decided blocked within the budget; what it left undecided is asked again.
+                for racer in room.race.racers.values():
+                    self._settle_blocked(room, racer, now)
         return self._finish()
 
     def has_room(self, code: str) -> bool:
@@ -1065,6 +1078,7 @@ class ServerCore:
         race.boards_dirty = True
         if game.over:
             self._note("racer_done", room=room.code, player=racer.info.player_id, status=game.status)
+        self._settle_blocked(room, racer, ev.now)
         self._pump(room, racer, ev.now)
         self._check_race_over(room, ev.now)
 
@@ -1102,6 +1116,7 @@ class ServerCore:
         racer.queue = old.queue
         racer.forfeit_at = old.forfeit_at
         racer.delayed, racer.delayed_n = old.delayed, min(old.delayed_n, len(racer.times))
+        racer.blocked_asked, racer.blocked_at = old.blocked_asked, old.blocked_at
         race.racers[ev.player_id] = racer
         uncertain = old.uncertain
         if uncertain is not None:
@@ -1147,8 +1162,73 @@ class ServerCore:
         if race.ending and room.phase == p.RACING:
             while racer.queue:
                 self._reject(racer, racer.queue.popleft(), p.WRONG_PHASE, "the race is over")
+        self._settle_blocked(room, racer, ev.now)
         self._pump(room, racer, ev.now)
         self._check_race_over(room, ev.now)
+
+    # ---------------------------------------------------------------- blocked, beyond the budget
+
+    def _settle_blocked(self, room: RoomState, racer: RacerState, now: int) -> None:
+        """The budgeted check after a move (or a replay) left the racer's position undecided:
+        end the game if an exact answer already covers it, else ask the shell (one check per
+        racer in flight; the answer's handler asks again for a newer position)."""
+        race = room.race
+        game = racer.game
+        if race is None or not game.blocked_pending or racer.inflight is not None or racer.reloading:
+            return  # a move in flight: settled when it lands, on the position it makes
+        entries = game.entries
+        known = racer.blocked_at
+        if known is not None and known <= len(entries) and UNDO not in entries[known:]:
+            # Exact, though asked about an earlier position: from a blocked position with the stock
+            # empty every move (undo aside) keeps it blocked, since no sequence of moves from there
+            # puts a card on a foundation, so every position reached by moves alone is blocked too.
+            game.resolve_blocked(True)
+            self._racer_blocked(room, racer, now)
+            return
+        if racer.blocked_asked is not None:
+            return
+        racer.blocked_asked = len(entries)
+        rec = race.record
+        self._out.append(
+            CheckBlocked(room.code, rec.number, racer.info.player_id, len(entries), rec.deal, tuple(entries), rec.undo)
+        )
+        self._note("blocked_check", room=room.code, player=racer.info.player_id, entries=len(entries))
+
+    def _blocked_checked(self, ev: BlockedChecked) -> None:
+        found = self._racer_for(ev.code, ev.race, ev.player_id)
+        if found is None:
+            self._note("blocked_check_stale", room=ev.code, race=ev.race, player=ev.player_id)
+            return
+        room, racer = found
+        self._touched.add(room.code)
+        if racer.blocked_asked == ev.length:
+            racer.blocked_asked = None
+        game = racer.game
+        self._note("blocked_checked", room=room.code, player=ev.player_id, entries=ev.length, blocked=ev.blocked)
+        if ev.blocked is None:
+            return  # the check failed: the racer's next move asks again (no retry loop on a dying worker)
+        if ev.blocked:
+            # Keep the newest: wherever an older one applies (no undo since), so does it.
+            if racer.blocked_at is None or ev.length > racer.blocked_at:
+                racer.blocked_at = ev.length
+        elif ev.length == len(game.entries) and game.blocked_pending:
+            game.resolve_blocked(False)  # this very position: not blocked, play on
+        self._settle_blocked(room, racer, ev.now)
+        self._check_race_over(room, ev.now)
+
+    def _racer_blocked(self, room: RoomState, racer: RacerState, now: int) -> None:
+        """The exact check ended a racer's game: as a blocked move would have (leaderboard, race end)."""
+        race = room.race
+        assert race is not None
+        pid = racer.info.player_id
+        self._touched.add(room.code)
+        race.lb_dirty = True
+        race.boards_dirty = True
+        self._note("racer_done", room=room.code, player=pid, status=racer.game.status)
+        if room.phase == p.RESULTS:
+            race.final_rows = self._rows(race, final=True)  # a room rebuilt after the race: its final status
+        elif room.phase == p.RACING:
+            self._send((pid,), self._race_start(room, racer, now))  # the racer's board, now blocked
 
     # ---------------------------------------------------------------- leaderboard, boards
 
@@ -1202,8 +1282,13 @@ class ServerCore:
                 entries = racer.game.entries
                 while racer.delayed_n < len(racer.times) and racer.times[racer.delayed_n] <= as_of:
                     with contextlib.suppress(IllegalMove):  # cannot happen: the live game accepted it
-                        racer.delayed.play(entries[racer.delayed_n])
+                        racer.delayed.play(entries[racer.delayed_n], check_blocked=False)
                     racer.delayed_n += 1
+                    changed = True
+                # No blocked search here: caught up, the board is the live game's position, so its status too.
+                delayed = racer.delayed
+                if racer.delayed_n == len(entries) and racer.game.status == BLOCKED and delayed.status == PLAYING:
+                    delayed.resolve_blocked(True)
                     changed = True
         if advance and not changed:
             return None
@@ -1425,14 +1510,15 @@ class ServerCore:
         return RaceState(record=record, racers=racers, lb_last_ms=0)
 
     def _replay_racer(self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry]) -> RacerState:
-        racer = RacerState(info=info, game=Game(record.deal, undo=record.undo))
-        game = racer.game
+        game = Game(record.deal, undo=record.undo, blocked_budget=self.config.blocked_budget)
+        racer = RacerState(info=info, game=game)
         for entry in entries:
             racer.log_length += 1
             before = game.foundation_cards
             try:
                 # Live play checked blocked after each entry; a stored log holds nothing after a
-                # blocked position, so checking once at the end (as replay does) is the same.
+                # blocked position (but while the check was pending), so checking once at the end
+                # (as replay does, within the budget: settle_status) is the same.
                 game.play(entry.move, check_blocked=False)
             except IllegalMove:
                 continue  # an unreadable entry: skipped (never written by this server)
