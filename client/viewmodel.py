@@ -38,28 +38,9 @@ HIDDEN: Final = -1  # a card the player cannot see; never played, never shown
 
 
 def game_from_view(view: View, *, undo: bool = True) -> Game:
-    """An engine game in the position ``view`` shows (hidden cards are placeholders).
-
-    Good for ``legal_moves``, ``reason_illegal`` and moves that uncover nothing; never call
-    ``play('stock>waste')`` or play from the reserve on it (that would turn a placeholder up).
-    """
-    game = Game.__new__(Game)
-    game.deal = 0  # unknown to a player, and never needed by the rules
-    game.base = rank(view.foundations[0][0])
-    game.undo_enabled = undo
-    game.stock = [HIDDEN] * view.stock
-    game.waste = list(view.waste)
-    game.reserve = [HIDDEN] * max(view.reserve_count - 1, 0)
-    if view.reserve_top is not None:
-        game.reserve.append(view.reserve_top)
-    game.foundations = [list(f) for f in view.foundations]
-    game.tableau = [list(t) for t in view.tableau]
-    game.status = view.status
-    game.entries = []
-    game.foundation_cards = sum(len(f) for f in view.foundations)
-    game._undo_stack = []
-    game._undo_barrier = None
-    return game
+    """An engine game in the position ``view`` shows (hidden cards are placeholders): see
+    :meth:`shared.engine.Game.from_view`."""
+    return Game.from_view(view, undo=undo, hidden=HIDDEN)
 
 
 def legal_moves(view: View) -> list[str]:

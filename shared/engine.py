@@ -547,6 +547,35 @@ class Game:
         clone._undo_barrier = self._undo_barrier
         return clone
 
+    @classmethod
+    def from_view(cls, view: View, *, undo: bool = True, hidden: int = -1) -> Game:
+        """A game in the position ``view`` shows, for a player who sees only that view.
+
+        Hidden cards (the stock, the reserve below its top) are ``hidden`` placeholders, so
+        it answers ``legal_moves`` and ``reason_illegal`` exactly, and plays moves that
+        uncover nothing; never ``stock>waste`` or a reserve move (that would turn a
+        placeholder up), and its blocked check is left to the server (no budget spent).
+        """
+        game = cls.__new__(cls)
+        game.deal = 0  # unknown to a player, and never needed by the rules
+        game.base = rank(view.foundations[0][0])
+        game.undo_enabled = undo
+        game.stock = [hidden] * view.stock
+        game.waste = list(view.waste)
+        game.reserve = [hidden] * max(view.reserve_count - 1, 0)
+        if view.reserve_top is not None:
+            game.reserve.append(view.reserve_top)
+        game.foundations = [list(f) for f in view.foundations]
+        game.tableau = [list(t) for t in view.tableau]
+        game.status = view.status
+        game.entries = []
+        game.foundation_cards = sum(len(f) for f in view.foundations)
+        game.blocked_budget = 0
+        game.blocked_pending = False
+        game._undo_stack = []
+        game._undo_barrier = None
+        return game
+
 
 # ---------------------------------------------------------------- the dig search (blocked check)
 #
