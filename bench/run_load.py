@@ -109,6 +109,13 @@ class ProcSampler:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / self.ticks
 
+    def runqueue_wait_seconds(self) -> float:
+        """Time the process was ready to run but waited for a core (busy neighbours)."""
+        try:
+            return int(Path(f"/proc/{self.pid}/schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
     def memory_kib(self, key: str) -> int:
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -167,6 +174,24 @@ class Target:
     url: str
     server: ProcSampler
     redis: ProcSampler | None
+    log: Any = None  # the server's stderr (a temporary file)
+
+    def log_events(self) -> dict[str, int]:
+        """How many of each warning/error the server logged (JSON lines), e.g. append_failed."""
+        counts: dict[str, int] = {}
+        if self.log is None:
+            return counts
+        self.log.seek(0)
+        for line in self.log.read().decode(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                counts["unparsed"] = counts.get("unparsed", 0) + 1
+                continue
+            if isinstance(entry, dict) and entry.get("level") in ("warning", "error", "critical"):
+                name = str(entry.get("event"))
+                counts[name] = counts.get(name, 0) + 1
+        return counts
 
 
 @contextlib.contextmanager
@@ -197,14 +222,14 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             raise RuntimeError(
                 f"{kind} server did not start: {exc}\n{log.read()[-2000:].decode(errors='replace')}"
             ) from None
-        yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler)
+        yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler, log)
 
 
 def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> dict[str, Any]:
     """One loadgen run; the server's CPU is read at the generator's window marks (stderr)."""
     cmd = pinned([PYTHON, LOADGEN, mode, "--url", target.url, *args], CLIENT_CORE)
     load_before = loadavg()
-    marks: dict[str, tuple[float, float, float]] = {}  # mark -> (time, server cpu s, redis cpu s)
+    marks: dict[str, tuple[float, float, float, float]] = {}  # mark -> (time, server cpu, redis cpu, server wait)
     rss_at_start = [0]
     tail: list[str] = []
     proc = subprocess.Popen(
@@ -217,7 +242,12 @@ def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> d
             name = line.strip()
             if name in ("window-start", "window-end"):
                 redis_cpu = target.redis.cpu_seconds() if target.redis else 0.0
-                marks[name] = (time.monotonic(), target.server.cpu_seconds(), redis_cpu)
+                marks[name] = (
+                    time.monotonic(),
+                    target.server.cpu_seconds(),
+                    redis_cpu,
+                    target.server.runqueue_wait_seconds(),
+                )
                 if name == "window-start":
                     rss_at_start[0] = target.server.memory_kib("VmRSS")
             else:
@@ -247,10 +277,12 @@ def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> d
     result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     result["loadavg_before"] = load_before
     if "window-start" in marks and "window-end" in marks:
-        t0, s0, r0 = marks["window-start"]
-        t1, s1, r1 = marks["window-end"]
+        t0, s0, r0, w0 = marks["window-start"]
+        t1, s1, r1, w1 = marks["window-end"]
         span = max(t1 - t0, 1e-9)
         result["server_cpu_share"] = round((s1 - s0) / span, 3)
+        # Share of the window the server was ready but waited for its core: other work on it.
+        result["server_runqueue_wait_share"] = round((w1 - w0) / span, 3)
         moves = result.get("accepted_moves") or 0
         if moves:
             # CPU per move is what a busy neighbour on the core changes least.
@@ -286,6 +318,7 @@ SUMMARY_FIELDS: list[tuple[str, ...]] = [
     ("fanout_delivery_spread_ms", "p50"),
     ("fanout_delivery_spread_ms", "p99"),
     ("server_cpu_share",),
+    ("server_runqueue_wait_share",),
     ("server_cpu_us_per_move",),
     ("redis_cpu_share",),
     ("generator_cpu_share",),
@@ -313,6 +346,8 @@ def scenarios(
         for kind, mode in kinds:
             with target_server(kind, reply_size) as target:
                 result = run_loadgen(mode, target, loadgen_args, timeout)
+                if kind != "echo":
+                    result["server_log_events"] = target.log_events()
             results[kind].append(result)
             brief = {
                 k: result.get(k)
@@ -322,6 +357,7 @@ def scenarios(
                     "server_cpu_us_per_move",
                     "generator_cpu_share",
                     "errors",
+                    "server_log_events",
                     "loadavg_before",
                 )
             }
