@@ -10,7 +10,7 @@ from a shared machine hits them alike) and reports medians.
 
     python bench/run_load.py saturation --runs 5      # server moves/s vs echo msgs/s, both stores
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
-    python bench/run_load.py fanout --spectators 300  # leaderboard fan-out to spectators of one room
+    python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
     python bench/run_load.py report FILE.json         # the tables docs/benchmarks.md shows
 
@@ -534,7 +534,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--racers", type=int, default=None, help="saturation: 64; paced: 1000")
     parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer (paced, fanout)")
-    parser.add_argument("--spectators", type=int, default=300)
+    parser.add_argument("--spectators", type=int, default=250)
     parser.add_argument("--spectator-rooms", type=int, default=1)
     parser.add_argument("--fanout-racers", type=int, default=8)
     parser.add_argument("--connections", type=int, default=10000)
