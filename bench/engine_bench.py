@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the position generators live with the
 
 import engine_reference as ref  # noqa: E402
 
-from shared.engine import PLAYING, Game, replay  # noqa: E402
+from shared.engine import BLOCKED_BUDGET, PLAYING, Game, replay  # noqa: E402
 
 
 def machine() -> str:
@@ -153,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small inputs, two runs")
+    parser.add_argument("--blocked-only", action="store_true", help="only the blocked-check tables")
     parser.add_argument(
         "--clock", choices=sorted(CLOCKS), default="cpu", help="cpu: this process's CPU time (default; "
         "steady on a shared machine); wall: elapsed time"
@@ -167,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"runs: {runs} (medians over runs), clock: {args.clock}\n")
 
+    if args.blocked_only:
+        return blocked_tables(runs, scale)
     records = reference_records() + played_records(200 // scale, seed=1)
     total_moves = sum(len(entries) for _, entries in records)
     print(f"replay: {len(records)} records, {total_moves} entries (10 reference records + random play)")
@@ -185,6 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"worst {legal['worst'] * 1e6:.2f} µs\n"
     )
 
+    return blocked_tables(runs, scale)
+
+
+def blocked_tables(runs: int, scale: int) -> int:
+    """is_blocked() (exact) and blocked_status(BLOCKED_BUDGET) (what a live game runs) per family."""
     families = [
         ("random play, stock empty", played_positions(5000 // scale, seed=4, empty_stock=True)),
         ("random positions, stock empty", built_positions(3000 // scale, seed=5)),
@@ -200,7 +208,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  {name:<45} {len(games):>9} {blocked:>8} {stats['median'] * 1e6:>8.1f}µs "
             f"{stats['p99'] * 1e3:>8.2f}ms {stats['worst'] * 1e3:>8.1f}ms"
         )
+    print(f"\nblocked_status({BLOCKED_BUDGET}): the budgeted check a live game runs after each move")
+    print(f"  {'family':<45} {'positions':>9} {'undecided':>9} {'median':>10} {'p99':>10} {'worst':>10}")
+    for name, games in families:
+        undecided = sum(game.blocked_status(BLOCKED_BUDGET) is None for game in games)
+        stats = summary(games, budgeted, 1, runs)
+        print(
+            f"  {name:<45} {len(games):>9} {undecided:>9} {stats['median'] * 1e6:>8.1f}µs "
+            f"{stats['p99'] * 1e3:>8.2f}ms {stats['worst'] * 1e3:>8.2f}ms"
+        )
     return 0
+
+
+def budgeted(game: Game) -> bool | None:
+    return game.blocked_status(BLOCKED_BUDGET)
 
 
 if __name__ == "__main__":
