@@ -22,7 +22,7 @@ from test_winnable_rooms import room_phase, wait_for_file
 from winnable_sources import gated_random_deal
 
 from server.core import CoreConfig, ServerCore
-from server.core.events import BlockedChecked, CheckBlocked
+from server.core.events import BlockedChecked, CheckBlocked, LogReloaded, MovePersistFailed
 from server.winnable import DealFinder, WinnableConfig, exact_blocked
 from shared import protocol as p
 from shared.engine import BLOCKED, BLOCKED_BUDGET, PLAYING, RESIGNED, Game, replay
@@ -248,6 +248,48 @@ def test_a_blocked_answer_covers_moves_made_since_without_undo() -> None:
     assert replay(DEAL, racer.game.entries)[1].status == BLOCKED  # (and so it is, exactly)
     start = shell.last(ann, p.RaceStart)
     assert isinstance(start, p.RaceStart) and start.view is not None and start.view.status == BLOCKED
+
+
+def test_an_answer_while_a_move_is_being_written_applies_once_it_lands() -> None:
+    shell, (ann, _bob), code = pending_shell()
+    ann_id = pid(shell, ann)
+    play_moves(shell, ann, MOVES)
+    (check,) = checks(shell)
+    first = next(m for m in vector_game(TINY).legal_moves() if ">t" in m)
+    shell.hold_persists = True
+    shell.send(ann, p.Move(id=500, move=first))  # written, not yet acknowledged ...
+    shell.send(ann, p.Move(id=501, move="undo"))  # ... and one queued behind it
+    answer(shell, check, True)
+    racer = shell.core.rooms[code].race.racers[ann_id]  # type: ignore[union-attr]
+    assert racer.game.status == PLAYING and racer.inflight is not None  # the write decides first
+    shell.hold_persists = False
+    shell.release()
+    assert racer.game.status == BLOCKED and racer.game.entries == [*MOVES, first]
+    replies = {m.id: m for m in shell.inbox[ann] if isinstance(m, p.MoveOk | p.MoveRejected)}
+    assert isinstance(replies[500], p.MoveOk)
+    refused = replies[501]
+    assert isinstance(refused, p.MoveRejected) and "over (blocked)" in refused.reason  # never undone
+    assert shell.logs[(code, 1, ann_id)][-1].move == first and len(shell.logs[(code, 1, ann_id)]) == len(MOVES) + 1
+
+
+def test_a_reloaded_log_keeps_the_question_in_flight() -> None:
+    shell, (ann, _bob), code = pending_shell()
+    ann_id = pid(shell, ann)
+    play_moves(shell, ann, MOVES)
+    (check,) = checks(shell)
+    shell.hold_persists = True
+    shell.send(ann, p.Move(id=500, move="undo"))
+    (held,) = shell.held
+    shell.held.clear()
+    # The store stopped answering mid-write: the core reloads the log (the undo never landed).
+    shell.run(MovePersistFailed(code, 1, ann_id, False, shell.now))
+    assert shell.reloads and shell.reloads[-1].player_id == ann_id and held.entry.move == "undo"
+    shell.run(LogReloaded(code, 1, ann_id, list(shell.logs[(code, 1, ann_id)]), shell.now))
+    racer = shell.core.rooms[code].race.racers[ann_id]  # type: ignore[union-attr]
+    assert racer.game.blocked_pending and racer.blocked_asked == len(MOVES)
+    assert len(checks(shell)) == 1  # the rebuilt racer knows its question is already asked
+    answer(shell, check, True)
+    assert racer.game.status == BLOCKED
 
 
 def test_a_not_blocked_answer_changes_nothing_and_a_stale_one_asks_for_the_newest() -> None:
