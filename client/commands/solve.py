@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 DEFAULT_SECONDS = 30.0
@@ -50,11 +51,15 @@ def run(args: argparse.Namespace) -> int:
     max_seconds = args.seconds if args.seconds > 0 else None
     result = solve(Game(deal), max_positions=budget, max_seconds=max_seconds, clock=time.monotonic)
     if args.json:
-        print(json.dumps(result.to_json(deal), separators=(",", ":")))
-        return 0
-    print(f"deal {deal}: {result.verdict} ({result.positions} positions, {result.seconds:.3f} s)")
-    if result.verdict == WINNABLE:
-        print(f"a win in {len(result.moves)} moves:")
-        for start in range(0, len(result.moves), 10):
-            print("  " + " ".join(result.moves[start : start + 10]))
+        text = json.dumps(result.to_json(deal), separators=(",", ":"))
+    else:
+        lines = [f"deal {deal}: {result.verdict} ({result.positions} positions, {result.seconds:.3f} s)"]
+        if result.verdict == WINNABLE:
+            lines.append(f"a win in {len(result.moves)} moves:")
+            lines.extend("  " + " ".join(result.moves[i : i + 10]) for i in range(0, len(result.moves), 10))
+        text = "\n".join(lines)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # e.g. `plot solve N | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
