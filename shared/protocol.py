@@ -301,9 +301,12 @@ class Room(msgspec.Struct, tag="room", tag_field="type", kw_only=True):
     rules: RoomRules
     chosen_deal: bool
     leak_proof: bool
+    # The racers, the host and the recipient itself (whatever its role), in seat order: never
+    # every spectator, so a snapshot stays small however many watch (only the count is sent).
     members: list[Member]
     starts_at: int | None = None  # countdown/racing: when the race starts (server ms)
     ends_at: int | None = None  # racing with a time limit: when it ends (server ms)
+    spectators: int = 0  # spectators in the room, the recipient included if it watches
 
 
 class RoomList(msgspec.Struct, tag="room_list", tag_field="type", kw_only=True):

@@ -225,6 +225,8 @@ class RaceScreen(GameScreen):
             self.show_view(board_on_show)
         if "leaderboard" in changed or "race" in changed or "room" in changed:
             title = "Leaderboard" if model.race is None else f"Leaderboard · race {model.race.race}"
+            if model.room is not None and model.room.spectators:
+                title += f" · {model.room.spectators} watching"
             self.query_one(LeaderboardPanel).show(model.leaderboard, model.player_id, title)
         self.tick()
 

@@ -63,7 +63,6 @@ class LobbyPanel(Widget):
         out.append(f"   friends join with: plot join {code}   watch: plot watch {code}\n", style="dim")
         out.append_text(rules_text(room))
         racers = [m for m in room.members if m.role == RACER]
-        spectators = [m for m in room.members if m.role == SPECTATOR]
         out.append(f"\n\nRacers {len(racers)}/{room.rules.max_racers}\n", style="bold")
         for member in racers:
             out.append(" ★ " if member.player_id == room.host else "   ", style="yellow")
@@ -74,8 +73,8 @@ class LobbyPanel(Widget):
             if not member.connected:
                 out.append("  (away)", style="red")
             out.append("\n")
-        if spectators:
-            out.append(f"Spectators: {len(spectators)}\n", style="dim")
+        if room.spectators:  # a count: a snapshot names no spectator but this client (and a watching host)
+            out.append(f"Spectators: {room.spectators}\n", style="dim")
         left = model.countdown_left_ms()
         if left is not None:
             out.append(f"\nStarting in {max(left + 999, 0) // 1000}…\n", style="bold magenta")

@@ -18,6 +18,8 @@ import secrets
 from collections import deque
 from dataclasses import dataclass, field
 
+import msgspec
+
 from server.core.events import (
     Bind,
     BlockedChecked,
@@ -74,6 +76,9 @@ class CoreConfig:
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
     leaderboard_interval_ms: int = 100  # at most ~10 leaderboards per second per room
     boards_interval_ms: int = 250  # live spectator boards, when the room allows them
+    # A spectator coming or going changes only the spectator count others see: that snapshot is
+    # coalesced, at most one per room per interval (latest wins), so n joins do not cost n² entries.
+    spectators_interval_ms: int = 100
     max_rooms: int = 1000
     room_ttl_s: float = 24 * 3600  # rooms, logs and results vanish from the store this long after use
     # States the blocked check may spend per move on the event loop (shared.engine.BLOCKED_BUDGET);
@@ -195,6 +200,8 @@ class RoomState:
     wake_at: int | None = None
     needs_save: bool = False
     search: int = 0  # the deal search in flight (phase dealing), 0: none
+    snapshot_dirty: bool = False  # members have not yet seen the latest spectator count
+    snapshot_last_ms: int = 0  # when the last coalesced snapshot went out
 
     @property
     def leak_proof(self) -> bool:
@@ -369,11 +376,26 @@ class ServerCore:
         self._reply(conn, p.Error(code=code, message=message, ref=ref))
 
     def _changed(self, room: RoomState) -> None:
-        """The room's membership/phase changed: new version, tell everyone in it, save it."""
+        """The room's racers/host/phase changed: new version, tell everyone in it now, save it."""
         room.version += 1
         room.needs_save = True
         self._touched.add(room.code)
-        self._send(room.member_ids(), self._room_message(room))
+        room.snapshot_dirty = False  # this snapshot carries the latest count too
+        self._send_room(room, droppable=False)
+
+    def _spectators_changed(self, room: RoomState, counted: bool) -> None:
+        """Only spectators changed (one came, went, or its connection did): new version, save it.
+        ``counted``: the count changed, so the others get it with the next coalesced snapshot
+        (``_tick``); otherwise nothing they see changed (their snapshot never lists spectators)."""
+        room.version += 1
+        room.needs_save = True
+        self._touched.add(room.code)
+        if counted:
+            room.snapshot_dirty = True
+
+    def _shown(self, room: RoomState, member: MemberState) -> bool:
+        """Does everyone's snapshot list this member? Racers and the host; a spectator only in its own."""
+        return member.role == p.RACER or member.player_id == room.host
 
     def _save_player(self, player_id: str, room: str | None, name: str, bot: bool, token_hash: str) -> None:
         player = self.players.get(player_id)
@@ -512,10 +534,12 @@ class ServerCore:
         if room.race is not None and player.player_id in room.race.racers:
             room.race.racers[player.player_id].forfeit_at = None
             room.race.lb_dirty = True
-        if was_away:
+        if was_away and self._shown(room, member):
             self._changed(room)
         else:
-            self._reply(conn, self._room_message(room))
+            if was_away:
+                self._spectators_changed(room, counted=False)  # back: only its own snapshot shows it
+            self._reply(conn, self._room_message(room, player.player_id))
         self._snapshot(conn, room, player.player_id, now)
 
     def _snapshot(self, conn: int, room: RoomState, player_id: str, now: int) -> None:
@@ -632,7 +656,7 @@ class ServerCore:
             return
         member = room.members.get(pid)
         if member is not None and member.role == msg.role:
-            self._reply(conn, self._room_message(room))
+            self._reply(conn, self._room_message(room, pid))
             self._snapshot(conn, room, pid, now)
             return
         if msg.role == p.RACER:
@@ -664,13 +688,19 @@ class ServerCore:
             member.ready = False
             if room.phase == p.DEALING and not room.racer_ids():
                 self._cancel_search(room)
-        self._changed(room)
+        if member is None and msg.role == p.SPECTATOR:
+            # A new spectator: its own snapshot now, the count to the others with the next tick.
+            self._spectators_changed(room, counted=True)
+            self._send((pid,), self._room_message(room, pid))
+        else:
+            self._changed(room)
         self._snapshot(conn, room, pid, now)
 
     def _remove_member(self, room: RoomState, pid: str, now: int) -> None:
         member = room.members.pop(pid, None)
         if member is None:
             return
+        was_shown = self._shown(room, member)
         self._save_player(pid, None, member.name, member.bot, member.token_hash)
         self._note("room_left", room=room.code, player=pid)
         race = room.race
@@ -689,7 +719,10 @@ class ServerCore:
         if not room.members:
             self._close_room(room, reason=None)
             return
-        self._changed(room)
+        if was_shown:
+            self._changed(room)
+        else:
+            self._spectators_changed(room, counted=True)
 
     def _pass_host(self, room: RoomState) -> None:
         members = list(room.members.values())
@@ -1356,6 +1389,12 @@ class ServerCore:
                     return
         if room.phase in (p.LOBBY, p.RESULTS) and now >= room.last_activity_ms + self.config.lobby_idle_ms:
             self._close_room(room, reason="idle")
+            return
+        if room.snapshot_dirty and now >= room.snapshot_last_ms + self.config.spectators_interval_ms:
+            # The spectator count, coalesced: one snapshot for any number of comings and goings.
+            room.snapshot_dirty = False
+            room.snapshot_last_ms = now
+            self._send_room(room, droppable=True)
 
     def _next_wake(self, room: RoomState) -> int | None:
         times: list[int] = []
@@ -1378,6 +1417,8 @@ class ServerCore:
                     times.append(member.left_ms + self.config.member_grace_ms)
         if room.phase in (p.LOBBY, p.RESULTS):
             times.append(room.last_activity_ms + self.config.lobby_idle_ms)
+        if room.snapshot_dirty:
+            times.append(room.snapshot_last_ms + self.config.spectators_interval_ms)
         return min(times) if times else None
 
     # ---------------------------------------------------------------- connections
@@ -1404,12 +1445,28 @@ class ServerCore:
             if not racer.game.over:
                 racer.forfeit_at = ev.now + self.config.grace_ms
             race.lb_dirty = True
-        self._changed(room)
+        if self._shown(room, room.members[pid]):
+            self._changed(room)
+        else:
+            self._spectators_changed(room, counted=False)  # nobody else sees a spectator's connection
 
     # ================================================================ records
 
-    def _room_message(self, room: RoomState) -> p.Room:
+    def _member(self, m: MemberState) -> p.Member:
+        return p.Member(
+            player_id=m.player_id,
+            name=m.name,
+            role=m.role,
+            ready=m.ready,
+            bot=m.bot,
+            connected=self._connected(m.player_id),
+        )
+
+    def _room_shared(self, room: RoomState) -> p.Room:
+        """The snapshot every member shares: the racers and the host, and the spectator count."""
         race = room.race
+        timed = race is not None and room.phase in (p.COUNTDOWN, p.RACING)
+        shown = [self._member(m) for m in room.members.values() if self._shown(room, m)]
         return p.Room(
             code=room.code,
             version=room.version,
@@ -1419,20 +1476,42 @@ class ServerCore:
             rules=_rules(room.options),
             chosen_deal=room.chosen_deal,
             leak_proof=room.leak_proof,
-            members=[
-                p.Member(
-                    player_id=m.player_id,
-                    name=m.name,
-                    role=m.role,
-                    ready=m.ready,
-                    bot=m.bot,
-                    connected=self._connected(m.player_id),
-                )
-                for m in room.members.values()
-            ],
-            starts_at=race.record.starts_at if race is not None and room.phase in (p.COUNTDOWN, p.RACING) else None,
-            ends_at=race.record.ends_at if race is not None and room.phase in (p.COUNTDOWN, p.RACING) else None,
+            members=shown,
+            starts_at=race.record.starts_at if timed and race is not None else None,
+            ends_at=race.record.ends_at if timed and race is not None else None,
+            spectators=sum(1 for m in room.members.values() if m.role == p.SPECTATOR),
         )
+
+    def _with_self(self, shared: p.Room, member: MemberState, seat: int) -> p.Room:
+        """``shared`` with a spectator it does not list put in its seat (``seat`` listed members come before)."""
+        members = list(shared.members)
+        members.insert(seat, self._member(member))
+        return msgspec.structs.replace(shared, members=members)
+
+    def _room_message(self, room: RoomState, recipient: str) -> p.Room:
+        """The snapshot for one member: the shared one, plus the recipient itself if it is not listed."""
+        shared = self._room_shared(room)
+        member = room.members.get(recipient)
+        if member is None or self._shown(room, member):
+            return shared
+        seat = 0
+        for pid, m in room.members.items():
+            if pid == recipient:
+                break
+            seat += self._shown(room, m)
+        return self._with_self(shared, member, seat)
+
+    def _send_room(self, room: RoomState, droppable: bool) -> None:
+        """The room snapshot to every member: one shared frame for the racers and the host, and each
+        other spectator its own (the shared one plus itself: at most 18 entries, whatever the audience)."""
+        shared = self._room_shared(room)
+        self._send(tuple(m.player_id for m in shared.members), shared, droppable)
+        seat = 0  # listed members seated before the one at hand
+        for pid, member in room.members.items():
+            if self._shown(room, member):
+                seat += 1
+            else:
+                self._send((pid,), self._with_self(shared, member, seat), droppable)
 
     def _record(self, room: RoomState) -> RoomRecord:
         return RoomRecord(
