@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"plot solo: {exc}", file=sys.stderr)
             return 2
-    game = Game(deal, undo=not args.no_undo)
+    # A local game has no worker pool to ask: decide blocked exactly (rarely over a few ms).
+    game = Game(deal, undo=not args.no_undo, blocked_budget=None)
     print(f"The Plot, deal {deal}{' (undo off)' if args.no_undo else ''}. Type help for the commands.")
     _show(game)
     while game.status == PLAYING:

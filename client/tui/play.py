@@ -69,7 +69,8 @@ class PlayApp(App[None]):
 
     def __init__(self, deal: int, *, undo: bool = True, record_dir: Path | None = None) -> None:
         super().__init__()
-        self.game = Game(deal, undo=undo)
+        # A local game has no worker pool to ask: decide blocked exactly (rarely over a few ms).
+        self.game = Game(deal, undo=undo, blocked_budget=None)
         self.record_dir = record_dir
         self.record_path: Path | None = None
         self.game_screen = GameScreen(LocalDriver(self.game, self._on_view), title=f"deal {deal}")
