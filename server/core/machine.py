@@ -152,7 +152,7 @@ class RacerState:
     pending_ids: set[int] = field(default_factory=set)
     queue: deque[PendingMove] = field(default_factory=deque)
     inflight: PendingMove | None = None
-    candidate: Game | None = None
+    candidate: Game | None = None  # after an in-flight undo/resign (a plain move is played on game once stored)
     inflight_t: int = 0
     reloading: bool = False
     uncertain: PendingMove | None = None  # its write failed mid-call: the reloaded log tells if it landed
@@ -1051,12 +1051,22 @@ class ServerCore:
         assert race is not None
         while racer.inflight is None and not racer.reloading and racer.queue:
             pending = racer.queue.popleft()
-            candidate = racer.game.copy()
-            try:
-                candidate.play(pending.move)
-            except IllegalMove as exc:
-                self._reject(racer, pending, p.ILLEGAL_MOVE, exc.reason)
-                continue
+            candidate: Game | None = None
+            if pending.move in (UNDO, RESIGN):
+                candidate = racer.game.copy()  # rare entries: checked by playing them on a copy
+                try:
+                    candidate.play(pending.move)
+                except IllegalMove as exc:
+                    self._reject(racer, pending, p.ILLEGAL_MOVE, exc.reason)
+                    continue
+            else:
+                # A plain move: checked without copying the game (the engine's own check, as play
+                # makes it); played on the racer's game when the store holds it. Nothing changes
+                # that game's position while its one write is in flight.
+                reason = racer.game.reason_illegal(pending.move)
+                if reason is not None:
+                    self._reject(racer, pending, p.ILLEGAL_MOVE, reason)
+                    continue
             t_ms = max(0, now - race.record.starts_at)
             if racer.times:
                 t_ms = max(t_ms, racer.times[-1])  # times never go backwards in a log
@@ -1086,12 +1096,26 @@ class ServerCore:
         room, racer = found
         race = room.race
         assert race is not None
-        pending, game = racer.inflight, racer.candidate
-        if pending is None or game is None or ev.length != racer.log_length + 1:
+        pending = racer.inflight
+        if pending is None or ev.length != racer.log_length + 1:
             self._note("persist_mismatch", room=ev.code, player=ev.player_id, length=ev.length)
             return
         self._touched.add(room.code)
         before = racer.game.foundation_cards
+        game = racer.candidate
+        if game is None:
+            game = racer.game
+            try:
+                game.play(pending.move)
+            except IllegalMove:
+                # Cannot happen (checked against this very position): were it to, the log holds an
+                # entry this game refuses, so rebuild the racer from the log as after a failed write.
+                self._note("persist_unplayable", room=ev.code, player=ev.player_id, length=ev.length)
+                racer.inflight = None
+                racer.reloading = True
+                racer.uncertain = pending
+                self._out.append(ReloadLog(room.code, ev.race, ev.player_id))
+                return
         racer.game = game
         racer.times.append(racer.inflight_t)
         racer.log_length += 1
