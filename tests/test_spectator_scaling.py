@@ -5,8 +5,11 @@ while racers' changes go out at once. Plain calls on the room core (the Shell of
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 from test_room_core import Shell, lobby, pid
+from test_server_e2e import Client, latest, make_room, running_server
 
 from server.core.events import Disconnected, SaveRoom
 from shared import protocol as p
@@ -152,3 +155,30 @@ def test_an_old_client_reads_the_new_snapshot() -> None:
     del raw["spectators"]
     room = p.decode_server(msgspec.msgpack.encode(raw))
     assert isinstance(room, p.Room) and room.spectators == 0
+
+
+async def test_a_real_server_sends_racers_the_count_not_the_crowd() -> None:
+    # Real server, real WebSocket clients: 60 spectators join at once. Before, each join sent every
+    # member a snapshot listing everyone (60 growing frames to each racer); now the racers get the
+    # count in a few coalesced snapshots that stay small.
+    async with running_server() as server:
+        (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+        crowd = [await Client.open(server, f"S{i}") for i in range(60)]
+        for i, client in enumerate(crowd):
+            await client.hello(f"S{i}")
+        before = len(ann.messages)
+        await asyncio.gather(*(c.send(p.Join(code=code, role=p.SPECTATOR)) for c in crowd))
+        for client in crowd:
+            await client.expect(p.Room)
+        deadline = asyncio.get_running_loop().time() + 5.0
+        while latest(ann, p.Room).spectators != 60:
+            assert asyncio.get_running_loop().time() < deadline, "the count never reached the host"
+            await asyncio.sleep(0.02)
+        got = [m for m in ann.messages[before:] if isinstance(m, p.Room)]
+        assert 1 <= len(got) < 30
+        assert all([m.name for m in r.members] == ["Ann", "Bob"] for r in got)
+        assert max(len(p.encode(r)) for r in got) < 1000
+        for i, client in enumerate(crowd):
+            assert [m.name for m in latest(client, p.Room).members] == ["Ann", "Bob", f"S{i}"]
+        for client in (ann, bob, *crowd):
+            await client.close()
