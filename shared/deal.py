@@ -45,7 +45,7 @@ def check_deal_number(deal: object) -> int:
 def parse_deal_number(text: str) -> int:
     """Parse a decimal deal number as a person types it."""
     stripped = text.strip()
-    if not stripped.isdigit():
+    if not (stripped.isascii() and stripped.isdigit()):  # str.isdigit alone takes '٣' and '²'
         raise ValueError(f"not a deal number: {text!r} (expected a whole number 0..{MAX_DEAL})")
     return check_deal_number(int(stripped))
 

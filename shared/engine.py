@@ -266,9 +266,15 @@ class Game:
         return moves
 
     def reason_illegal(self, entry: str) -> str | None:
-        """None if ``entry`` may be played now, else the reason it may not."""
+        """None if ``entry`` (a move, ``undo`` or ``resign``) may be played now, else the reason it may not."""
         try:
-            self._check(entry)
+            if entry == UNDO:
+                self._check_undo()
+            elif entry == RESIGN:
+                if self.status != PLAYING:
+                    raise IllegalMove(entry, f"the game is over ({self.status}): nothing more is accepted")
+            else:
+                self._check(entry)
         except IllegalMove as exc:
             return exc.reason
         return None
@@ -390,6 +396,13 @@ class Game:
             self._undo_stack.append((src, dst))
 
     def _undo(self) -> None:
+        self._check_undo()
+        src, dst = self._undo_stack.pop()
+        self._pile(src).append(self._pile(dst).pop())
+        if F0 <= dst < T0:
+            self.foundation_cards -= 1
+
+    def _check_undo(self) -> None:
         if self.status != PLAYING:
             raise IllegalMove(UNDO, f"the game is over ({self.status}): nothing more is accepted")
         if not self.undo_enabled:
@@ -398,10 +411,6 @@ class Game:
             if self._undo_barrier is None:
                 raise IllegalMove(UNDO, "there is no move to undo")
             raise IllegalMove(UNDO, f"{self._undo_barrier}: it cannot be undone")
-        src, dst = self._undo_stack.pop()
-        self._pile(src).append(self._pile(dst).pop())
-        if F0 <= dst < T0:
-            self.foundation_cards -= 1
 
     def settle_status(self) -> None:
         """Decide won/blocked for the current position (after a replay without checks), within

@@ -19,7 +19,7 @@ import engine_reference as ref
 import pytest
 
 from shared.cards import card_name, parse_card
-from shared.deal import deal_layout
+from shared.deal import deal_layout, parse_deal_number
 from shared.engine import BLOCKED, PLAYING, RESIGNED, WON, Game, IllegalMove, replay
 
 RECORDS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "vectors" / "records.json").read_text())["records"]
@@ -545,3 +545,21 @@ def test_long_waste_dug_with_builds_and_spaces_together() -> None:
     tableau = {0: "6h0", 1: "Jh1"} | {i: name for i, name in FILLERS.items() if i not in (10, 11)}
     check_blocked(dug(f0=F0_FULL, tableau=tableau, waste="7h0 Js0 Jh0 5d0 4d0 3d0"), False)
     check_blocked(dug(f0=F0_FULL, tableau=tableau, waste="7h0 Js0 Jh0 Jc1 5d0 4d0 3d0"), True)
+
+
+def test_reason_illegal_answers_for_undo_and_resign_too() -> None:
+    game = Game(5)
+    assert game.reason_illegal("undo") == "there is no move to undo"
+    assert game.reason_illegal("resign") is None
+    game.play("stock>waste")
+    assert game.reason_illegal("undo") == "stock>waste turned a card: it cannot be undone"
+    game.play("resign")
+    assert game.reason_illegal("resign") == "the game is over (resigned): nothing more is accepted"
+    assert Game(5, undo=False).reason_illegal("undo") == "undo is off in this game"
+
+
+@pytest.mark.parametrize("text", ["٣", "²", "-1", "1e3", "", "18446744073709551616"])
+def test_deal_numbers_are_plain_ascii_decimal(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_deal_number(text)
+    assert parse_deal_number(" 42 ") == 42
