@@ -28,19 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the position generators live with the tests
 
 import engine_reference as ref  # noqa: E402
+from machine_info import cpu_name  # noqa: E402  (bench/ is the script folder)
 
 from shared.engine import BLOCKED_BUDGET, PLAYING, Game, replay  # noqa: E402
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()} ({platform.python_implementation()})"
 
 

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from machine_info import cpu_name
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 PYTHON = sys.executable
@@ -463,12 +465,7 @@ def idle(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_name()
     versions: dict[str, str] = {}
     for dist in ("websockets", "uvloop", "msgspec", "redis", "hiredis"):
         with contextlib.suppress(Exception):

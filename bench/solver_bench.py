@@ -26,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from machine_info import cpu_name  # noqa: E402  (bench/ is the script folder)
+
 from shared.engine import Game  # noqa: E402
 from shared.solver import UNKNOWN, WINNABLE, solve  # noqa: E402
 
@@ -42,16 +44,6 @@ def run_pass(
         result = solve(Game(deal), max_positions=max_positions, max_seconds=cap, clock=clock)
         out.append((result.verdict, clock() - started, result.positions, len(result.moves)))
     return out
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 def main() -> int:

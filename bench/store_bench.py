@@ -30,6 +30,7 @@ import redis.exceptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from machine_info import cpu_name
 from redis_fixture import RedisServer  # a test helper, found through the path above
 
 from server.store import MemoryStore, RedisStore, Store
@@ -159,14 +160,7 @@ async def one_run(url: str, run: int, appends: int, writers: int) -> dict[str, d
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return f"{cpu}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
 

@@ -28,6 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from machine_info import cpu_name  # noqa: E402  (bench/ is the script folder)
+
 from shared.engine import Game, replay  # noqa: E402
 from shared.solver import UNKNOWN, UNWINNABLE, WINNABLE, solve  # noqa: E402
 
@@ -258,16 +260,6 @@ def write_report(rows: list[dict[str, Any]], doc: Path, chart: Path, command: st
         out += [f"Unknown deals ({len(unknown)}): {shown}", ""]
     doc.write_text("\n".join(out))
     write_chart(rows, chart)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 def main() -> int:

@@ -20,6 +20,9 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
 def load(name: str) -> ModuleType:
+    # A bench script runs with its own folder on sys.path (it imports machine_info from there).
+    if str(BENCH) not in sys.path:
+        sys.path.append(str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
