@@ -32,6 +32,7 @@ import resource
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -342,6 +343,18 @@ async def spectate(spectator: Racer, code: str, stats: Stats) -> None:
                     seen[row.player_id] = row.moves
 
 
+async def wait_for_setup(done: Callable[[], bool], tasks: list[asyncio.Task[Any]], what: str,
+                         started: float, timeout: float) -> None:
+    """Poll until ``done()``; fail fast if a set-up task failed or the set-up is too slow."""
+    while not done():
+        await asyncio.sleep(0.05)
+        failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
+        if failed:
+            raise RuntimeError(f"{what} failed: {failed[0].exception()!r}")
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"{what} took more than {timeout:g} s")
+
+
 async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
     stats = Stats()
     rng = random.Random(args.seed)
@@ -370,13 +383,10 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
     ]
     try:
         # Wait for every connection to be in its room, then run: warm-up, then the measured window.
-        while not all(r.room_code for racers, _ in rooms for r in racers):
-            await asyncio.sleep(0.05)
-            failed = [t for t in room_tasks if t.done() and t.exception()]
-            if failed:
-                raise RuntimeError(f"room set-up failed: {failed[0].exception()!r}")
-            if time.perf_counter() - setup_started > args.setup_timeout:
-                raise RuntimeError(f"room set-up took more than {args.setup_timeout:g} s")
+        await wait_for_setup(
+            lambda: all(r.room_code for racers, _ in rooms for r in racers),
+            room_tasks, "room set-up", setup_started, args.setup_timeout,
+        )
         setup_seconds = time.perf_counter() - setup_started
         started = time.perf_counter()
         deadline_box[0] = started + args.warmup + args.duration
@@ -470,13 +480,7 @@ async def run_echo_load(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     tasks = [asyncio.create_task(one(random.Random(rng.random()))) for _ in range(args.racers)]
     setup_started = time.perf_counter()
-    while opened[0] < args.racers:
-        await asyncio.sleep(0.05)
-        failed = [t for t in tasks if t.done() and t.exception()]
-        if failed:
-            raise RuntimeError(f"echo connection failed: {failed[0].exception()!r}")
-        if time.perf_counter() - setup_started > args.setup_timeout:
-            raise RuntimeError(f"echo set-up took more than {args.setup_timeout:g} s")
+    await wait_for_setup(lambda: opened[0] >= args.racers, tasks, "echo set-up", setup_started, args.setup_timeout)
     setup_seconds = time.perf_counter() - setup_started
     stop_at[0] = time.perf_counter() + args.warmup + args.duration
     ready.set()
