@@ -33,6 +33,7 @@ import cProfile
 import json
 import os
 import pstats
+import re
 import shutil
 import signal
 import subprocess
@@ -459,12 +460,16 @@ def table(window: Window) -> list[str]:
 
 
 def short_path(filename: str) -> str:
-    """A file as a reader finds it: from the package (site-packages) or the repository root."""
+    """A file as a reader finds it: from its package folder (site-packages, the standard library) or the
+    repository root."""
     path = filename.replace("\\", "/")
-    for anchor in ("site-packages/", f"{run_load.ROOT.as_posix()}/", "/lib/python3"):
-        if anchor in path:
-            return path.split(anchor, 1)[1]
-    return path or "?"
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1]
+    root = f"{run_load.ROOT.as_posix()}/"
+    if path.startswith(root):
+        return path[len(root) :]
+    stdlib = re.search(r"/lib/python3\.\d+/(.*)", path)
+    return stdlib.group(1) if stdlib else path or "?"
 
 
 def describe_machine() -> str:
