@@ -51,7 +51,8 @@ import run_load
 from machine_info import cpu_name
 
 PARTS = [
-    "websockets framing",
+    "websockets framing: reading",
+    "websockets framing: writing",
     "decode",
     "core",
     "engine",
@@ -84,6 +85,8 @@ TRANSPARENT = (
     "<method",
 )
 EVENT_LOOP = ("/uvloop/", "selectors.py", "socket.py", "ssl.py", "runners.py", "threading.py")
+# websockets functions that build or write outgoing frames (send, send_data, send_binary, send_frame...).
+WEBSOCKETS_WRITING = {"broadcast", "serialize", "data_to_send", "write", "writelines", "write_frame"}
 FAN_OUT = {"_deliver", "_cut", "_conns_of", "_reply", "publish"}
 ENGINE = ("shared/engine.py", "shared/cards.py", "shared/deal.py", "shared/solver.py")
 STORE = ("server/store/", "/redis/", "/hiredis/", "/valkey/", "/async_timeout/")
@@ -94,7 +97,9 @@ def part_of_frame(function: str, filename: str) -> str | None:
     # py-spy names files relative to their sys.path entry ("websockets/frames.py"), cProfile in full.
     path = "/" + filename.replace("\\", "/").lstrip("/")
     if "/websockets/" in path:  # before the plumbing: websockets has an asyncio/ folder of its own
-        return "websockets framing"
+        name = function.rpartition(".")[2]
+        writing = name.startswith("send") or name in WEBSOCKETS_WRITING
+        return "websockets framing: writing" if writing else "websockets framing: reading"
     if any(marker in path for marker in STORE):
         return "store"
     if any(marker in path for marker in TRANSPARENT) or any(marker in function for marker in TRANSPARENT):
