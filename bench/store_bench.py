@@ -251,8 +251,17 @@ class StoreClient:
     """``RedisStore.append_move`` itself (argument checks, error mapping): what a move costs the
     server; ``append_moves`` (the group commit) when the store has it."""
 
-    def __init__(self, url: str, namespace: str) -> None:
+    def __init__(self, url: str, namespace: str, module: Any = None) -> None:
         self.store = RedisStore(url, namespace=namespace)
+        if module is not None:
+            # What switching the store's client would give: the same store on another redis-py-shaped
+            # client (valkey-py), its pool set up as RedisStore's own. The happy path only: the store's
+            # error mapping still names redis-py's exception classes.
+            pool = module.BlockingConnectionPool.from_url(
+                url, max_connections=64, timeout=2.0, socket_timeout=2.0, socket_connect_timeout=2.0
+            )
+            self.store._redis = module.Redis.from_pool(pool)
+            self.store._append_move = self.store._redis.register_script(APPEND_MOVE)
         self.batch: Callable[[list[Any]], Awaitable[list[Any]]] | None = getattr(self.store, "append_moves", None)
 
     @staticmethod
@@ -352,7 +361,7 @@ def client_names(versions: dict[str, str]) -> list[str]:
     """The clients installed here; the extra ones come with the bench extra."""
     names = ["redis-py", "redis-py script", "RedisStore"]
     if "valkey" in versions:
-        names.append("valkey-py")
+        names += ["valkey-py", "RedisStore on valkey-py"]
     if "coredis" in versions:
         names.append("coredis")
     if "valkey-glide" in versions:
@@ -372,6 +381,10 @@ async def open_client(name: str, url: str, port: int, sha: str, namespace: str) 
         import valkey.asyncio
 
         client = RedisPyClient(valkey.asyncio, url, sha)
+    elif name == "RedisStore on valkey-py":
+        import valkey.asyncio
+
+        client = StoreClient(url, namespace, valkey.asyncio)
     elif name == "coredis":
         client = CoredisClient(port, sha)
     elif name == "valkey-glide":
