@@ -227,6 +227,7 @@ class Window:
     hottest: list[tuple[str, str, float]]
     loadgen: dict[str, Any] = field(default_factory=dict)
     loadavg: list[float] = field(default_factory=list)
+    server_warnings: dict[str, int] = field(default_factory=dict)  # e.g. append_failed: the run went wrong
 
 
 SERVE_UNDER_CPROFILE = "serve-under-cprofile"
@@ -253,7 +254,9 @@ def serve_under_cprofile(stats_path: str, argv: list[str]) -> int:
 
 
 @contextlib.contextmanager
-def race_server(store: str, profiler: str, stats_path: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def race_server(
+    store: str, profiler: str, stats_path: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes], run_load.Target]]:
     """plot-server (memory store, or a fresh redis-server) on a free loopback port, pinned like run_load's."""
     with contextlib.ExitStack() as stack:
         port = run_load.free_port()
@@ -279,7 +282,9 @@ def race_server(store: str, profiler: str, stats_path: str) -> Iterator[tuple[st
         except RuntimeError as exc:
             log.seek(0)
             raise RuntimeError(f"{store} server did not start: {exc}\n{log.read()[-2000:].decode()}") from None
-        yield f"ws://127.0.0.1:{port}", proc
+        url = f"ws://127.0.0.1:{port}"
+        # run_load's Target reads the server's JSON log lines: warnings such as append_failed.
+        yield url, proc, run_load.Target(store, url, run_load.ProcSampler(proc.pid), None, log)
 
 
 def py_spy_binary() -> str | None:
@@ -288,7 +293,12 @@ def py_spy_binary() -> str | None:
 
 
 def profile_once(store: str, opts: argparse.Namespace) -> Window:
-    workdir = tempfile.mkdtemp(prefix="plot-profile-")
+    """One profiled run of the paced load against a fresh server with this store."""
+    with tempfile.TemporaryDirectory(prefix="plot-profile-") as workdir:
+        return profile_in(workdir, store, opts)
+
+
+def profile_in(workdir: str, store: str, opts: argparse.Namespace) -> Window:
     stats_path = str(Path(workdir) / "server.prof")
     raw_path = str(Path(workdir) / "pyspy.txt")
     loadgen_args = [
@@ -298,7 +308,7 @@ def profile_once(store: str, opts: argparse.Namespace) -> Window:
         "--warmup", str(opts.warmup),
         "--seed", str(opts.seed),
     ]  # fmt: skip
-    with race_server(store, opts.profiler, stats_path) as (url, proc):
+    with race_server(store, opts.profiler, stats_path) as (url, proc, target):
         sampler = run_load.ProcSampler(proc.pid)  # taskset execs the server: same pid
         cmd = run_load.pinned(
             [run_load.PYTHON, run_load.LOADGEN, "server", "--url", url, *loadgen_args], run_load.CLIENT_CORE
@@ -356,6 +366,7 @@ def profile_once(store: str, opts: argparse.Namespace) -> Window:
             process.wait(opts.duration + 30)
             if process.returncode != 0:
                 raise RuntimeError(f"py-spy failed ({process.returncode})")
+        warnings = target.log_events()
     (t0, cpu0, wait0), (t1, cpu1, wait1) = marks["window-start"], marks["window-end"]
     loop_only_seconds = 0.0
     if opts.profiler == "cprofile":
@@ -368,7 +379,6 @@ def profile_once(store: str, opts: argparse.Namespace) -> Window:
         part_seconds = {part: count / opts.rate for part, count in samples.items()}
         function_seconds = {leaf: count / opts.rate for leaf, count in leaves.items()}
         seconds = total / opts.rate
-    shutil.rmtree(workdir, ignore_errors=True)
     hottest = sorted(function_seconds.items(), key=lambda item: -item[1])[: opts.top]
     return Window(
         store=store,
@@ -383,6 +393,7 @@ def profile_once(store: str, opts: argparse.Namespace) -> Window:
         hottest=[(function, filename, value) for (function, filename), value in hottest],
         loadgen={key: result.get(key) for key in ("moves_per_second", "ack_latency_ms", "errors", "rejected")},
         loadavg=loadavg_before,
+        server_warnings=warnings,
     )
 
 
@@ -440,6 +451,8 @@ def table(window: Window) -> list[str]:
         f"of a core, run-queue wait {window.runqueue_wait_share:.1%}; load average before "
         + ", ".join(f"{value:.2f}" for value in window.loadavg),
     ]
+    if window.server_warnings:
+        lines.append(f"server warnings and errors logged: {window.server_warnings}")
     if window.profiler == "py-spy":
         lines.append(
             f"server CPU per accepted move (/proc, the whole window): {cpu_per_move:.0f} µs, split by the shares "
