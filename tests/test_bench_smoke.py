@@ -103,3 +103,78 @@ def test_loadgen_refuses_addresses_off_the_loopback() -> None:
     )
     assert out.returncode != 0
     assert "loopback" in out.stderr
+
+
+# ---------------------------------------------------------------- bench/profile_move.py (issue 10)
+
+
+def test_profile_move_accounts_for_the_moves_of_a_paced_run() -> None:
+    """The real server under cProfile (no py-spy needed), eight racers for a second."""
+    import argparse
+
+    profile_move = load("profile_move")
+    opts = argparse.Namespace(
+        profiler="cprofile", racers=8, pace=5.0, duration=1.0, warmup=0.3, seed=1, rate=250, top=5,
+        setup_timeout=60.0,
+    )  # fmt: skip
+    window = profile_move.profile_once("memory", opts)
+    assert window.moves > 0 and window.server_cpu_seconds > 0
+    # A move is decoded, checked by the core and the engine, stored and answered through websockets.
+    for part in ("websockets framing: reading", "websockets framing: writing", "decode", "core", "engine", "store"):
+        assert window.part_seconds.get(part, 0.0) > 0, (part, window.part_seconds)
+    assert set(window.part_seconds) <= set(profile_move.PARTS)
+    assert len(window.hottest) == 5
+    lines = profile_move.table(window)
+    rows = [line.split(" | ")[0].lstrip("| ") for line in lines if line.startswith("| ")]
+    assert rows[1 : 1 + len(profile_move.PARTS)] == profile_move.PARTS
+
+
+def test_profile_move_puts_each_sample_in_the_part_its_innermost_frame_names() -> None:
+    profile_move = load("profile_move")
+    loop = "Runner.run (asyncio/runners.py:118);run_until_complete (uvloop/loop.pyx:1)"
+    handler = f"{loop};RaceServer._handler (server/app.py:310);RaceServer._on_frame (server/app.py:340)"
+    raw = "\n".join(
+        [
+            # the engine called by the core called by the shell: the engine's
+            f"{handler};RaceServer._dispatch (server/app.py:436);ServerCore.handle (server/core/machine.py:200);"
+            "view_hash (shared/engine.py:900) 7",
+            # asyncio plumbing under redis-py: the store's
+            f"{handler};RedisStore.append_move (server/store/redis.py:350);"
+            "AsyncScript.__call__ (redis/commands/core.py:11011);StreamWriter.write (asyncio/streams.py:300) 5",
+            # websockets writing a frame for the fan-out: websockets'
+            f"{handler};LocalFanout.publish (server/fanout.py:30);RaceServer._deliver (server/app.py:555);"
+            "broadcast (websockets/asyncio/connection.py:1200) 3",
+            # the fan-out's own code
+            f"{handler};LocalFanout.publish (server/fanout.py:30) 2",
+            "Runner.run (asyncio/runners.py:118) 11",  # only the loop: left out, the remainder covers it
+            f"{handler};decode_client (shared/protocol.py:494) 4",
+            f"{handler};encode (shared/protocol.py:455) 1",
+            f"{loop};Handle._run (asyncio/events.py:80) 6",  # the loop's own Python code
+            # reading a frame: websockets' own asyncio/ folder is not asyncio's plumbing
+            f"{handler};Connection.recv (websockets/asyncio/connection.py:300);"
+            "Assembler.get (websockets/asyncio/messages.py:150) 2",
+        ]
+    )
+    parts, leaves, counted, skipped = profile_move.pyspy_parts(raw)
+    assert parts == {"engine": 7, "store": 5, "websockets framing: writing": 3, "fan-out": 2, "decode": 4,
+                     "encode": 1, "event loop and I/O": 6, "websockets framing: reading": 2}  # fmt: skip
+    assert counted == 30 and skipped == 11
+    assert leaves[("view_hash", "shared/engine.py")] == 7
+
+
+def test_store_bench_compares_the_clients_on_the_move_append() -> None:
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "store_bench.py"), "clients", "--runs", "1", "--racers", "8", "--batch", "4",
+         "--client-appends", "200", "--only", "redis-py,redis-py script,RedisStore,valkey-py"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line.split(" | ") for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    measured = {(row[0].lstrip("| "), row[1]) for row in rows[1:]}
+    # Every append landed (the script checks each reply); redis-py and the store measured both ways
+    # (the store's pipelined row appears once it has append_moves).
+    assert {("redis-py", "single"), ("redis-py", "pipelined"), ("RedisStore", "single")} <= measured
+    for row in rows[1:]:
+        assert float(row[2].replace(",", "")) > 0  # appends/s
