@@ -493,7 +493,7 @@ function renderBoards() {
       try {
         const { view, cardsHome } = replayRecord(record.deal, record.moves);
         const agrees = !row || num(row.cards) === cardsHome;
-        const sub = `${cardsHome} cards home${row ? `, ${row.status}` : ""}${agrees ? "" : " (does NOT agree with the leaderboard)"}`;
+        const sub = `${cardsHome} card${cardsHome === 1 ? "" : "s"} home${row ? `, ${row.status}` : ""}${agrees ? "" : " (does NOT agree with the leaderboard)"}`;
         return boardNode(id, name, view, sub);
       } catch (error) {
         return el("article", { className: "board", "data-player": id }, el("h3", {}, name), el("p", {}, `This record does not replay: ${error.message}`));
@@ -549,7 +549,8 @@ async function renderVerify() {
     const file = `${CODE}-race${results.race}-${String(index + 1).padStart(2, "0")}-${safeFilePart(name)}.json`;
     const href = URL.createObjectURL(new Blob([recordJson(record)], { type: "application/json" }));
     list.append(el("li", { "data-player": id },
-      el("a", { href, download: file }, `${name}: download the record`), ` (${record.moves.length} entries)`,
+      el("a", { href, download: file }, `${name}: download the record`),
+      ` (${record.moves.length} ${record.moves.length === 1 ? "entry" : "entries"})`,
       el("pre", { className: "cmd" }, `plot verify ${file} --commitment ${results.commitment} --salt ${results.salt}`)));
   });
   section.replaceChildren(
