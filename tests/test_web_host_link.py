@@ -20,7 +20,7 @@ from client.tui.race import RaceApp, RaceConfig
 def test_the_watch_url_follows_the_server_address() -> None:
     assert watch_url("ws://localhost:8765") == "http://localhost:8766"
     assert watch_url("wss://race.example.org") == "https://race.example.org:8766"
-    assert watch_url("ws://[::1]:9000/") == "http://[::1]:8766"
+    assert watch_url("ws://[::1]:9000/") == "http://[::1]:9001"
     assert watch_url("ws://localhost:8765", "https://example.org/plot/") == "https://example.org/plot"
 
 

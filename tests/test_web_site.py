@@ -134,3 +134,25 @@ async def test_plot_server_serves_the_page_on_its_web_port() -> None:
         status, csp, body = await asyncio.to_thread(fetch)
         assert status == 200 and f"connect-src ws://127.0.0.1:{port};" in csp
         assert f'content="ws://127.0.0.1:{port}/"' in body
+
+
+def test_the_web_port_defaults_to_the_game_port_plus_one_and_zero_turns_it_off() -> None:
+    from server.app import RaceServer
+    from server.cli import build_parser, config_from_args, make_web_server
+    from server.store.memory import MemoryStore
+
+    def web_for(*argv: str) -> WebServer | None:
+        args = build_parser().parse_args(argv)
+        config = config_from_args(args)
+        return make_web_server(args, config, RaceServer(MemoryStore(), config))
+
+    default = web_for()
+    assert default is not None and default.config.port == 8766 and default.config.host == "127.0.0.1"
+    moved = web_for("--port", "9100", "--host", "::1")
+    assert moved is not None and (moved.config.port, moved.config.host) == (9101, "::1")
+    chosen = web_for("--web-port", "9200")
+    assert chosen is not None and chosen.config.port == 9200
+    assert web_for("--web-port", "0") is None
+    assert web_for("--port", "0") is None  # any free game port: say which page port with --web-port
+    with pytest.raises(SystemExit):
+        web_for("--web-ws-url", "http://not-a-websocket/")

@@ -8,18 +8,20 @@ from urllib.parse import urlsplit
 
 from client.commands._race_args import add_server_arguments, check_name_or_exit, deal_number, display_name, server_url
 
-WEB_PORT = 8766  # plot-server's default --web-port, where it serves the spectator page
+GAME_PORT = 8765  # plot-server's default port; it serves the spectator page on the next one
 
 
 def watch_url(server: str, explicit: str | None = None) -> str:
-    """The spectator page's base URL: ``--watch-url``, else the server's host on the page's port."""
+    """The spectator page's base URL: ``--watch-url``, else the server's host on the port after
+    the server's (plot-server's default --web-port)."""
     if explicit:
         return explicit.rstrip("/")
     parts = urlsplit(server)
     host = parts.hostname or "localhost"
     if ":" in host:
         host = f"[{host}]"  # an IPv6 literal
-    return f"{'https' if parts.scheme == 'wss' else 'http'}://{host}:{WEB_PORT}"
+    port = (parts.port or GAME_PORT) + 1
+    return f"{'https' if parts.scheme == 'wss' else 'http'}://{host}:{port}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("PLOT_WATCH_URL"),
         metavar="URL",
         help="the server's spectator page, shown with the room code as URL/watch/CODE "
-        f"(default: $PLOT_WATCH_URL, else the server's host on port {WEB_PORT})",
+        "(default: $PLOT_WATCH_URL, else the server's host on the server's port + 1)",
     )
     parser.add_argument("--deal", type=deal_number, help="a chosen deal number (the room is then marked as such)")
     parser.add_argument("--max-racers", type=int, default=8, help="2-16 (default 8)")
