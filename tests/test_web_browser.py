@@ -179,6 +179,8 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
             await expect(rows.first).to_be_visible()
             overflow = await page.evaluate("document.documentElement.scrollWidth - innerWidth")
             assert overflow <= 0, (width, overflow)
+            table = await page.locator(".tablewrap").evaluate("wrap => wrap.scrollWidth - wrap.clientWidth")
+            assert table <= 0, (width, table)
 
         # The end: the boards, the revealed deal checked in the browser, and the plot verify lines.
         await ann.send(p.Move(id=next_id, move="resign"))

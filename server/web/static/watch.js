@@ -329,7 +329,7 @@ function renderList() {
 
 function buildWatchPage(main) {
   document.title = `Room ${CODE} · The Plot race`;
-  const headers = [["Rank", "num"], ["Racer", ""], ["Cards home (of 104)", ""], ["Moves", "num"], ["Status", ""], ["Last move", "num"]];
+  const headers = [["Rank", "num"], ["Racer", ""], ["Cards home (of 104)", ""], ["Moves", "num"], ["Status", ""], ["Last move", "num col-elapsed"]];
   main.replaceChildren(
     el("div", { className: "roomhead" },
       el("h2", {}, "Room ", el("span", { className: "code" }, CODE)),
@@ -358,15 +358,15 @@ const rowsById = new Map();
 function leaderboardRow(playerId) {
   let row = rowsById.get(playerId);
   if (!row) {
-    const fill = el("div", { className: "bar-fill" });
-    const barText = el("span", { className: "bar-text" });
     row = el("tr", { "data-player": playerId },
       el("td", { className: "num rank" }),
       el("td", { className: "name" }),
-      el("td", { className: "cardscell" }, el("div", { className: "bar" }, fill, barText)),
+      el("td", { className: "cardscell" }, el("div", { className: "barline" },
+        el("span", { className: "count" }),
+        el("div", { className: "bar", "aria-hidden": "true" }, el("div", { className: "bar-fill" })))),
       el("td", { className: "num moves" }),
       el("td", { className: "status" }),
-      el("td", { className: "num elapsed" }));
+      el("td", { className: "num elapsed col-elapsed" }));
     rowsById.set(playerId, row);
   }
   return row;
@@ -391,7 +391,7 @@ function renderLeaderboard() {
     if (!racer.connected) nameCell.append(el("span", { className: "tag away" }, "away"));
     const cards = num(racer.cards);
     cardsCell.querySelector(".bar-fill").style.width = `${(100 * cards) / 104}%`; // CSSOM: allowed by the CSP
-    cardsCell.querySelector(".bar-text").textContent = String(cards);
+    cardsCell.querySelector(".count").textContent = String(cards);
     cardsCell.dataset.cards = String(cards);
     movesCell.textContent = String(racer.moves);
     statusCell.textContent = racer.status;
