@@ -156,3 +156,12 @@ def test_the_web_port_defaults_to_the_game_port_plus_one_and_zero_turns_it_off()
     assert web_for("--port", "0") is None  # any free game port: say which page port with --web-port
     with pytest.raises(SystemExit):
         web_for("--web-ws-url", "http://not-a-websocket/")
+
+
+def test_the_page_builds_no_markup_from_strings() -> None:
+    """Server strings reach the page as text only (textContent, text nodes): no API that parses
+    a string as HTML or code appears in the page's scripts."""
+    for script in ("watch.js", "replay.js"):
+        source = (STATIC_DIR / script).read_text()
+        for parser in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+            assert parser not in source, (script, parser)
