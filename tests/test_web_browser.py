@@ -217,12 +217,20 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
             await client.close()
 
 
-async def test_live_boards_in_a_room_that_allows_them(browser: Browser) -> None:
+async def test_live_boards_in_a_private_room_that_allows_them(browser: Browser) -> None:
     async with running_server() as server, web_server_for(server) as web:
-        racers, code = await make_room(server, ["Ann", "Bob"], deal=DEAL, spectator_boards=0)
+        racers, code = await make_room(server, ["Ann", "Bob"], deal=DEAL, spectator_boards=0, private=True)
         ann, bob = racers
-        watched = await open_page(browser, f"http://127.0.0.1:{web.port}/watch/{code}")
+        # A private room is not listed: it is watched by its code, typed as people type it.
+        watched = await open_page(browser, f"http://127.0.0.1:{web.port}/")
         page = watched.page
+        await expect(page.locator("#rooms-empty")).to_be_visible()
+        await page.fill("#code-input", "no")
+        await page.click("form.bycode button")
+        await expect(page.locator("#code-problem")).to_contain_text("5 characters")
+        await page.fill("#code-input", f"{code[:2].lower()}-{code[2:].lower()}")
+        await page.click("form.bycode button")
+        await expect(page).to_have_url(f"http://127.0.0.1:{web.port}/watch/{code}")
         await expect(page.locator("#phase")).to_have_text("lobby")
         await expect(page.locator("#warnings")).to_contain_text("not leak-proof")
         starts = await start_race(racers)

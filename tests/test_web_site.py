@@ -165,3 +165,20 @@ def test_the_page_builds_no_markup_from_strings() -> None:
         source = (STATIC_DIR / script).read_text()
         for parser in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
             assert parser not in source, (script, parser)
+
+
+def test_every_page_file_ships_in_the_wheel() -> None:
+    """Each file of the page matches the package-data globs in pyproject.toml (a new folder
+    under static/ needs its own glob, or the installed server would 404 it)."""
+    import fnmatch
+    import tomllib
+
+    root = STATIC_DIR.parent
+    pyproject = tomllib.loads((root.parent.parent / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["server.web"]
+    files = [path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file()]
+    page_files = [f for f in files if not f.endswith((".py", ".pyc"))]
+    assert "page.html" in page_files and "static/vendor/msgpack/utils/utf8.mjs" in page_files
+    for name in page_files:
+        # setuptools globs do not cross folders: '*' stops at '/'
+        assert any(fnmatch.fnmatch(name, g) and name.count("/") == g.count("/") for g in globs), name
