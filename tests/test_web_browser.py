@@ -293,3 +293,13 @@ async def test_the_page_reconnects_by_itself_after_the_server_restarts(browser: 
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(store.close(), 5)
+
+
+async def test_an_unknown_room_is_said_plainly(browser: Browser) -> None:
+    async with running_server() as server, web_server_for(server) as web:
+        watched = await open_page(browser, f"http://127.0.0.1:{web.port}/watch/ABCDE")
+        problem = watched.page.locator("#problem")
+        await expect(problem).to_be_visible()
+        await expect(problem).to_contain_text("There is no room ABCDE on this server")
+        await expect(watched.page.locator("#conn")).to_have_attribute("data-state", "up")
+        assert watched.problems == []

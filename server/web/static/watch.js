@@ -12,6 +12,7 @@ const SPECTATOR_NAME = "web spectator";
 const LIST_REFRESH_MS = 5000;
 const RETRY_FIRST_MS = 500;
 const RETRY_MAX_MS = 8000;
+const CLOSE_SUPERSEDED = 4001; // the server's close code when a newer connection resumed the same token
 const CODE_PATTERN = /^[23456789ABCDEFGHJKMNPQRSTUVWXYZ]{5}$/;
 
 const watchPath = location.pathname.match(/^\/watch\/([A-Z0-9]{5})$/);
@@ -167,10 +168,17 @@ function connect() {
     }
     if (message && typeof message === "object" && typeof message.type === "string") onMessage(message);
   });
-  ws.addEventListener("close", () => {
+  ws.addEventListener("close", (event) => {
     if (socket !== ws) return;
     socket = null;
     clearInterval(listTimer);
+    if (event.code === CLOSE_SUPERSEDED) {
+      // Another connection resumed this page's identity: trying again would only take it back.
+      state.problem = { text: "This page was replaced by a newer connection: reload it to watch here again.", final: true };
+      setConn("disconnected", "down");
+      render();
+      return;
+    }
     scheduleReconnect();
   });
 }
