@@ -21,7 +21,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -735,10 +735,15 @@ class RaceServer:
         self._store_versions[code] = new
 
 
-async def run_server(server: RaceServer, stop: asyncio.Event) -> None:
-    """Serve until ``stop`` is set, then shut down cleanly."""
+async def run_server(
+    server: RaceServer, stop: asyncio.Event, after_start: Callable[[], Awaitable[object]] | None = None
+) -> None:
+    """Serve until ``stop`` is set, then shut down cleanly. ``after_start`` runs once the game
+    port listens (plot-server starts the spectator page's port there: server/web/)."""
     await server.start()
     try:
+        if after_start is not None:
+            await after_start()
         await stop.wait()
     finally:
         await server.stop()

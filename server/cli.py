@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.store.base import Store
+from server.web import WebConfig, WebServer
 from server.winnable import DEFAULT_BUDGET, DEFAULT_TRIES, DEFAULT_WORKERS, WinnableConfig
 
 # Attributes of a LogRecord that are not extra fields.
@@ -93,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--winnable-workers", type=int, default=int(_env("PLOT_WINNABLE_WORKERS", str(DEFAULT_WORKERS)) or 0),
         metavar="N", help="worker processes for those searches, started on first use "
         f"[PLOT_WINNABLE_WORKERS] ({DEFAULT_WORKERS})")  # fmt: skip
+    web_port = _env("PLOT_WEB_PORT")
+    add("--web-port", type=int, default=int(web_port) if web_port else None, metavar="PORT",
+        help="serve the spectator page (http://HOST:PORT/watch/CODE) on this port; 0: no page "
+        "[PLOT_WEB_PORT] (the game port + 1: 8766)")  # fmt: skip
+    add("--web-ws-url", default=_env("PLOT_WEB_WS_URL"), metavar="URL", help="the game WebSocket URL the page "
+        "connects to, when browsers reach it under another name (a proxy) [PLOT_WEB_WS_URL]; default: the page's "
+        "host name and --port")  # fmt: skip
     return parser
 
 
@@ -157,12 +166,56 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # elsewhere Ctrl-C still raises
             loop.add_signal_handler(sig, on_signal, sig)
+    web = make_web_server(args, config, server)
+    web_listening = False
+
+    async def start_web() -> None:
+        nonlocal web_listening
+        if web is None:
+            return
+        try:
+            await web.start()
+            web_listening = True
+        except OSError as exc:  # the races matter more than the page: serve them anyway
+            log_event(logging.WARNING, "web_cannot_listen", host=config.host, port=web.config.port, error=str(exc))
+
     try:
-        await run_server(server, stop)
+        await run_server(server, stop, after_start=start_web)
     except OSError as exc:
         log_event(logging.ERROR, "cannot_listen", host=config.host, port=config.port, error=str(exc))
         return 1
+    finally:
+        if web is not None and web_listening:
+            await web.stop()
     return 0
+
+
+def make_web_server(args: argparse.Namespace, config: ServerConfig, server: RaceServer) -> WebServer | None:
+    """The spectator page's own HTTP server (docs/web.md), or None with --web-port 0. By default
+    it listens on the game port + 1 (none when the game port is 0: any free port)."""
+    web_port = args.web_port if args.web_port is not None else (config.port + 1 if config.port else 0)
+    if web_port == 0:
+        return None
+
+    def game_port() -> int:
+        try:
+            return server.port
+        except (AssertionError, RuntimeError):  # not listening (any more): the configured one
+            return config.port
+
+    web_ssl: ssl.SSLContext | None = None
+    if config.tls_cert:  # the page is served over https when the game port speaks wss
+        web_ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        web_ssl.load_cert_chain(config.tls_cert, config.tls_key)
+    try:
+        return WebServer(
+            WebConfig(host=config.host, port=web_port, public_ws_url=args.web_ws_url),
+            game_port=game_port,
+            game_tls=bool(config.tls_cert),
+            ssl_context=web_ssl,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"plot-server: {exc} (--web-ws-url)") from None
 
 
 def tune_gc() -> None:

@@ -34,6 +34,7 @@ TLS = Path(__file__).parent / "tls"
 @contextmanager
 def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
+    environment["PLOT_WEB_PORT"] = "0"  # no spectator page unless a test asks (--web-port): no port clashes
     environment.update(env or {})
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", *args],

@@ -3,12 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import os
+from urllib.parse import urlsplit
 
 from client.commands._race_args import add_server_arguments, check_name_or_exit, deal_number, display_name, server_url
+
+GAME_PORT = 8765  # plot-server's default port; it serves the spectator page on the next one
+
+
+def watch_url(server: str, explicit: str | None = None) -> str:
+    """The spectator page's base URL: ``--watch-url``, else the server's host on the port after
+    the server's (plot-server's default --web-port)."""
+    if explicit:
+        return explicit.rstrip("/")
+    parts = urlsplit(server)
+    host = parts.hostname or "localhost"
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 literal
+    port = (parts.port or GAME_PORT) + 1
+    return f"{'https' if parts.scheme == 'wss' else 'http'}://{host}:{port}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_server_arguments(parser)
+    parser.add_argument(
+        "--watch-url",
+        default=os.environ.get("PLOT_WATCH_URL"),
+        metavar="URL",
+        help="the server's spectator page, shown with the room code as URL/watch/CODE "
+        "(default: $PLOT_WATCH_URL, else the server's host on the server's port + 1)",
+    )
     parser.add_argument("--deal", type=deal_number, help="a chosen deal number (the room is then marked as such)")
     parser.add_argument("--max-racers", type=int, default=8, help="2-16 (default 8)")
     parser.add_argument("--no-undo", action="store_true", help="undo off for every racer")
@@ -58,8 +82,15 @@ def run(args: argparse.Namespace) -> int:
     if args.bots < 0 or args.bots > options.max_racers - 1:
         print(f"plot host: --bots must be 0..{options.max_racers - 1} (the room seats {options.max_racers})")
         return 2
+    url = server_url(args)
     config = RaceConfig(
-        url=server_url(args), name=name, mode=HOST, options=options, bots=args.bots, bot_speed=args.bot_speed
+        url=url,
+        name=name,
+        mode=HOST,
+        options=options,
+        bots=args.bots,
+        bot_speed=args.bot_speed,
+        watch_url=watch_url(url, args.watch_url),
     )
     from client.commands._race_args import run_race_app
 

@@ -78,6 +78,7 @@ class RaceConfig:
     hint: Callable[[], Awaitable[str]] | None = None  # practice only: a hint knows the stock
     next_deal: Callable[[], int] | None = None  # the deal of each rematch, when the host chooses (practice)
     title: str = "The Plot race"
+    watch_url: str | None = None  # the spectator page's base URL: the lobby shows the room's link (plot host)
 
 
 def ordinal(n: int) -> str:
@@ -155,7 +156,7 @@ class RaceScreen(GameScreen):
         yield Static("", id="status-line", markup=False)
         with Horizontal(id="main"):
             with Vertical(id="play"):
-                yield LobbyPanel(self.race_app.model)
+                yield LobbyPanel(self.race_app.model, watch_url=self.race_app.config.watch_url)
                 yield Board()
                 yield ResultsPanel(self.race_app.model)
                 yield Static("", id="message", markup=False)

@@ -47,9 +47,10 @@ class LobbyPanel(Widget):
 
     DEFAULT_CSS = "LobbyPanel { height: auto; padding: 0 1; }"
 
-    def __init__(self, model: RaceModel) -> None:
+    def __init__(self, model: RaceModel, watch_url: str | None = None) -> None:
         super().__init__(id="lobby")
         self.model = model
+        self.watch_url = watch_url  # the spectator page's base URL, when this client knows it (plot host)
 
     def render(self) -> Text:
         model = self.model
@@ -61,6 +62,8 @@ class LobbyPanel(Widget):
         code = clean(room.code)
         out.append(code, style="bold reverse")
         out.append(f"   friends join with: plot join {code}   watch: plot watch {code}\n", style="dim")
+        if self.watch_url:
+            out.append(f"   watch in a browser: {clean(self.watch_url)}/watch/{code}\n", style="dim")
         out.append_text(rules_text(room))
         racers = [m for m in room.members if m.role == RACER]
         out.append(f"\n\nRacers {len(racers)}/{room.rules.max_racers}\n", style="bold")

@@ -1,0 +1,76 @@
+"""Helpers for the spectator page's tests (tests/test_web_*.py) and its screenshot script.
+
+The browser is the system's Chromium (Debian's ``chromium`` package; ``.ci/run`` installs it
+where it is missing), driven by Playwright for Python through ``executable_path``: Playwright's
+own browser download is never used. ``$PLOT_TEST_CHROMIUM`` names another binary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from server.app import RaceServer
+from server.web import WebConfig, WebServer
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def find_chromium() -> str:
+    configured = os.environ.get("PLOT_TEST_CHROMIUM")
+    if configured:
+        return configured
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise RuntimeError(
+        "no Chromium found for the browser tests: install it (Debian: apt-get install chromium; .ci/run does) "
+        "or set PLOT_TEST_CHROMIUM to its path"
+    )
+
+
+@asynccontextmanager
+async def web_server_for(server: RaceServer | Callable[[], int]) -> AsyncIterator[WebServer]:
+    """The page's server on a free loopback port, pointing at ``server``'s game port."""
+    game_port = (lambda: server.port) if isinstance(server, RaceServer) else server
+    web = WebServer(WebConfig(host="127.0.0.1", port=0), game_port=game_port)
+    await web.start()
+    try:
+        yield web
+    finally:
+        await web.stop()
+
+
+async def http_get(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send raw request bytes to 127.0.0.1:port; the status, headers (lower-case names) and body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers, body
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 15.0) -> None:
+    """Poll ``check`` until it is true; fail saying ``what`` did not happen within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if await check():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for: {what}")
+        await asyncio.sleep(0.05)
