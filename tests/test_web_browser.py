@@ -212,6 +212,13 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
         saved = tmp_path / download.suggested_filename
         await download.save_as(saved)
         assert plot_main(["verify", str(saved), "--commitment", results.commitment, "--salt", results.salt]) == 0
+
+        # A rematch: the page is back in the lobby, the last race's boards and reveal gone.
+        await ann.send(p.Rematch())
+        await expect(page.locator("#phase")).to_have_text("lobby")
+        await expect(page.locator("#verify")).to_be_hidden()
+        await expect(page.locator("#boards-section")).to_be_hidden()
+        await expect(page.locator("#leaderboard")).to_be_hidden()
         assert watched.problems == []
         for client in racers:
             await client.close()
