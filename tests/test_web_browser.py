@@ -212,6 +212,13 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
         saved = tmp_path / download.suggested_filename
         await download.save_as(saved)
         assert plot_main(["verify", str(saved), "--commitment", results.commitment, "--salt", results.salt]) == 0
+
+        # A rematch: the page is back in the lobby, the last race's boards and reveal gone.
+        await ann.send(p.Rematch())
+        await expect(page.locator("#phase")).to_have_text("lobby")
+        await expect(page.locator("#verify")).to_be_hidden()
+        await expect(page.locator("#boards-section")).to_be_hidden()
+        await expect(page.locator("#leaderboard")).to_be_hidden()
         assert watched.problems == []
         for client in racers:
             await client.close()
@@ -303,3 +310,21 @@ async def test_an_unknown_room_is_said_plainly(browser: Browser) -> None:
         await expect(problem).to_contain_text("There is no room ABCDE on this server")
         await expect(watched.page.locator("#conn")).to_have_attribute("data-state", "up")
         assert watched.problems == []
+
+
+async def test_the_page_latency_bench_runs() -> None:
+    """bench/web_latency.py works (so it cannot rot silently); its figures are not checked here."""
+    import importlib.util
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    if str(bench) not in sys.path:
+        sys.path.append(str(bench))  # it imports machine_info from its own folder
+    spec = importlib.util.spec_from_file_location("bench_web_latency", bench / "web_latency.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = await module.run(moves=12, pace=20.0, spectators=1)
+    assert result["moves"] == 12 and result["spectators"] == 1
+    assert set(result["latency_ms"]) == {"p50", "p90", "p99", "max", "min"}
+    assert result["first_row_ms"]["median"] > 0

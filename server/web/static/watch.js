@@ -518,6 +518,7 @@ function renderBoards() {
 // ---- the commitment check (Web Crypto SHA-256) and the plot verify commands
 
 let verifiedFor = null;
+let recordUrls = []; // the records' download links (blob URLs), freed when the results they belong to go
 
 async function sha256Hex(text) {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
@@ -537,13 +538,19 @@ async function renderVerify() {
   const section = document.getElementById("verify");
   const results = state.results;
   if (!results) {
-    section.hidden = true;
-    section.replaceChildren();
-    verifiedFor = null;
+    if (verifiedFor !== null) {
+      section.hidden = true;
+      section.replaceChildren();
+      recordUrls.forEach((url) => URL.revokeObjectURL(url));
+      recordUrls = [];
+      verifiedFor = null;
+    }
     return;
   }
   if (verifiedFor === results) return;
   verifiedFor = results;
+  recordUrls.forEach((url) => URL.revokeObjectURL(url));
+  recordUrls = [];
   const deal = String(results.deal);
   const announced = state.commitments.get(results.race);
   const expected = (announced ?? results.commitment).toLowerCase();
@@ -556,6 +563,7 @@ async function renderVerify() {
     const name = names.get(id) ?? id;
     const file = `${CODE}-race${results.race}-${String(index + 1).padStart(2, "0")}-${safeFilePart(name)}.json`;
     const href = URL.createObjectURL(new Blob([recordJson(record)], { type: "application/json" }));
+    recordUrls.push(href);
     list.append(el("li", { "data-player": id },
       el("a", { href, download: file }, `${name}: download the record`),
       ` (${record.moves.length} ${record.moves.length === 1 ? "entry" : "entries"})`,
