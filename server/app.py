@@ -77,7 +77,7 @@ from server.core.records import (
     hash_token,
 )
 from server.fanout import Fanout, LocalFanout
-from server.store.base import AppendResult, Store, StoreUnavailable
+from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
 from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
 
@@ -144,6 +144,13 @@ class ServerConfig:
     list_limit: int = 100
     shutdown_retry_ms: int = 3000
     flush_timeout_s: float = 5.0
+    # Group commit: the moves waiting to be written go to the store together, up to this many per
+    # batch (one round trip on Redis), with at most this many batches in flight at once.
+    append_batch_max: int = 256
+    append_batches_in_flight: int = 4
+    # Moves queued or in flight to the store past which a new move is answered `busy` at once.
+    append_backlog_limit: int = 4096
+    busy_retry_ms: int = 250
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
 
@@ -228,6 +235,10 @@ class RaceServer:
         self._queued_races: dict[str, int | None] = {}
         self._held_ticks: set[str] = set()
         self._append_failures: dict[tuple[str, int, str], int] = {}  # consecutive failed appends per log
+        self._append_queue: list[PersistMove] = []  # waiting for the next batch
+        self._append_backlog = 0  # moves queued, backing off or in flight to the store
+        self._append_batches = 0  # batches in flight
+        self._append_flush_scheduled = False
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self._loading: dict[str, asyncio.Lock] = {}
@@ -300,7 +311,10 @@ class RaceServer:
         while time.monotonic() < deadline:
             pending = [t for t in (*self._tasks, *self._room_workers.values(), *self._player_workers.values())]
             if not pending:
-                return
+                if not self._append_queue:
+                    return
+                await asyncio.sleep(0.01)  # a batch is about to be sent (_flush_appends is scheduled)
+                continue
             await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
         log_event(logging.WARNING, "flush_timeout", rooms=list(self._room_workers))
 
@@ -381,6 +395,13 @@ class RaceServer:
                 return
             if isinstance(msg, p.ListRooms) and conn.player is not None:
                 self._reply(conn, p.RoomList(rooms=await self._room_list()))
+                return
+            if isinstance(msg, p.Move) and conn.player is not None and self._busy():
+                # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
+                # time-outs and reloads. Nothing reached the core: the move was not played.
+                retry = self.config.busy_retry_ms
+                why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
+                self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
                 return
             if isinstance(msg, p.Join) and conn.player is not None:
                 code = p.normalize_room_code(msg.code)
@@ -498,7 +519,7 @@ class RaceServer:
                 if target is not None:
                     self._reply(target, effect.message)
             elif isinstance(effect, PersistMove):
-                self._spawn(self._persist(effect))
+                self._enqueue_append(effect)
             elif isinstance(effect, Wake):
                 self._wake(effect.code, effect.at_ms)
             elif isinstance(effect, SaveRoom):
@@ -639,28 +660,76 @@ class RaceServer:
 
     # ================================================================ store work
 
-    async def _persist(self, effect: PersistMove) -> None:
-        """Append one move, then hand the core its typed outcome. A log whose last appends failed
-        waits a growing delay first: no retry loop through the core can spin."""
-        key = (effect.code, effect.race, effect.player_id)
-        failures = self._append_failures.get(key, 0)
+    def _busy(self) -> bool:
+        return self._append_backlog >= self.config.append_backlog_limit
+
+    def _enqueue_append(self, effect: PersistMove) -> None:
+        """Queue a move for the next batch. A log whose last appends failed waits a growing
+        delay first: no retry loop through the core can spin."""
+        self._append_backlog += 1
+        failures = self._append_failures.get((effect.code, effect.race, effect.player_id), 0)
         if failures:
-            await asyncio.sleep(min(2.0, 0.05 * 2 ** (failures - 1)))
-        event: Event
+            self._spawn(self._append_later(effect, min(2.0, 0.05 * 2 ** (failures - 1))))
+        else:
+            self._queue_append(effect)
+
+    async def _append_later(self, effect: PersistMove, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._queue_append(effect)
+
+    def _queue_append(self, effect: PersistMove) -> None:
+        self._append_queue.append(effect)
+        if not self._append_flush_scheduled:
+            self._append_flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_appends)
+
+    def _flush_appends(self) -> None:
+        """Send what this event-loop turn queued: one batch (one store round trip) per
+        ``append_batch_max`` moves, while fewer than ``append_batches_in_flight`` are out; the rest
+        waits for a batch to come back, so batches grow with the load."""
+        self._append_flush_scheduled = False
+        size = self.config.append_batch_max
+        while self._append_queue and self._append_batches < self.config.append_batches_in_flight:
+            batch = self._append_queue[:size]
+            del self._append_queue[:size]
+            self._append_batches += 1
+            self._spawn(self._write_batch(batch))
+
+    async def _write_batch(self, batch: list[PersistMove]) -> None:
+        """Append a batch, then hand the core each move's own outcome (each entry is its own
+        compare-and-set: one failed entry fails only its own move)."""
+        results: list[AppendResult | StoreUnavailable]
         try:
-            result = await self.store.append_move(
-                effect.code, effect.race, effect.player_id, effect.expected_length, encode_record(effect.entry)
-            )
+            requests = [
+                AppendRequest(e.code, e.race, e.player_id, e.expected_length, encode_record(e.entry)) for e in batch
+            ]
+            results = await self.store.append_moves(requests)
         except StoreUnavailable as exc:
-            log_event(logging.WARNING, "append_failed", room=effect.code, player=effect.player_id, error=str(exc))
-            event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
-        else:
-            event = self._persist_outcome(effect, result)
-        if isinstance(event, MovePersisted):
-            self._append_failures.pop(key, None)
-        else:
-            self._append_failures[key] = failures + 1
-        self._dispatch(event)
+            results = [exc] * len(batch)
+        except Exception as exc:  # a bug: nothing was written (requests are checked first); settle by reload
+            log.exception("append_batch_failed", extra={"fields": {"moves": len(batch)}})
+            results = [StoreUnavailable(repr(exc))] * len(batch)
+        finally:
+            self._append_batches -= 1
+            self._append_backlog -= len(batch)
+            if self._append_queue and not self._append_flush_scheduled:
+                self._append_flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush_appends)
+        for effect, result in zip(batch, results, strict=True):
+            key = (effect.code, effect.race, effect.player_id)
+            event: MovePersisted | MovePersistFailed
+            if isinstance(result, StoreUnavailable):
+                log_event(
+                    logging.WARNING, "append_failed", room=effect.code, player=effect.player_id, error=str(result)
+                )
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
+            else:
+                event = self._persist_outcome(effect, result)
+            if isinstance(event, MovePersisted):
+                self._append_failures.pop(key, None)
+            else:
+                self._append_failures[key] = self._append_failures.get(key, 0) + 1
+            self._dispatch(event)
 
     def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
         if result is AppendResult.APPENDED:

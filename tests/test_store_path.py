@@ -12,14 +12,15 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 import pytest
 from redis_fixture import RedisServer
-from test_server_e2e import FAST, Client, fast_config, make_room, play, running_server, start_race
+from test_server_e2e import FAST, Client, fast_config, make_room, play, running_server, start_race, view_game
 
 from server.core.records import decode_entry, decode_room
+from server.store.base import AppendRequest, AppendResult, StoreUnavailable
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
@@ -276,4 +277,76 @@ async def test_a_room_save_never_overwrites_another_writer(redis_url: str, caplo
                 await client.close()
     finally:
         await other.close()
+        await store.close()
+
+
+class CountingRedisStore(RedisStore):
+    """The real Redis store, recording the size of every batch of appends the server sends."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.batches: list[int] = []
+
+    async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
+        self.batches.append(len(batch))
+        return await super().append_moves(batch)
+
+
+async def first_moves(clients: list[Client], starts: list[p.RaceStart]) -> list[str]:
+    moves = []
+    for start in starts:
+        assert start.view is not None
+        moves.append(view_game(start.view).legal_moves()[0])
+    return moves
+
+
+async def test_moves_waiting_together_go_to_the_store_in_one_batch(redis_server: RedisServer, redis_url: str) -> None:
+    """Group commit: while one batch is out, every move that arrives waits and goes in the next
+    one; each move is acknowledged once its own entry is stored."""
+    store = CountingRedisStore(redis_url)
+    try:
+        async with running_server(store, fast_config(append_batches_in_flight=1)) as server:
+            names = [f"R{i}" for i in range(8)]
+            racers, code = await make_room(server, names)
+            starts = await start_race(racers)
+            moves = await first_moves(racers, starts)
+            before = len(store.batches)
+            redis_server.command("CLIENT", "PAUSE", "400", "WRITE")  # the first batch waits in Redis
+            for racer, move in zip(racers, moves, strict=True):
+                await racer.send(p.Move(id=1, move=move))
+            oks = [await racer.expect(p.MoveOk) for racer in racers]
+            assert all(ok.id == 1 and ok.seq == 1 for ok in oks)
+            sent = store.batches[before:]
+            assert sum(sent) == 8 and len(sent) <= 2, sent  # one move per round trip would be 8
+            for racer in racers:
+                assert [decode_entry(e).id for e in await store.load_moves(code, 1, racer.pid)] == [1]
+            for racer in racers:
+                await racer.close()
+    finally:
+        await store.close()
+
+
+async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    store = RedisStore(redis_url)
+    try:
+        async with running_server(store, fast_config(append_backlog_limit=1, busy_retry_ms=100)) as server:
+            (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+            starts = await start_race([ann, bob])
+            ann_move, bob_move = await first_moves([ann, bob], starts)
+            redis_server.command("CLIENT", "PAUSE", "500", "WRITE")
+            await ann.send(p.Move(id=1, move=ann_move))  # waits in the store: the backlog is full
+            await eventually(lambda: server._append_backlog >= 1)
+            await bob.send(p.Move(id=1, move=bob_move))
+            busy = await bob.expect(p.MoveRejected, timeout=0.4)  # before the store answers
+            assert busy.id == 1 and busy.code == p.BUSY and "retry_ms=100" in busy.reason
+            assert (await ann.expect(p.MoveOk)).id == 1
+            await eventually(lambda: server._append_backlog == 0)
+            await bob.send(p.Move(id=1, move=bob_move))  # resent, same id
+            assert (await bob.expect(p.MoveOk)).seq == 1
+            assert len(await store.load_moves(code, 1, bob.pid)) == 1
+            for client in (ann, bob):
+                await client.close()
+    finally:
         await store.close()
