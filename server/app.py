@@ -151,6 +151,7 @@ class ServerConfig:
     # Moves queued or in flight to the store past which a new move is answered `busy` at once.
     append_backlog_limit: int = 4096
     busy_retry_ms: int = 250
+    read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
 
@@ -857,7 +858,13 @@ class RaceServer:
             return await self.store.load_room(code)
         answer: asyncio.Future[tuple[bytes, int] | None] = asyncio.get_running_loop().create_future()
         self._room_op(code, "read", answer)
-        return await answer
+        try:
+            # Writes being retried (the store is down) must not hold a client's request for ever.
+            return await asyncio.wait_for(asyncio.shield(answer), self.config.read_wait_s)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"room {code}: this process's pending writes did not land within {self.config.read_wait_s:g} s"
+            ) from None
 
     async def _room_worker(self, code: str) -> None:
         """One room's writes (and reads), in order: a save never lands after the expiry that

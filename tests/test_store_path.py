@@ -350,3 +350,24 @@ async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent
                 await client.close()
     finally:
         await store.close()
+
+
+async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    store = RedisStore(redis_url)
+    try:
+        async with running_server(store, fast_config(read_wait_s=0.2)) as server:
+            (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+            redis_server.command("CLIENT", "PAUSE", "1500", "WRITE")
+            await bob.send(p.Ready(ready=False))  # a room save, stuck in Redis
+            await eventually(lambda: code in server._room_workers)
+            with pytest.raises(StoreUnavailable, match="pending writes did not land"):
+                await server.read_room(code)
+            await eventually(lambda: code not in server._room_workers)  # the pause is over, the save landed
+            read = await server.read_room(code)
+            assert read is not None and decode_room(read[0]).members[1].ready is False
+            for client in (ann, bob):
+                await client.close()
+    finally:
+        await store.close()
