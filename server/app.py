@@ -148,8 +148,10 @@ class ServerConfig:
     # batch (one round trip on Redis), with at most this many batches in flight at once.
     append_batch_max: int = 256
     append_batches_in_flight: int = 4
-    # Moves queued or in flight to the store past which a new move is answered `busy` at once.
+    # When the store cannot keep up, a new move is answered `busy` at once: past this many moves
+    # queued or in flight to the store, or while a batch has been out longer than append_stall_ms.
     append_backlog_limit: int = 4096
+    append_stall_ms: int = 1000
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     core: CoreConfig = field(default_factory=CoreConfig)
@@ -239,6 +241,8 @@ class RaceServer:
         self._append_queue: list[PersistMove] = []  # waiting for the next batch
         self._append_backlog = 0  # moves queued, backing off or in flight to the store
         self._append_batches = 0  # batches in flight
+        self._batch_starts: dict[int, float] = {}  # id of each batch in flight -> when it was sent
+        self._batch_ids = itertools.count()
         self._append_flush_scheduled = False
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
@@ -662,7 +666,11 @@ class RaceServer:
     # ================================================================ store work
 
     def _busy(self) -> bool:
-        return self._append_backlog >= self.config.append_backlog_limit
+        if self._append_backlog >= self.config.append_backlog_limit:
+            return True
+        if not self._batch_starts:
+            return False
+        return time.monotonic() - min(self._batch_starts.values()) > self.config.append_stall_ms / 1000
 
     def _enqueue_append(self, effect: PersistMove) -> None:
         """Queue a move for the next batch. A log whose last appends failed waits a growing
@@ -700,6 +708,8 @@ class RaceServer:
         """Append a batch, then hand the core each move's own outcome (each entry is its own
         compare-and-set: one failed entry fails only its own move)."""
         results: list[AppendResult | StoreUnavailable]
+        batch_id = next(self._batch_ids)
+        self._batch_starts[batch_id] = time.monotonic()
         try:
             requests = [
                 AppendRequest(e.code, e.race, e.player_id, e.expected_length, encode_record(e.entry)) for e in batch
@@ -711,6 +721,7 @@ class RaceServer:
             log.exception("append_batch_failed", extra={"fields": {"moves": len(batch)}})
             results = [StoreUnavailable(repr(exc))] * len(batch)
         finally:
+            del self._batch_starts[batch_id]
             self._append_batches -= 1
             self._append_backlog -= len(batch)
             if self._append_queue and not self._append_flush_scheduled:

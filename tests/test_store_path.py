@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 
 import pytest
@@ -47,6 +47,14 @@ def evalsha_calls(redis_server: RedisServer) -> int:
         if line.startswith(b"cmdstat_evalsha:calls="):
             return int(line.split(b"calls=")[1].split(b",")[0])
     return 0
+
+
+@pytest.fixture(autouse=True)
+def unpause_redis(redis_server: RedisServer) -> Iterator[None]:
+    """Tests pause Redis's writes (CLIENT PAUSE ... WRITE); none leaves the pause to the next test."""
+    yield
+    if redis_server.running:
+        redis_server.command("CLIENT", "UNPAUSE")
 
 
 def logged(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
@@ -292,7 +300,7 @@ class CountingRedisStore(RedisStore):
         return await super().append_moves(batch)
 
 
-async def first_moves(clients: list[Client], starts: list[p.RaceStart]) -> list[str]:
+async def first_moves(starts: list[p.RaceStart]) -> list[str]:
     moves = []
     for start in starts:
         assert start.view is not None
@@ -309,7 +317,7 @@ async def test_moves_waiting_together_go_to_the_store_in_one_batch(redis_server:
             names = [f"R{i}" for i in range(8)]
             racers, code = await make_room(server, names)
             starts = await start_race(racers)
-            moves = await first_moves(racers, starts)
+            moves = await first_moves(starts)
             before = len(store.batches)
             redis_server.command("CLIENT", "PAUSE", "400", "WRITE")  # the first batch waits in Redis
             for racer, move in zip(racers, moves, strict=True):
@@ -326,18 +334,21 @@ async def test_moves_waiting_together_go_to_the_store_in_one_batch(redis_server:
         await store.close()
 
 
+@pytest.mark.parametrize("limit", ["backlog", "stall"])
 async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent(
-    redis_server: RedisServer, redis_url: str
+    redis_server: RedisServer, redis_url: str, limit: str
 ) -> None:
     store = RedisStore(redis_url)
+    limits = {"append_backlog_limit": 1} if limit == "backlog" else {"append_stall_ms": 50}
     try:
-        async with running_server(store, fast_config(append_backlog_limit=1, busy_retry_ms=100)) as server:
+        async with running_server(store, fast_config(busy_retry_ms=100, **limits)) as server:
             (ann, bob), code = await make_room(server, ["Ann", "Bob"])
             starts = await start_race([ann, bob])
-            ann_move, bob_move = await first_moves([ann, bob], starts)
-            redis_server.command("CLIENT", "PAUSE", "500", "WRITE")
-            await ann.send(p.Move(id=1, move=ann_move))  # waits in the store: the backlog is full
-            await eventually(lambda: server._append_backlog >= 1)
+            ann_move, bob_move = await first_moves(starts)
+            redis_server.command("CLIENT", "PAUSE", "600", "WRITE")
+            sent = time.monotonic()
+            await ann.send(p.Move(id=1, move=ann_move))  # its batch waits in the store
+            await eventually(lambda: server._append_backlog >= 1 and time.monotonic() > sent + 0.1)
             await bob.send(p.Move(id=1, move=bob_move))
             busy = await bob.expect(p.MoveRejected, timeout=0.4)  # before the store answers
             assert busy.id == 1 and busy.code == p.BUSY and "retry_ms=100" in busy.reason
