@@ -54,9 +54,15 @@ from redis_fixture import RedisServer  # a test helper, found through the path a
 
 from server.core.records import LogEntry, encode_record
 from server.store import MemoryStore, RedisStore, Store
+from server.store.base import AppendResult
 from server.store.redis import APPEND_MOVE
 
-Append = Callable[[str, int, str, int, bytes], Awaitable[bool]]
+Append = Callable[[str, int, str, int, bytes], Awaitable[AppendResult | bool]]
+
+
+def landed_ok(result: AppendResult | bool) -> bool:
+    """The stores answer AppendResult; the WATCH/MULTI variant here answers a bool."""
+    return result is True or result is AppendResult.APPENDED
 
 
 class WatchMultiAppender:
@@ -99,7 +105,7 @@ async def sequential(append: Append, code: str, appends: int) -> list[float]:
     latencies = []
     for length in range(appends):
         started = time.perf_counter_ns()
-        assert await append(code, 0, "p1", length, b"entry %d" % length)
+        assert landed_ok(await append(code, 0, "p1", length, b"entry %d" % length))
         latencies.append((time.perf_counter_ns() - started) / 1000)
     return latencies
 
@@ -114,7 +120,7 @@ async def contended(appenders: list[Append], load: Callable[[], Awaitable[int]],
         while landed < appends:
             length = await load()
             attempts += 1
-            if await append("HOT", 0, "p1", length, b"w%d" % number):
+            if landed_ok(await append("HOT", 0, "p1", length, b"w%d" % number)):
                 landed += 1
 
     started = time.perf_counter()
@@ -147,7 +153,7 @@ async def one_run(url: str, run: int, appends: int, writers: int) -> dict[str, d
         ]
         for name, store, append in variants:
             code = f"R{run}{name.split()[-1].replace('/', '')}"
-            await store.create_room(code, b"")
+            await store.create_room(code, b"", open_race=0)
             latencies = await sequential(append, code, appends)
             results[name] = {"median_us": statistics.median(latencies), "p99_us": percentile(latencies, 0.99)}
 
@@ -155,7 +161,7 @@ async def one_run(url: str, run: int, appends: int, writers: int) -> dict[str, d
         for name, namespace in (("redis lua cas", f"hot{run}"), ("redis watch/multi", f"hotw{run}")):
             setup = RedisStore(url, namespace=namespace)
             stores.append(setup)
-            await setup.create_room("HOT", b"")
+            await setup.create_room("HOT", b"", open_race=0)
             appenders: list[Append] = []
             for _ in range(writers):
                 writer_store = RedisStore(url, namespace=namespace)

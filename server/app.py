@@ -77,7 +77,7 @@ from server.core.records import (
     hash_token,
 )
 from server.fanout import Fanout, LocalFanout
-from server.store.base import Store, StoreUnavailable
+from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
 from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
 
@@ -91,6 +91,38 @@ def log_event(level: int, event: str, **fields: object) -> None:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def open_race_of(record: RoomRecord) -> int | None:
+    """The race whose move logs may take entries while this record is the stored one: the
+    current race from its countdown until its results (None in the lobby, while dealing, after)."""
+    race = record.race
+    if race is None or race.ended_at is not None or record.phase not in (p.COUNTDOWN, p.RACING):
+        return None
+    return race.number
+
+
+class Backoff:
+    """Exponential delays for a retry loop: 50 ms doubling up to ``cap`` seconds."""
+
+    __slots__ = ("cap", "delay", "first")
+
+    def __init__(self, first: float = 0.05, cap: float = 2.0) -> None:
+        self.first = first
+        self.cap = cap
+        self.delay = first
+
+    async def wait(self) -> None:
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.cap, self.delay * 2)
+
+    def reset(self) -> None:
+        self.delay = self.first
+
+
+# One room write waiting in the room's queue: (kind, value). Kinds: "save" (RoomRecord), "listed"
+# (bool), "expire" (seconds or None), "read" (a future for the store's (data, version) or None).
+RoomOp = tuple[str, object]
 
 
 @dataclass
@@ -112,6 +144,16 @@ class ServerConfig:
     list_limit: int = 100
     shutdown_retry_ms: int = 3000
     flush_timeout_s: float = 5.0
+    # Group commit: the moves waiting to be written go to the store together, up to this many per
+    # batch (one round trip on Redis), with at most this many batches in flight at once.
+    append_batch_max: int = 256
+    append_batches_in_flight: int = 4
+    # When the store cannot keep up, a new move is answered `busy` at once: past this many moves
+    # queued or in flight to the store, or while a batch has been out longer than append_stall_ms.
+    append_backlog_limit: int = 4096
+    append_stall_ms: int = 1000
+    busy_retry_ms: int = 250
+    read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
 
@@ -181,9 +223,27 @@ class RaceServer:
         self._closing = False
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._room_ops: dict[str, deque[tuple[str, object]]] = {}
+        self._room_ops: dict[str, deque[RoomOp]] = {}
         self._room_workers: dict[str, asyncio.Task[None]] = {}
         self._store_versions: dict[str, int | None] = {}
+        # A save whose outcome is unknown (StoreUnavailable): (the version it expected, its data),
+        # so the next save can tell whether it landed before deciding on a version.
+        self._uncertain_saves: dict[str, tuple[int, bytes]] = {}
+        self._save_conflicts: set[str] = set()  # rooms another writer changed: never overwritten
+        # The open race of each room as the store has it, and the open race of the latest save
+        # waiting in the room's queue. Ticks of a room whose queued save opens a race the store
+        # has not got yet are held (_held_ticks): the race record (deal, salt) is stored before
+        # the race_start carrying its commitment can reach anyone.
+        self._stored_races: dict[str, int | None] = {}
+        self._queued_races: dict[str, int | None] = {}
+        self._held_ticks: set[str] = set()
+        self._append_failures: dict[tuple[str, int, str], int] = {}  # consecutive failed appends per log
+        self._append_queue: list[PersistMove] = []  # waiting for the next batch
+        self._append_backlog = 0  # moves queued, backing off or in flight to the store
+        self._append_batches = 0  # batches in flight
+        self._batch_starts: dict[int, float] = {}  # id of each batch in flight -> when it was sent
+        self._batch_ids = itertools.count()
+        self._append_flush_scheduled = False
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self._loading: dict[str, asyncio.Lock] = {}
@@ -256,7 +316,10 @@ class RaceServer:
         while time.monotonic() < deadline:
             pending = [t for t in (*self._tasks, *self._room_workers.values(), *self._player_workers.values())]
             if not pending:
-                return
+                if not self._append_queue:
+                    return
+                await asyncio.sleep(0.01)  # a batch is about to be sent (_flush_appends is scheduled)
+                continue
             await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
         log_event(logging.WARNING, "flush_timeout", rooms=list(self._room_workers))
 
@@ -338,6 +401,13 @@ class RaceServer:
             if isinstance(msg, p.ListRooms) and conn.player is not None:
                 self._reply(conn, p.RoomList(rooms=await self._room_list()))
                 return
+            if isinstance(msg, p.Move) and conn.player is not None and self._busy():
+                # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
+                # time-outs and reloads. Nothing reached the core: the move was not played.
+                retry = self.config.busy_retry_ms
+                why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
+                self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
+                return
             if isinstance(msg, p.Join) and conn.player is not None:
                 code = p.normalize_room_code(msg.code)
                 if p.is_room_code(code):
@@ -375,7 +445,7 @@ class RaceServer:
                 break
             summary = self.core.summary(code)
             if summary is None:
-                loaded = await self.store.load_room(code)
+                loaded = await self.read_room(code)
                 if loaded is None:
                     continue
                 try:
@@ -396,7 +466,7 @@ class RaceServer:
             async with lock:
                 if self.core.has_room(code):
                     return True
-                loaded = await self.store.load_room(code)
+                loaded = await self.read_room(code)
                 if loaded is None:
                     return False
                 data, version = loaded
@@ -413,6 +483,8 @@ class RaceServer:
                 if self.core.has_room(code) or not record.members:
                     return self.core.has_room(code)
                 self._store_versions[code] = version
+                self._stored_races[code] = open_race_of(record)
+                self._save_conflicts.discard(code)
                 self._execute(self.core.load_room(record, logs, now_ms()))
                 return True
         finally:
@@ -452,10 +524,11 @@ class RaceServer:
                 if target is not None:
                     self._reply(target, effect.message)
             elif isinstance(effect, PersistMove):
-                self._spawn(self._persist(effect))
+                self._enqueue_append(effect)
             elif isinstance(effect, Wake):
                 self._wake(effect.code, effect.at_ms)
             elif isinstance(effect, SaveRoom):
+                self._queued_races[effect.code] = open_race_of(effect.record)
                 self._room_op(effect.code, "save", effect.record)
             elif isinstance(effect, Note):
                 log_event(logging.INFO, effect.event, **effect.fields)
@@ -473,7 +546,10 @@ class RaceServer:
             elif isinstance(effect, SetListed):
                 self._room_op(effect.code, "listed", effect.listed)
             elif isinstance(effect, ExpireRoom):
-                self._room_op(effect.code, "expire", effect.seconds)
+                # A room still live in this process never expires in the store: its expiry starts
+                # when it finishes (results) or closes. A TTL running under a live race made the
+                # room vanish mid-race, and every later append with it.
+                self._room_op(effect.code, "expire", None if self._live(effect.code) else effect.seconds)
             elif isinstance(effect, ReloadLog):
                 self._spawn(self._reload(effect))
             elif isinstance(effect, FindDeal):
@@ -488,8 +564,11 @@ class RaceServer:
                 timer = self._timers.pop(effect.code, None)
                 if timer is not None:
                     timer.cancel()
+                self._held_ticks.discard(effect.code)
+                for key in [key for key in self._append_failures if key[0] == effect.code]:
+                    del self._append_failures[key]
                 if effect.code not in self._room_workers:
-                    self._store_versions.pop(effect.code, None)
+                    self._forget_room_store_state(effect.code)
             elif isinstance(effect, Close):
                 closing = self._conns.get(effect.conn)
                 if closing is not None:
@@ -516,7 +595,27 @@ class RaceServer:
 
     def _on_timer(self, code: str) -> None:
         self._timers.pop(code, None)
+        if self._race_unstored(code):
+            self._held_ticks.add(code)  # dispatched once the race record is stored (_room_worker)
+            return
         self._dispatch(Tick(code, now_ms()))
+
+    def _race_unstored(self, code: str) -> bool:
+        """A save waiting in the room's queue opens a race the store does not have yet."""
+        queued = self._queued_races.get(code)
+        return queued is not None and queued != self._stored_races.get(code)
+
+    def _live(self, code: str) -> bool:
+        """This process holds the room and it is not showing results (lobby, dealing, countdown, race)."""
+        summary = self.core.summary(code)
+        return summary is not None and summary.phase != p.RESULTS
+
+    def _forget_room_store_state(self, code: str) -> None:
+        self._store_versions.pop(code, None)
+        self._uncertain_saves.pop(code, None)
+        self._save_conflicts.discard(code)
+        self._stored_races.pop(code, None)
+        self._queued_races.pop(code, None)
 
     # ================================================================ frames out
 
@@ -566,22 +665,92 @@ class RaceServer:
 
     # ================================================================ store work
 
-    async def _persist(self, effect: PersistMove) -> None:
-        event: Event
-        try:
-            appended = await self.store.append_move(
-                effect.code, effect.race, effect.player_id, effect.expected_length, encode_record(effect.entry)
-            )
-        except StoreUnavailable as exc:
-            log_event(logging.WARNING, "append_failed", room=effect.code, player=effect.player_id, error=str(exc))
-            event = MovePersistFailed(effect.code, effect.race, effect.player_id, False, now_ms())
+    def _busy(self) -> bool:
+        if self._append_backlog >= self.config.append_backlog_limit:
+            return True
+        if not self._batch_starts:
+            return False
+        return time.monotonic() - min(self._batch_starts.values()) > self.config.append_stall_ms / 1000
+
+    def _enqueue_append(self, effect: PersistMove) -> None:
+        """Queue a move for the next batch. A log whose last appends failed waits a growing
+        delay first: no retry loop through the core can spin."""
+        self._append_backlog += 1
+        failures = self._append_failures.get((effect.code, effect.race, effect.player_id), 0)
+        if failures:
+            self._spawn(self._append_later(effect, min(2.0, 0.05 * 2 ** (failures - 1))))
         else:
-            if appended:
-                event = MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now_ms())
+            self._queue_append(effect)
+
+    async def _append_later(self, effect: PersistMove, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._queue_append(effect)
+
+    def _queue_append(self, effect: PersistMove) -> None:
+        self._append_queue.append(effect)
+        if not self._append_flush_scheduled:
+            self._append_flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_appends)
+
+    def _flush_appends(self) -> None:
+        """Send what this event-loop turn queued: one batch (one store round trip) per
+        ``append_batch_max`` moves, while fewer than ``append_batches_in_flight`` are out; the rest
+        waits for a batch to come back, so batches grow with the load."""
+        self._append_flush_scheduled = False
+        size = self.config.append_batch_max
+        while self._append_queue and self._append_batches < self.config.append_batches_in_flight:
+            batch = self._append_queue[:size]
+            del self._append_queue[:size]
+            self._append_batches += 1
+            self._spawn(self._write_batch(batch))
+
+    async def _write_batch(self, batch: list[PersistMove]) -> None:
+        """Append a batch, then hand the core each move's own outcome (each entry is its own
+        compare-and-set: one failed entry fails only its own move)."""
+        results: list[AppendResult | StoreUnavailable]
+        batch_id = next(self._batch_ids)
+        self._batch_starts[batch_id] = time.monotonic()
+        try:
+            requests = [
+                AppendRequest(e.code, e.race, e.player_id, e.expected_length, encode_record(e.entry)) for e in batch
+            ]
+            results = await self.store.append_moves(requests)
+        except StoreUnavailable as exc:
+            results = [exc] * len(batch)
+        except Exception as exc:  # a bug: nothing was written (requests are checked first); settle by reload
+            log.exception("append_batch_failed", extra={"fields": {"moves": len(batch)}})
+            results = [StoreUnavailable(repr(exc))] * len(batch)
+        finally:
+            del self._batch_starts[batch_id]
+            self._append_batches -= 1
+            self._append_backlog -= len(batch)
+            if self._append_queue and not self._append_flush_scheduled:
+                self._append_flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush_appends)
+        for effect, result in zip(batch, results, strict=True):
+            key = (effect.code, effect.race, effect.player_id)
+            event: MovePersisted | MovePersistFailed
+            if isinstance(result, StoreUnavailable):
+                log_event(
+                    logging.WARNING, "append_failed", room=effect.code, player=effect.player_id, error=str(result)
+                )
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
             else:
-                log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
-                event = MovePersistFailed(effect.code, effect.race, effect.player_id, True, now_ms())
-        self._dispatch(event)
+                event = self._persist_outcome(effect, result)
+            if isinstance(event, MovePersisted):
+                self._append_failures.pop(key, None)
+            else:
+                self._append_failures[key] = self._append_failures.get(key, 0) + 1
+            self._dispatch(event)
+
+    def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
+        if result is AppendResult.APPENDED:
+            return MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now_ms())
+        if result is AppendResult.LENGTH_MISMATCH:
+            log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
+            return MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", now_ms())
+        log_event(logging.ERROR, "append_no_such_race", room=effect.code, race=effect.race, player=effect.player_id)
+        return MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now_ms())
 
     async def _find_deal(self, effect: FindDeal) -> None:
         """A winnable deal for a room, from the worker process; the event loop only waits for it."""
@@ -640,12 +809,16 @@ class RaceServer:
         code = effect.record.code
         event: Event
         try:
-            created = await self.store.create_room(code, encode_record(effect.record))
+            created = await self.store.create_room(
+                code, encode_record(effect.record), open_race=open_race_of(effect.record)
+            )
         except StoreUnavailable:
             event = RoomCreateFailed(effect.conn, effect.record, False, now_ms())
         else:
             if created:
                 self._store_versions[code] = 1
+                self._stored_races[code] = open_race_of(effect.record)
+                self._save_conflicts.discard(code)
                 event = RoomCreated(effect.conn, effect.record, now_ms())
             else:
                 event = RoomCreateFailed(effect.conn, effect.record, True, now_ms())
@@ -658,16 +831,23 @@ class RaceServer:
             self._player_workers[pid] = asyncio.ensure_future(self._player_worker(pid))
 
     async def _player_worker(self, pid: str) -> None:
-        delay = 0.05
+        """A player's record, written behind: the latest wins. Every failure is logged; an
+        unexpected one drops that write (retrying it could only fail again), never the worker."""
+        backoff = Backoff()
         try:
             while pid in self._player_saves:
                 effect = self._player_saves[pid]
                 try:
                     await self.store.put_player(pid, effect.token_hash, encode_record(effect.record))
-                except StoreUnavailable:
-                    await asyncio.sleep(delay)
-                    delay = min(2.0, delay * 2)
+                except StoreUnavailable as exc:
+                    log_event(logging.WARNING, "player_write_failed", player=pid, error=str(exc), retry=True)
+                    await backoff.wait()
                     continue
+                except Exception as exc:
+                    log.exception(
+                        "player_write_failed", extra={"fields": {"player": pid, "error": repr(exc), "retry": False}}
+                    )
+                backoff.reset()
                 if self._player_saves.get(pid) is effect:
                     del self._player_saves[pid]
         finally:
@@ -676,63 +856,139 @@ class RaceServer:
     def _room_op(self, code: str, kind: str, value: object) -> None:
         ops = self._room_ops.setdefault(code, deque())
         if kind == "save" and ops and ops[-1][0] == "save":
-            ops[-1] = (kind, value)  # latest wins
+            ops[-1] = (kind, value)  # latest wins (the worker takes an op off the queue before running it)
         else:
             ops.append((kind, value))
         if code not in self._room_workers:
             self._room_workers[code] = asyncio.ensure_future(self._room_worker(code))
 
+    async def read_room(self, code: str) -> tuple[bytes, int] | None:
+        """The room as the store has it once every write this process queued for it has landed:
+        a read never sees the store from before the shell's own pending writes."""
+        if code not in self._room_ops:
+            return await self.store.load_room(code)
+        answer: asyncio.Future[tuple[bytes, int] | None] = asyncio.get_running_loop().create_future()
+        self._room_op(code, "read", answer)
+        try:
+            # Writes being retried (the store is down) must not hold a client's request for ever.
+            return await asyncio.wait_for(asyncio.shield(answer), self.config.read_wait_s)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"room {code}: this process's pending writes did not land within {self.config.read_wait_s:g} s"
+            ) from None
+
     async def _room_worker(self, code: str) -> None:
-        """One room's writes, in order (a save never lands after the expiry that followed it)."""
+        """One room's writes (and reads), in order: a save never lands after the expiry that
+        followed it, a read sees every write queued before it. Every failure is logged; the
+        store being unavailable is retried with back-off, anything else drops that one op."""
         ops = self._room_ops[code]
-        delay = 0.05
+        backoff = Backoff()
         try:
             while ops:
-                kind, value = ops[0]
+                kind, value = ops.popleft()
                 try:
-                    if kind == "save":
-                        assert isinstance(value, RoomRecord)
-                        await self._save_room(code, value)
-                    elif kind == "listed":
-                        await self.store.set_listed(code, bool(value))
-                    elif kind == "expire":
-                        assert value is None or isinstance(value, int | float)
-                        await self.store.expire_room(code, value)
+                    await self._room_write(code, kind, value)
                 except StoreUnavailable as exc:
-                    if kind == "save":
-                        self._store_versions[code] = None  # it may have landed: reload the version
-                    log_event(logging.WARNING, "room_write_failed", room=code, op=kind, error=str(exc))
-                    await asyncio.sleep(delay)
-                    delay = min(2.0, delay * 2)
+                    if isinstance(value, asyncio.Future):
+                        if not value.done():
+                            value.set_exception(exc)  # the reader answers its client
+                        continue
+                    log_event(logging.WARNING, "room_write_failed", room=code, op=kind, error=str(exc), retry=True)
+                    if not (kind == "save" and ops and ops[0][0] == "save"):
+                        ops.appendleft((kind, value))  # a newer save, if queued, replaces this one
+                    await backoff.wait()
                     continue
-                delay = 0.05
-                ops.popleft()
+                except Exception as exc:
+                    log.exception(
+                        "room_write_failed",
+                        extra={"fields": {"room": code, "op": kind, "error": repr(exc), "retry": False}},
+                    )
+                    if isinstance(value, asyncio.Future) and not value.done():
+                        value.set_exception(exc)
+                    continue
+                backoff.reset()
+                if kind == "save" and code in self._held_ticks and not self._race_unstored(code):
+                    self._held_ticks.discard(code)
+                    self._on_timer(code)  # the race record is stored: the race may start
         finally:
             self._room_workers.pop(code, None)
             if not ops:
                 self._room_ops.pop(code, None)
                 if not self.core.has_room(code):
-                    self._store_versions.pop(code, None)
+                    self._forget_room_store_state(code)
+
+    async def _room_write(self, code: str, kind: str, value: object) -> None:
+        if kind == "save":
+            assert isinstance(value, RoomRecord)
+            await self._save_room(code, value)
+        elif kind == "listed":
+            await self.store.set_listed(code, bool(value))
+        elif kind == "expire":
+            assert value is None or isinstance(value, int | float)
+            await self.store.expire_room(code, value)
+        elif kind == "read":
+            assert isinstance(value, asyncio.Future)
+            loaded = await self.store.load_room(code)
+            if not value.done():
+                value.set_result(loaded)
+        else:
+            raise ValueError(f"unknown room operation {kind!r}")
 
     async def _save_room(self, code: str, record: RoomRecord) -> None:
+        """Compare-and-set on the version this process last wrote. The store is never
+        overwritten on a mismatch: an earlier save of ours whose outcome was unknown is
+        recognised by its data; any other change is another writer's, and wins."""
         data = encode_record(record)
+        race = open_race_of(record)
+        if code in self._save_conflicts:
+            log_event(logging.WARNING, "room_save_skipped", room=code, why="another writer changed the room")
+            return
         version = self._store_versions.get(code)
-        if version is not None:
-            new = await self.store.save_room(code, data, version)
-            if new is not None:
-                self._store_versions[code] = new
+        if version is None:
+            loaded = await self.store.load_room(code)
+            if loaded is None:
+                await self._recreate_room(code, record, data, race)
                 return
-            log_event(logging.WARNING, "room_save_conflict", room=code, expected=version)
+            uncertain = self._uncertain_saves.pop(code, None)
+            if uncertain is not None and loaded[0] == uncertain[1]:
+                version = loaded[1]  # our last save landed after all
+            elif uncertain is not None and loaded[1] == uncertain[0]:
+                version = loaded[1]  # it did not land, and no one else wrote
+            else:
+                self._save_conflict(code, None if uncertain is None else uncertain[0], loaded[1])
+                return
+        try:
+            new = await self.store.save_room(code, data, version, open_race=race)
+        except StoreUnavailable:
+            self._store_versions[code] = None
+            self._uncertain_saves[code] = (version, data)
+            raise
+        if new is not None:
+            self._store_versions[code] = new
+            self._stored_races[code] = race
+            return
         loaded = await self.store.load_room(code)
         if loaded is None:
-            # Expired or deleted under us while still in use: store it afresh.
-            if await self.store.create_room(code, data):
-                self._store_versions[code] = 1
-                if not record.options.private and record.members:
-                    await self.store.set_listed(code, True)
-            return
-        new = await self.store.save_room(code, data, loaded[1])
-        self._store_versions[code] = new
+            await self._recreate_room(code, record, data, race)
+        else:
+            self._save_conflict(code, version, loaded[1])
+
+    def _save_conflict(self, code: str, expected: int | None, found: int) -> None:
+        self._store_versions[code] = None
+        self._save_conflicts.add(code)
+        log_event(logging.ERROR, "room_save_conflict", room=code, expected=expected, found=found)
+
+    async def _recreate_room(self, code: str, record: RoomRecord, data: bytes, race: int | None) -> None:
+        """The room vanished from the store while this process still holds it (a finished room
+        expired, or someone deleted it): store it afresh rather than lose it."""
+        log_event(logging.WARNING, "room_recreated", room=code)
+        if await self.store.create_room(code, data, open_race=race):
+            self._store_versions[code] = 1
+            self._stored_races[code] = race
+            if not record.options.private and record.members:
+                await self.store.set_listed(code, True)
+        else:  # created by someone else meanwhile
+            self._save_conflict(code, None, 1)
 
 
 async def run_server(

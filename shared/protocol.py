@@ -38,6 +38,7 @@ RATE_LIMITED: Final = "rate_limited"  # too many messages per second (the connec
 VERSION_MISMATCH: Final = "version_mismatch"  # hello with another protocol version
 NAME_INVALID: Final = "name_invalid"  # display name empty, too long, or with control characters
 STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: nothing happened, retry later
+BUSY: Final = "busy"  # the server's store writes are backed up: the move was not played, resend it later
 SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
 NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved winnable in the server's budget
 INTERNAL: Final = "internal"  # a server bug; nothing happened
@@ -60,6 +61,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     VERSION_MISMATCH,
     NAME_INVALID,
     STORE_UNAVAILABLE,
+    BUSY,
     SERVER_FULL,
     NO_WINNABLE_DEAL,
     INTERNAL,
@@ -354,7 +356,7 @@ class MoveOk(msgspec.Struct, tag="move_ok", tag_field="type", kw_only=True):
 
 class MoveRejected(msgspec.Struct, tag="move_rejected", tag_field="type", kw_only=True):
     id: int
-    code: str  # illegal_move | wrong_phase | store_unavailable
+    code: str  # illegal_move | wrong_phase | store_unavailable | busy
     reason: str
 
 

@@ -282,7 +282,7 @@ def test_a_reloaded_log_keeps_the_question_in_flight() -> None:
     (held,) = shell.held
     shell.held.clear()
     # The store stopped answering mid-write: the core reloads the log (the undo never landed).
-    shell.run(MovePersistFailed(code, 1, ann_id, False, shell.now))
+    shell.run(MovePersistFailed(code, 1, ann_id, "uncertain", shell.now))
     assert shell.reloads and shell.reloads[-1].player_id == ann_id and held.entry.move == "undo"
     shell.run(LogReloaded(code, 1, ann_id, list(shell.logs[(code, 1, ann_id)]), shell.now))
     racer = shell.core.rooms[code].race.racers[ann_id]  # type: ignore[union-attr]

@@ -70,8 +70,8 @@ def test_the_memory_store_works_without_redis_installed() -> None:
         async def main():
             store = open_store(None)
             assert isinstance(store, MemoryStore)
-            assert await store.create_room("ROOM", b"x")
-            assert await store.append_move("ROOM", 0, "p1", 0, b"m")
+            assert await store.create_room("ROOM", b"x", open_race=0)
+            assert (await store.append_move("ROOM", 0, "p1", 0, b"m")).value == "appended"
             assert await store.load_moves("ROOM", 0, "p1") == [b"m"]
 
         asyncio.run(main())

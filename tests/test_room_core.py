@@ -143,7 +143,7 @@ class Shell:
     def persist(self, effect: PersistMove) -> None:
         log = self.logs[(effect.code, effect.race, effect.player_id)]
         if len(log) != effect.expected_length:
-            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, True, self.now))
+            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", self.now))
             return
         log.append(effect.entry)
         self.run(MovePersisted(effect.code, effect.race, effect.player_id, len(log), self.now))
@@ -745,7 +745,7 @@ def test_store_unavailable_on_append_waits_for_the_reloaded_log() -> None:
     # The write landed, but the store's answer was lost.
     shell.logs[(code, 1, ann)].append(effect.entry)
     shell.take(conns[0])
-    shell.run(MovePersistFailed(code, 1, ann, False, shell.now))
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
     assert shell.take(conns[0]) == [] and shell.reloads
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
     ok = shell.inbox[conns[0]][-1]
@@ -753,7 +753,7 @@ def test_store_unavailable_on_append_waits_for_the_reloaded_log() -> None:
     # The write did not land: a clear rejection, nothing applied.
     shell.send(conns[0], p.Move(id=2, move="stock>waste"))
     shell.held.pop()
-    shell.run(MovePersistFailed(code, 1, ann, False, shell.now))
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
     rejected = shell.inbox[conns[0]][-1]
     assert isinstance(rejected, p.MoveRejected) and rejected.code == p.STORE_UNAVAILABLE

@@ -17,7 +17,9 @@ import pytest
 from redis_fixture import RedisServer
 
 from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
-from server.store.base import DEFAULT_FINISHED_ROOM_TTL
+from server.store.base import DEFAULT_FINISHED_ROOM_TTL, AppendRequest, AppendResult
+
+APPENDED, LENGTH_MISMATCH, NO_SUCH_RACE = AppendResult.APPENDED, AppendResult.LENGTH_MISMATCH, AppendResult.NO_SUCH_RACE
 
 IMPLEMENTATIONS = ["memory", "redis"]
 
@@ -140,7 +142,7 @@ async def test_non_bytes_payloads_are_refused(store: Store) -> None:
         await store.create_room("ROOM", "text")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="bytes"):
         await store.put_player("p1", "hash", bytearray(b"x"))  # type: ignore[arg-type]
-    assert await store.create_room("ROOM", b"ok")
+    assert await store.create_room("ROOM", b"ok", open_race=0)
     with pytest.raises(TypeError, match="bytes"):
         await store.append_move("ROOM", 0, "p1", 0, "move")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="int"):
@@ -207,19 +209,20 @@ async def test_listing_holds_existing_listed_rooms_oldest_first(store: Store) ->
 
 
 async def test_delete_room_removes_room_logs_and_listing(store: Store) -> None:
-    await store.create_room("ROOM", b"x")
+    await store.create_room("ROOM", b"x", open_race=0)
     await store.set_listed("ROOM", True)
-    assert await store.append_move("ROOM", 0, "p1", 0, b"m1")
-    assert await store.append_move("ROOM", 1, "p2", 0, b"m1")
+    assert await store.append_move("ROOM", 0, "p1", 0, b"m1") == APPENDED
+    assert await store.save_room("ROOM", b"x", 1, open_race=1) == 2
+    assert await store.append_move("ROOM", 1, "p2", 0, b"m1") == APPENDED
     await store.delete_room("ROOM")
     assert await store.load_room("ROOM") is None
     assert await store.listed_rooms() == []
     assert await store.load_moves("ROOM", 0, "p1") == []
     await store.delete_room("ROOM")  # deleting twice is harmless
     # the code can be used again, with empty logs
-    assert await store.create_room("ROOM", b"y")
+    assert await store.create_room("ROOM", b"y", open_race=0)
     assert await store.load_moves("ROOM", 1, "p2") == []
-    assert await store.append_move("ROOM", 0, "p1", 0, b"fresh")
+    assert await store.append_move("ROOM", 0, "p1", 0, b"fresh") == APPENDED
     assert await store.load_moves("ROOM", 0, "p1") == [b"fresh"]
 
 
@@ -227,23 +230,24 @@ async def test_delete_room_removes_room_logs_and_listing(store: Store) -> None:
 
 
 async def test_append_move_needs_the_exact_expected_length(store: Store) -> None:
-    await store.create_room("ROOM", b"")
-    assert not await store.append_move("ROOM", 0, "p1", 1, b"too far")
-    assert not await store.append_move("ROOM", 0, "p1", -1, b"negative")
-    assert await store.append_move("ROOM", 0, "p1", 0, b"m0")
-    assert not await store.append_move("ROOM", 0, "p1", 0, b"fork")
-    assert not await store.append_move("ROOM", 0, "p1", 2, b"gap")
-    assert await store.append_move("ROOM", 0, "p1", 1, b"m1")
+    await store.create_room("ROOM", b"", open_race=0)
+    assert await store.append_move("ROOM", 0, "p1", 1, b"too far") == LENGTH_MISMATCH
+    assert await store.append_move("ROOM", 0, "p1", -1, b"negative") == LENGTH_MISMATCH
+    assert await store.append_move("ROOM", 0, "p1", 0, b"m0") == APPENDED
+    assert await store.append_move("ROOM", 0, "p1", 0, b"fork") == LENGTH_MISMATCH
+    assert await store.append_move("ROOM", 0, "p1", 2, b"gap") == LENGTH_MISMATCH
+    assert await store.append_move("ROOM", 0, "p1", 1, b"m1") == APPENDED
     assert await store.load_moves("ROOM", 0, "p1") == [b"m0", b"m1"]
 
 
 async def test_logs_are_separate_per_race_and_player(store: Store) -> None:
-    await store.create_room("ROOM", b"")
-    await store.create_room("ROOM2", b"")
-    assert await store.append_move("ROOM", 0, "p1", 0, b"r0p1")
-    assert await store.append_move("ROOM", 0, "p2", 0, b"r0p2")
-    assert await store.append_move("ROOM", 1, "p1", 0, b"r1p1")
-    assert await store.append_move("ROOM2", 0, "p1", 0, b"room2")
+    await store.create_room("ROOM", b"", open_race=0)
+    await store.create_room("ROOM2", b"", open_race=0)
+    assert await store.append_move("ROOM", 0, "p1", 0, b"r0p1") == APPENDED
+    assert await store.append_move("ROOM", 0, "p2", 0, b"r0p2") == APPENDED
+    assert await store.save_room("ROOM", b"", 1, open_race=1) == 2
+    assert await store.append_move("ROOM", 1, "p1", 0, b"r1p1") == APPENDED
+    assert await store.append_move("ROOM2", 0, "p1", 0, b"room2") == APPENDED
     assert await store.load_moves("ROOM", 0, "p1") == [b"r0p1"]
     assert await store.load_moves("ROOM", 0, "p2") == [b"r0p2"]
     assert await store.load_moves("ROOM", 1, "p1") == [b"r1p1"]
@@ -252,28 +256,73 @@ async def test_logs_are_separate_per_race_and_player(store: Store) -> None:
 
 
 async def test_append_to_a_missing_room_writes_nothing(store: Store) -> None:
-    assert not await store.append_move("NOPE", 0, "p1", 0, b"m")
+    assert await store.append_move("NOPE", 0, "p1", 0, b"m") == NO_SUCH_RACE
     assert await store.load_moves("NOPE", 0, "p1") == []
     assert await store.create_room("NOPE", b"")
     assert await store.load_moves("NOPE", 0, "p1") == []
 
 
+async def test_appends_need_the_room_s_open_race(store: Store) -> None:
+    """A log takes entries only for the race the room record says is open: not before the race
+    record is stored, not for another race, not once the finished race's record is saved."""
+    assert await store.create_room("ROOM", b"lobby")
+    assert await store.append_move("ROOM", 1, "p1", 0, b"early") == NO_SUCH_RACE
+    assert await store.save_room("ROOM", b"race 1", 1, open_race=1) == 2
+    assert await store.append_move("ROOM", 2, "p1", 0, b"other race") == NO_SUCH_RACE
+    assert await store.append_move("ROOM", 1, "p1", 0, b"m0") == APPENDED
+    assert await store.append_move("ROOM", 1, "p1", 0, b"fork") == LENGTH_MISMATCH  # still a length check
+    assert await store.save_room("ROOM", b"results", 2) == 3  # the race is over: no open race
+    assert await store.append_move("ROOM", 1, "p1", 1, b"late") == NO_SUCH_RACE
+    assert await store.load_moves("ROOM", 1, "p1") == [b"m0"]
+    assert await store.load_moves("ROOM", 2, "p1") == []
+    with pytest.raises(TypeError, match="open race"):
+        await store.save_room("ROOM", b"x", 3, open_race="1")  # type: ignore[arg-type]
+
+
+async def test_a_batch_of_appends_gives_each_entry_its_own_result(store: Store) -> None:
+    assert await store.create_room("ROOM", b"", open_race=1)
+    assert await store.append_move("ROOM", 1, "p2", 0, b"p2 m0") == APPENDED
+    batch = [
+        AppendRequest("ROOM", 1, "p1", 0, b"p1 m0"),
+        AppendRequest("ROOM", 1, "p1", 1, b"p1 m1"),  # same log, applied in batch order
+        AppendRequest("ROOM", 1, "p2", 0, b"p2 fork"),  # fails on its own ...
+        AppendRequest("ROOM", 1, "p3", 0, b"p3 m0"),  # ... and fails no one else
+        AppendRequest("NOPE", 1, "p1", 0, b"no room"),
+        AppendRequest("ROOM", 2, "p1", 0, b"no race"),
+    ]
+    assert await store.append_moves(batch) == [
+        APPENDED,
+        APPENDED,
+        LENGTH_MISMATCH,
+        APPENDED,
+        NO_SUCH_RACE,
+        NO_SUCH_RACE,
+    ]
+    assert await store.load_moves("ROOM", 1, "p1") == [b"p1 m0", b"p1 m1"]
+    assert await store.load_moves("ROOM", 1, "p2") == [b"p2 m0"]
+    assert await store.load_moves("ROOM", 1, "p3") == [b"p3 m0"]
+    assert await store.append_moves([]) == []
+    with pytest.raises(ValueError, match="bad player id"):  # checked before anything is written
+        await store.append_moves([AppendRequest("ROOM", 1, "p4", 0, b"ok"), AppendRequest("ROOM", 1, "a:b", 0, b"")])
+    assert await store.load_moves("ROOM", 1, "p4") == []
+
+
 async def test_entries_round_trip_byte_for_byte(store: Store) -> None:
-    await store.create_room("ROOM", b"")
+    await store.create_room("ROOM", b"", open_race=3)
     entries = [b"", b"\x00\xff\r\n", bytes(range(256)), random.Random(7).randbytes(100_000)]
     for length, entry in enumerate(entries):
-        assert await store.append_move("ROOM", 3, "p1", length, entry)
+        assert await store.append_move("ROOM", 3, "p1", length, entry) == APPENDED
     assert await store.load_moves("ROOM", 3, "p1") == entries
 
 
 async def test_concurrent_appends_at_one_length_have_exactly_one_winner(make_store: StoreFactory) -> None:
     stores = [await make_store() for _ in range(4)]
-    await stores[0].create_room("ROOM", b"")
+    await stores[0].create_room("ROOM", b"", open_race=0)
     for length in range(5):
         results = await asyncio.gather(
             *(stores[i % 4].append_move("ROOM", 0, "p1", length, b"%d-%d" % (length, i)) for i in range(12))
         )
-        assert results.count(True) == 1
+        assert results.count(APPENDED) == 1
     log = await stores[0].load_moves("ROOM", 0, "p1")
     assert [entry.split(b"-")[0] for entry in log] == [b"0", b"1", b"2", b"3", b"4"]
 
@@ -282,7 +331,7 @@ async def test_many_racing_writers_never_fork_or_lose_a_log(make_store: StoreFac
     """Each writer appends its own entries, reloading the log after every lost race: the final log
     holds every entry exactly once, and each writer's entries in its own order."""
     stores = [await make_store() for _ in range(4)]
-    await stores[0].create_room("ROOM", b"")
+    await stores[0].create_room("ROOM", b"", open_race=0)
     writers, per_writer = 8, 10
 
     async def writer(number: int) -> None:
@@ -291,7 +340,7 @@ async def test_many_racing_writers_never_fork_or_lose_a_log(make_store: StoreFac
             entry = b"w%d:%d" % (number, step)
             while True:
                 length = len(await store.load_moves("ROOM", 0, "p1"))
-                if await store.append_move("ROOM", 0, "p1", length, entry):
+                if await store.append_move("ROOM", 0, "p1", length, entry) == APPENDED:
                     break
 
     await asyncio.gather(*(writer(n) for n in range(writers)))
@@ -315,13 +364,13 @@ async def room_gone(store: Store, code: str) -> bool:
 
 
 async def test_expire_room_removes_room_logs_and_listing_after_the_delay(store: Store) -> None:
-    await store.create_room("ROOM", b"v1")
+    await store.create_room("ROOM", b"v1", open_race=0)
     await store.set_listed("ROOM", True)
-    assert await store.append_move("ROOM", 0, "p1", 0, b"early")
+    assert await store.append_move("ROOM", 0, "p1", 0, b"early") == APPENDED
     await store.expire_room("ROOM", 0.6)
     # A save and a log started after the expiry was set neither extend nor escape it.
-    assert await store.save_room("ROOM", b"v2", 1) == 2
-    assert await store.append_move("ROOM", 0, "p2", 0, b"late")
+    assert await store.save_room("ROOM", b"v2", 1, open_race=0) == 2
+    assert await store.append_move("ROOM", 0, "p2", 0, b"late") == APPENDED
     assert await store.load_room("ROOM") == (b"v2", 2)
     assert await store.listed_rooms() == ["ROOM"]
     assert await store.load_moves("ROOM", 0, "p1") == [b"early"]
@@ -334,8 +383,8 @@ async def test_expire_room_removes_room_logs_and_listing_after_the_delay(store: 
 
 
 async def test_expire_room_none_keeps_it_forever_again(store: Store) -> None:
-    await store.create_room("KEEP", b"x")
-    await store.append_move("KEEP", 0, "p1", 0, b"m")
+    await store.create_room("KEEP", b"x", open_race=0)
+    assert await store.append_move("KEEP", 0, "p1", 0, b"m") == APPENDED
     await store.create_room("GO", b"x")
     await store.expire_room("KEEP", 0.3)
     await store.expire_room("KEEP", None)
@@ -347,8 +396,8 @@ async def test_expire_room_none_keeps_it_forever_again(store: Store) -> None:
 
 
 async def test_expire_room_with_no_time_left_removes_it_now(store: Store) -> None:
-    await store.create_room("ROOM", b"x")
-    await store.append_move("ROOM", 0, "p1", 0, b"m")
+    await store.create_room("ROOM", b"x", open_race=0)
+    assert await store.append_move("ROOM", 0, "p1", 0, b"m") == APPENDED
     await store.expire_room("ROOM", 0)
     assert await room_gone(store, "ROOM")
     await store.expire_room("NOPE", 1.0)  # expiring a missing room is harmless
@@ -369,9 +418,9 @@ async def test_expire_room_refuses_a_nonsense_delay(store: Store, bad: Any) -> N
 async def test_memory_store_follows_the_clock_it_is_given() -> None:
     now = [1000.0]
     store = MemoryStore(clock=lambda: now[0], player_ttl=100.0)
-    await store.create_room("ROOM", b"x")
+    await store.create_room("ROOM", b"x", open_race=0)
     await store.set_listed("ROOM", True)
-    await store.append_move("ROOM", 0, "p1", 0, b"m")
+    assert await store.append_move("ROOM", 0, "p1", 0, b"m") == APPENDED
     await store.put_player("p1", "token", b"p")
     await store.expire_room("ROOM", 50.0)
     await store.expire_room("ROOM", 60.0)  # the later deadline replaces the earlier one
@@ -411,8 +460,8 @@ async def test_open_store_picks_the_implementation_from_the_url(redis_server_fac
 async def test_a_stopped_redis_raises_store_unavailable_then_recovers_on_restart(own_redis_server: RedisServer) -> None:
     store = RedisStore(own_redis_server.url, namespace="outage")
     try:
-        await store.create_room("ROOM", b"x")
-        assert await store.append_move("ROOM", 0, "p1", 0, b"m0")
+        await store.create_room("ROOM", b"x", open_race=0)
+        assert await store.append_move("ROOM", 0, "p1", 0, b"m0") == APPENDED
         own_redis_server.stop()
         calls: list[Awaitable[object]] = [
             store.ping(),
@@ -427,8 +476,8 @@ async def test_a_stopped_redis_raises_store_unavailable_then_recovers_on_restart
                 await asyncio.wait_for(call, 10)
         own_redis_server.start()  # same port, empty (no disk): the same store object works again
         await asyncio.wait_for(store.ping(), 10)
-        assert await store.create_room("ROOM", b"again")
-        assert await store.append_move("ROOM", 0, "p1", 0, b"m0")
+        assert await store.create_room("ROOM", b"again", open_race=0)
+        assert await store.append_move("ROOM", 0, "p1", 0, b"m0") == APPENDED
     finally:
         await store.close()
 
@@ -436,7 +485,7 @@ async def test_a_stopped_redis_raises_store_unavailable_then_recovers_on_restart
 async def test_a_frozen_redis_times_out_as_store_unavailable(own_redis_server: RedisServer) -> None:
     store = RedisStore(own_redis_server.url, namespace="frozen", socket_timeout=0.3, retries=0)
     try:
-        await store.create_room("ROOM", b"x")
+        await store.create_room("ROOM", b"x", open_race=0)
         assert own_redis_server.process is not None
         own_redis_server.process.send_signal(signal.SIGSTOP)
         try:
@@ -448,7 +497,7 @@ async def test_a_frozen_redis_times_out_as_store_unavailable(own_redis_server: R
         await asyncio.wait_for(store.ping(), 10)
         length = len(await store.load_moves("ROOM", 0, "p1"))
         assert length in (0, 1)
-        assert await store.append_move("ROOM", 0, "p1", length, b"next")
+        assert await store.append_move("ROOM", 0, "p1", length, b"next") == APPENDED
     finally:
         await store.close()
 
@@ -466,12 +515,12 @@ async def test_the_password_never_appears_in_errors() -> None:
 async def write_everything(store: Store) -> None:
     await store.put_player("p1", "token1", b"alice")
     await store.create_room("LIVE", b"live")
-    assert await store.save_room("LIVE", b"live v2", 1) == 2
+    assert await store.save_room("LIVE", b"live v2", 1, open_race=0) == 2
     await store.set_listed("LIVE", True)
     for length in range(3):
-        assert await store.append_move("LIVE", 0, "p1", length, b"move %d" % length)
-    await store.create_room("DONE", b"done")
-    assert await store.append_move("DONE", 0, "p1", 0, b"final")
+        assert await store.append_move("LIVE", 0, "p1", length, b"move %d" % length) == APPENDED
+    await store.create_room("DONE", b"done", open_race=0)
+    assert await store.append_move("DONE", 0, "p1", 0, b"final") == APPENDED
     await store.expire_room("DONE", 3600)
 
 
@@ -483,7 +532,7 @@ async def check_everything(store: Store) -> None:
     assert await store.load_moves("LIVE", 0, "p1") == [b"move 0", b"move 1", b"move 2"]
     assert await store.load_moves("DONE", 0, "p1") == [b"final"]
     # the CAS carries on from where it was
-    assert not await store.append_move("LIVE", 0, "p1", 2, b"fork")
+    assert await store.append_move("LIVE", 0, "p1", 2, b"fork") == LENGTH_MISMATCH
 
 
 async def test_everything_survives_a_redis_restart_and_a_crash_with_an_append_only_file(
@@ -495,7 +544,7 @@ async def test_everything_survives_a_redis_restart_and_a_crash_with_an_append_on
         await write_everything(store)
         server.restart()  # SIGTERM: a clean shutdown
         await check_everything(store)  # the same client reconnects (and reloads its scripts)
-        assert await store.append_move("LIVE", 0, "p1", 3, b"move 3")
+        assert await store.append_move("LIVE", 0, "p1", 3, b"move 3") == APPENDED
         server.kill()  # SIGKILL: a crash; fsync-always means nothing acknowledged is lost
         server.start()
         fresh = RedisStore(server.url)
@@ -560,11 +609,12 @@ async def test_namespaces_keep_stores_apart(redis_url: str) -> None:
 async def test_an_expired_room_leaves_no_key_behind(redis_server: RedisServer, redis_url: str) -> None:
     store = RedisStore(redis_url, namespace="gone")
     try:
-        await store.create_room("ROOM", b"x")
+        await store.create_room("ROOM", b"x", open_race=0)
         await store.set_listed("ROOM", True)
-        await store.append_move("ROOM", 0, "p1", 0, b"m")
+        assert await store.append_move("ROOM", 0, "p1", 0, b"m") == APPENDED
         await store.expire_room("ROOM", 0.2)
-        await store.append_move("ROOM", 1, "p1", 0, b"late log")
+        assert await store.save_room("ROOM", b"x", 1, open_race=1) == 2
+        assert await store.append_move("ROOM", 1, "p1", 0, b"late log") == APPENDED
         await eventually(lambda: room_gone(store, "ROOM"))  # listed_rooms() tidies the listing
 
         async def no_keys_left() -> bool:
@@ -578,12 +628,12 @@ async def test_an_expired_room_leaves_no_key_behind(redis_server: RedisServer, r
 async def test_each_compare_and_set_is_one_round_trip(redis_server: RedisServer, redis_url: str) -> None:
     store = RedisStore(redis_url, namespace="trips")
     try:
-        await store.create_room("ROOM", b"x")
-        await store.append_move("ROOM", 0, "p1", 0, b"warm")  # the scripts are loaded by now
-        await store.save_room("ROOM", b"warm", 1)
+        await store.create_room("ROOM", b"x", open_race=0)
+        assert await store.append_move("ROOM", 0, "p1", 0, b"warm") == APPENDED  # the scripts are loaded by now
+        await store.save_room("ROOM", b"warm", 1, open_race=0)
         redis_server.command("CONFIG", "RESETSTAT")
-        assert await store.append_move("ROOM", 0, "p1", 1, b"m")
-        assert await store.save_room("ROOM", b"y", 2) == 3
+        assert await store.append_move("ROOM", 0, "p1", 1, b"m") == APPENDED
+        assert await store.save_room("ROOM", b"y", 2, open_race=0) == 3
         stats = redis_server.command("INFO", "commandstats")
         assert isinstance(stats, bytes)
         calls = {
@@ -592,8 +642,35 @@ async def test_each_compare_and_set_is_one_round_trip(redis_server: RedisServer,
             if line.startswith(b"cmdstat_")
         }
         # commandstats also counts the commands the scripts run inside Redis; the client sent only EVALSHA
-        inside_scripts = {"exists", "llen", "rpush", "sadd", "pttl", "pexpire", "hget", "hset"}
+        inside_scripts = {"exists", "llen", "rpush", "sadd", "pttl", "pexpire", "hget", "hset", "hdel"}
         assert set(calls) - inside_scripts <= {"evalsha", "info", "config|resetstat"}, calls
         assert calls["evalsha"].startswith(b"cmdstat_evalsha:calls=2,")
+    finally:
+        await store.close()
+
+
+async def test_a_batch_survives_redis_forgetting_its_scripts(redis_server: RedisServer, redis_url: str) -> None:
+    store = RedisStore(redis_url, namespace="flushed")
+    try:
+        await store.create_room("ROOM", b"x", open_race=0)
+        assert await store.append_moves([AppendRequest("ROOM", 0, "p1", 0, b"m0")]) == [APPENDED]
+        redis_server.command("SCRIPT", "FLUSH")  # as after a Redis restart without persistence of scripts
+        batch = [AppendRequest("ROOM", 0, "p1", 1, b"m1"), AppendRequest("ROOM", 0, "p1", 1, b"fork")]
+        assert await store.append_moves(batch) == [APPENDED, LENGTH_MISMATCH]
+        assert await store.load_moves("ROOM", 0, "p1") == [b"m0", b"m1"]
+    finally:
+        await store.close()
+
+
+async def test_a_batch_to_a_stopped_redis_reports_every_entry_unknown(own_redis_server: RedisServer) -> None:
+    store = RedisStore(own_redis_server.url, namespace="batchdown", retries=0)
+    try:
+        await store.create_room("ROOM", b"x", open_race=0)
+        own_redis_server.stop()
+        results = await asyncio.wait_for(
+            store.append_moves([AppendRequest("ROOM", 0, "p1", 0, b"m0"), AppendRequest("ROOM", 0, "p2", 0, b"m0")]), 10
+        )
+        assert len(results) == 2 and all(isinstance(r, StoreUnavailable) for r in results), results
+        assert "cannot reach Redis" in str(results[0])
     finally:
         await store.close()

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import asyncio
 
+from server.store.base import AppendResult
 from server.store.redis import RedisStore
 
 
 async def test_hundreds_of_concurrent_appends_all_land(redis_url: str) -> None:
     store = RedisStore(redis_url)
     try:
-        assert await store.create_room("ROOMA", b"room record")  # appends need their room
+        assert await store.create_room("ROOMA", b"room record", open_race=1)  # appends need their room and race
         racers = [f"p{i:04d}" for i in range(400)]
         results = await asyncio.gather(
             *(store.append_move("ROOMA", 1, racer, 0, b"move-1") for racer in racers), return_exceptions=True
         )
-        failures = [r for r in results if r is not True]
+        failures = [r for r in results if r is not AppendResult.APPENDED]
         assert failures == [], f"{len(failures)} of {len(racers)} appends failed, first: {failures[0]!r}"
         logs = await asyncio.gather(*(store.load_moves("ROOMA", 1, racer) for racer in racers))
         assert all(log == [b"move-1"] for log in logs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from shared.protocol import ClientMessage, Hello, ServerMessage
@@ -81,7 +82,7 @@ class MovePersistFailed:
     code: str
     race: int
     player_id: str
-    conflict: bool  # True: the log length did not match (reload it); False: store unavailable
+    reason: Literal["uncertain", "conflict", "gone"]  # store unavailable; length mismatch; no such race
     now: int
 
 

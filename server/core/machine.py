@@ -1151,7 +1151,7 @@ class ServerCore:
         racer.inflight = None
         racer.candidate = None
         racer.reloading = True
-        if ev.conflict:
+        if ev.reason == "conflict":
             # Someone else appended to this log (another process, a stale view): reload it, then
             # retry this move against the real position (its id may turn out to be applied already).
             racer.queue.appendleft(pending)

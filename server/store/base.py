@@ -14,7 +14,10 @@ rooms by code, players by id, token hashes to player ids, one move log per
 from __future__ import annotations
 
 import abc
+import enum
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 # How long a finished room (its logs and listing too) is kept before it expires, unless the
 # server is configured otherwise: stores take it as ``finished_room_ttl`` and expose it so the
@@ -49,6 +52,29 @@ class StoreUnavailable(Exception):
     still have landed: after a failed ``append_move`` or ``save_room``, reload before retrying."""
 
 
+class AppendResult(enum.Enum):
+    """What an append did. Each outcome is its own value, so none can be taken for another
+    (a missing room once read as a length conflict made the server retry for ever)."""
+
+    APPENDED = "appended"
+    # The log does not hold exactly the expected number of entries: reload it, then decide.
+    LENGTH_MISMATCH = "length mismatch"
+    # The room is not in the store, that race is not its open race, or the race is finished in
+    # the store: retrying can never succeed, nothing was written.
+    NO_SUCH_RACE = "no such race"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One entry of a batch for :meth:`Store.append_moves`: a compare-and-set on one move log."""
+
+    code: str
+    race: int
+    player_id: str
+    expected_length: int
+    entry: bytes
+
+
 class Store(abc.ABC):
     """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
 
@@ -77,19 +103,25 @@ class Store(abc.ABC):
     # Rooms -----------------------------------------------------------------
 
     @abc.abstractmethod
-    async def create_room(self, code: str, data: bytes) -> bool:
-        """Store a new room at version 1; False if the code is taken."""
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+        """Store a new room at version 1; False if the code is taken.
+
+        ``open_race``: the race whose move logs accept appends (None: no race is open)."""
 
     @abc.abstractmethod
     async def load_room(self, code: str) -> tuple[bytes, int] | None:
         """(data, version) of a room, or None if there is no such room."""
 
     @abc.abstractmethod
-    async def save_room(self, code: str, data: bytes, expected_version: int) -> int | None:
+    async def save_room(
+        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None
+    ) -> int | None:
         """Compare-and-set: replace the room if its version is ``expected_version``.
 
+        ``open_race`` replaces the room's open race with the record (None: the race is over, or
+        none has begun: appends to any log of the room answer NO_SUCH_RACE from now on).
         Returns the new version (expected + 1), or None if the version did not match
-        (another process changed it: reload and retry) or the room does not exist."""
+        (another process changed it) or the room does not exist."""
 
     @abc.abstractmethod
     async def delete_room(self, code: str) -> None:
@@ -110,10 +142,22 @@ class Store(abc.ABC):
     # Move logs -------------------------------------------------------------
 
     @abc.abstractmethod
-    async def append_move(self, code: str, race: int, player_id: str, expected_length: int, entry: bytes) -> bool:
-        """Atomically append ``entry`` to the (room, race, player) log if it holds exactly
-        ``expected_length`` entries. False (and nothing written) otherwise: two
-        connections of one player can never fork its log."""
+    async def append_move(
+        self, code: str, race: int, player_id: str, expected_length: int, entry: bytes
+    ) -> AppendResult:
+        """Atomically append ``entry`` to the (room, race, player) log if ``race`` is the room's
+        open race and the log holds exactly ``expected_length`` entries: APPENDED. Otherwise
+        nothing is written: LENGTH_MISMATCH (two connections of one player can never fork its
+        log) or NO_SUCH_RACE. StoreUnavailable: the outcome is unknown, reload the log."""
+
+    @abc.abstractmethod
+    async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
+        """Each request as :meth:`append_move` would do it, in one round trip (group commit).
+
+        One result per request, in order; each entry succeeds or fails on its own (a failed
+        entry never fails another). A StoreUnavailable in the list: that entry's outcome is
+        unknown. Requests for one log are applied in batch order. Invalid identifiers or types
+        raise (ValueError, TypeError) before anything is written."""
 
     @abc.abstractmethod
     async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from server.store.base import (
     DEFAULT_FINISHED_ROOM_TTL,
     DEFAULT_PLAYER_TTL,
+    AppendRequest,
+    AppendResult,
     Store,
     StoreUnavailable,
     check_identifier,
@@ -32,6 +34,7 @@ _PLAYER = 1
 class _Room:
     data: bytes
     version: int
+    open_race: int | None = None  # the race whose logs accept appends
     deadline: float | None = None
     # (race, player id) -> entries, oldest first
     logs: dict[tuple[int, str], list[bytes]] = field(default_factory=dict)
@@ -54,6 +57,22 @@ def check_count(kind: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{kind} must be an int, not {type(value).__name__}")
     return value
+
+
+def check_open_race(value: object) -> int | None:
+    return None if value is None else check_count("open race", value)
+
+
+def check_request(request: object) -> AppendRequest:
+    """The request, if every field is valid; ValueError/TypeError naming the first bad one."""
+    if not isinstance(request, AppendRequest):
+        raise TypeError(f"an append batch holds AppendRequest, not {type(request).__name__}")
+    check_identifier("room code", request.code)
+    check_count("race", request.race)
+    check_identifier("player id", request.player_id)
+    check_count("expected length", request.expected_length)
+    check_bytes("move entry", request.entry)
+    return request
 
 
 def check_seconds(seconds: object) -> float | None:
@@ -146,13 +165,14 @@ class MemoryStore(Store):
 
     # Rooms -------------------------------------------------------------------
 
-    async def create_room(self, code: str, data: bytes) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
         check_identifier("room code", code)
         check_bytes("room data", data)
+        check_open_race(open_race)
         self._begin()
         if code in self._rooms:
             return False
-        self._rooms[code] = _Room(data, 1)
+        self._rooms[code] = _Room(data, 1, open_race)
         self._listed.pop(code, None)  # a new room starts unlisted
         return True
 
@@ -161,14 +181,18 @@ class MemoryStore(Store):
         room = self._rooms.get(code) if is_identifier(code) else None
         return None if room is None else (room.data, room.version)
 
-    async def save_room(self, code: str, data: bytes, expected_version: int) -> int | None:
+    async def save_room(
+        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None
+    ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
+        check_open_race(open_race)
         self._begin()
         room = self._rooms.get(code) if is_identifier(code) else None
         if room is None or room.version != expected_version:
             return None
         room.data = data  # the deadline, if any, stays: saving does not extend a room's life
+        room.open_race = open_race
         room.version += 1
         return room.version
 
@@ -205,24 +229,31 @@ class MemoryStore(Store):
 
     # Move logs ---------------------------------------------------------------
 
-    async def append_move(self, code: str, race: int, player_id: str, expected_length: int, entry: bytes) -> bool:
-        check_identifier("room code", code)
-        check_count("race", race)
-        check_identifier("player id", player_id)
-        check_count("expected length", expected_length)
-        check_bytes("move entry", entry)
+    async def append_move(
+        self, code: str, race: int, player_id: str, expected_length: int, entry: bytes
+    ) -> AppendResult:
+        request = check_request(AppendRequest(code, race, player_id, expected_length, entry))
         self._begin()
-        room = self._rooms.get(code)
-        if room is None:
-            return False  # no log outlives its room
-        log = room.logs.get((race, player_id))
-        if (0 if log is None else len(log)) != expected_length:
-            return False
+        return self._append(request)
+
+    async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
+        requests = [check_request(request) for request in batch]
+        self._begin()
+        return [self._append(request) for request in requests]
+
+    def _append(self, request: AppendRequest) -> AppendResult:
+        room = self._rooms.get(request.code)
+        if room is None or room.open_race != request.race:
+            return AppendResult.NO_SUCH_RACE  # no log outlives its room, or its race
+        key = (request.race, request.player_id)
+        log = room.logs.get(key)
+        if (0 if log is None else len(log)) != request.expected_length:
+            return AppendResult.LENGTH_MISMATCH
         if log is None:
-            room.logs[(race, player_id)] = [entry]
+            room.logs[key] = [request.entry]
         else:
-            log.append(entry)
-        return True
+            log.append(request.entry)
+        return AppendResult.APPENDED
 
     async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
         check_count("race", race)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -32,18 +32,21 @@ from redis.backoff import ExponentialBackoff
 from server.store.base import (
     DEFAULT_FINISHED_ROOM_TTL,
     DEFAULT_PLAYER_TTL,
+    AppendRequest,
+    AppendResult,
     Store,
     StoreUnavailable,
     check_identifier,
     is_identifier,
 )
-from server.store.memory import check_bytes, check_count, check_seconds
+from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
 
-# KEYS: room, log, log index. ARGV: expected length, entry.
-# 1 appended; 0 the log does not hold exactly ARGV[1] entries; -1 no such room. A new log joins the
+# KEYS: room, log, log index. ARGV: expected length, entry, race.
+# 1 appended; 0 the log does not hold exactly ARGV[1] entries; -1 no such room, or ARGV[3] is not
+# its open race (the room's `race` field: absent when no race is open). A new log joins the
 # room's index and inherits the room's remaining time to live, so expiry covers it too.
 APPEND_MOVE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HGET', KEYS[1], 'race') ~= ARGV[3] then return -1 end
 local length = redis.call('LLEN', KEYS[2])
 if length ~= tonumber(ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
@@ -58,24 +61,27 @@ end
 return 1
 """
 
-# KEYS: room, log index, listed set. ARGV: code, data. 1 created; 0 the code is taken.
-# Leftover logs of an earlier room with this code (there should be none) are cleared.
+# KEYS: room, log index, listed set. ARGV: code, data, open race ('' for none). 1 created; 0 the
+# code is taken. Leftover logs of an earlier room with this code (there should be none) are cleared.
 CREATE_ROOM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', 1)
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
 redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 
-# KEYS: room. ARGV: expected version, data. The new version, or 0 on a mismatch or a missing room.
-# HSET keeps the key's time to live: saving does not extend an expiring room.
+# KEYS: room. ARGV: expected version, data, open race ('' for none). The new version, or 0 on a
+# mismatch or a missing room. HSET keeps the key's time to live: saving does not extend an
+# expiring room.
 SAVE_ROOM = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
 local new = tonumber(version) + 1
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', new)
+if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'race') else redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
 return new
 """
 
@@ -148,6 +154,14 @@ def as_bytes(value: bytes | str) -> bytes:
 
 def milliseconds(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
+
+
+def race_argument(open_race: int | None) -> str:
+    """The open race as the scripts compare it: decimal text, '' for none."""
+    return "" if check_open_race(open_race) is None else str(open_race)
+
+
+APPEND_RESULTS = {1: AppendResult.APPENDED, 0: AppendResult.LENGTH_MISMATCH, -1: AppendResult.NO_SUCH_RACE}
 
 
 class RedisStore(Store):
@@ -273,12 +287,13 @@ class RedisStore(Store):
 
     # Rooms -------------------------------------------------------------------
 
-    async def create_room(self, code: str, data: bytes) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
         check_identifier("room code", code)
         check_bytes("room data", data)
+        race = race_argument(open_race)
         async with self._talking("create_room"):
             created = await self._create_room(
-                keys=[self.room_key(code), self.log_index_key(code), self._listed_key], args=[code, data]
+                keys=[self.room_key(code), self.log_index_key(code), self._listed_key], args=[code, data, race]
             )
         return bool(created == 1)
 
@@ -291,13 +306,16 @@ class RedisStore(Store):
             return None
         return as_bytes(data), int(version)
 
-    async def save_room(self, code: str, data: bytes, expected_version: int) -> int | None:
+    async def save_room(
+        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None
+    ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
+        race = race_argument(open_race)
         if not is_identifier(code):
             return None
         async with self._talking("save_room"):
-            version = await self._save_room(keys=[self.room_key(code)], args=[expected_version, data])
+            version = await self._save_room(keys=[self.room_key(code)], args=[expected_version, data, race])
         return int(version) or None
 
     async def delete_room(self, code: str) -> None:
@@ -344,18 +362,66 @@ class RedisStore(Store):
 
     # Move logs ---------------------------------------------------------------
 
-    async def append_move(self, code: str, race: int, player_id: str, expected_length: int, entry: bytes) -> bool:
-        check_identifier("room code", code)
-        check_count("race", race)
-        check_identifier("player id", player_id)
-        check_count("expected length", expected_length)
-        check_bytes("move entry", entry)
+    def _append_keys_and_args(self, request: AppendRequest) -> tuple[list[str], list[bytes | int | str]]:
+        code, race, player_id = request.code, request.race, request.player_id
+        keys = [self.room_key(code), self.log_key(code, race, player_id), self.log_index_key(code)]
+        return keys, [request.expected_length, request.entry, str(race)]
+
+    async def append_move(
+        self, code: str, race: int, player_id: str, expected_length: int, entry: bytes
+    ) -> AppendResult:
+        request = check_request(AppendRequest(code, race, player_id, expected_length, entry))
+        keys, args = self._append_keys_and_args(request)
         async with self._talking("append_move"):
-            appended = await self._append_move(
-                keys=[self.room_key(code), self.log_key(code, race, player_id), self.log_index_key(code)],
-                args=[expected_length, entry],
-            )
-        return bool(appended == 1)
+            appended = await self._append_move(keys=keys, args=args)
+        return self._append_result(appended)
+
+    async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
+        """One pipeline of APPEND_MOVE calls: one round trip for the whole batch (EVALSHA; a
+        second one only after Redis lost its script cache, for the entries it refused unrun)."""
+        requests = [check_request(request) for request in batch]
+        results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
+        todo = list(range(len(requests)))
+        for attempt in range(2):
+            replies = await self._append_pipeline([requests[i] for i in todo])
+            again: list[int] = []
+            for index, reply in zip(todo, replies, strict=True):
+                if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
+                    again.append(index)  # refused before it ran: nothing was written, safe to re-send
+                elif isinstance(reply, StoreUnavailable):
+                    results[index] = reply
+                elif isinstance(reply, Exception):
+                    results[index] = StoreUnavailable(f"Redis at {self._where} refused append_moves: {reply}")
+                else:
+                    try:
+                        results[index] = self._append_result(reply)
+                    except StoreUnavailable as error:
+                        results[index] = error
+            if not again:
+                break
+            async with self._talking("append_moves"):
+                await self._redis.script_load(APPEND_MOVE)
+            todo = again
+        return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
+
+    async def _append_pipeline(self, requests: list[AppendRequest]) -> list[object]:
+        """The raw reply of each request; all StoreUnavailable if the round trip itself failed
+        (then no one can tell which entries landed)."""
+        try:
+            async with self._talking("append_moves"), self._redis.pipeline(transaction=False) as pipe:
+                for request in requests:
+                    keys, args = self._append_keys_and_args(request)
+                    pipe.evalsha(self._append_move.sha, len(keys), *keys, *args)
+                replies: list[object] = await pipe.execute(raise_on_error=False)
+        except StoreUnavailable as error:
+            return [error] * len(requests)
+        return replies
+
+    def _append_result(self, reply: object) -> AppendResult:
+        result = APPEND_RESULTS.get(reply) if isinstance(reply, int) else None
+        if result is None:
+            raise StoreUnavailable(f"Redis at {self._where} answered append_move with {reply!r}")
+        return result
 
     async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
         check_count("race", race)
