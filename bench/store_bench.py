@@ -54,7 +54,7 @@ from redis_fixture import RedisServer  # a test helper, found through the path a
 
 from server.core.records import LogEntry, encode_record
 from server.store import MemoryStore, RedisStore, Store
-from server.store.base import AppendResult
+from server.store.base import AppendRequest, AppendResult
 from server.store.redis import APPEND_MOVE
 
 Append = Callable[[str, int, str, int, bytes], Awaitable[AppendResult | bool]]
@@ -272,23 +272,20 @@ class StoreClient:
 
     @staticmethod
     def _parts(call: Call) -> tuple[str, int, str, int, bytes]:
-        # keys: ns:room:{CODE}, ns:log:{CODE}:RACE:PLAYER, ns:logs:{CODE}; args: expected length, entry
+        # keys: ns:room:{CODE}, ns:log:{CODE}:RACE:PLAYER, ns:logs:{CODE}; args: expected length, entry, race
         _ns, _log, braced, race, player = call[0][1].split(":")
-        expected, entry = call[1]
+        expected, entry, _race = call[1]
         assert isinstance(expected, int) and isinstance(entry, bytes)
         return braced.strip("{}"), int(race), player, expected, entry
 
     async def append(self, call: Call) -> object:
-        return 1 if await self.store.append_move(*self._parts(call)) else 0
+        return 1 if await self.store.append_move(*self._parts(call)) is AppendResult.APPENDED else 0
 
     async def append_batch(self, calls: list[Call]) -> list[object]:
         if self.batch is None:
             raise NotImplementedError("this RedisStore has no append_moves")
-        from server.store import base  # AppendRequest arrives with append_moves
-
-        request = base.AppendRequest  # type: ignore[attr-defined]
-        results = await self.batch([request(*self._parts(call)) for call in calls])
-        return [1 if getattr(result, "name", None) == "APPENDED" else result for result in results]
+        results = await self.batch([AppendRequest(*self._parts(call)) for call in calls])
+        return [1 if result is AppendResult.APPENDED else result for result in results]
 
     async def close(self) -> None:
         await self.store.close()
@@ -429,7 +426,7 @@ class Racers:
         length = self.lengths[racer]
         self.lengths[racer] = length + 1
         keys = [self.keys.room_key(code), self.keys.log_key(code, 0, player), self.keys.log_index_key(code)]
-        return keys, [length, entry_for(length + 1)]
+        return keys, [length, entry_for(length + 1), 0]  # race 0: the room's open race
 
 
 class ServerCpu:
@@ -495,7 +492,7 @@ async def measure_client(
             tag = f"{''.join(ch for ch in name if ch.isalnum())}{mode[0]}"
             racers = Racers(setup, tag, work.racers)
             for code in racers.rooms:
-                await setup.create_room(code, b"")
+                await setup.create_room(code, b"", open_race=0)
             await drive(client, racers, work, pipelined, min(work.appends // 10, 2000))  # warm-up
             before = sum(racers.lengths)
             cpu0, redis0, wall0 = time.process_time(), redis_cpu.seconds(), time.perf_counter()
