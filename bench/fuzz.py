@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--episode-frames", type=int, default=5000, help="frames per episode (a fresh store and core)")
     parser.add_argument("--max-failures", type=int, default=10)
+    parser.add_argument(
+        "--room-ttl",
+        type=float,
+        help="seconds the store keeps a room after its last use (default: longer than an episode)",
+    )
     parser.add_argument("--verbose", action="store_true", help="trace every event and message from --start-frame on")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         episode_frames=args.episode_frames,
         start_frame=args.start_frame,
         max_failures=args.max_failures,
+        room_ttl_s=args.room_ttl,
         progress=None if args.verbose else progress,
         trace=print if args.verbose else None,
     )

@@ -162,9 +162,11 @@ class FuzzFailure:
     frame_hex: str = ""
     conn: int | None = None
     stack: str = ""
+    options: str = ""  # bench/fuzz.py options of the campaign beyond the seed (" --room-ttl 90")
 
     def reproducer(self) -> str:
-        return f"bench/fuzz.py --seed {self.seed} --frames {self.frame + 1} --start-frame {self.frame} --verbose"
+        where = f"--seed {self.seed} --frames {self.frame + 1} --start-frame {self.frame}"
+        return f"bench/fuzz.py {where}{self.options} --verbose"
 
     def describe(self) -> str:
         lines = [
@@ -722,6 +724,7 @@ class FrameGenerator:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.recent: deque[bytes] = deque(maxlen=32)  # valid frames, for splicing
+        self.tokens: list[str] = []  # every resume token handed out so far
 
     def frame(self, slot: Slot, core: ServerCore, codes: list[str]) -> tuple[bytes, str]:
         """The next frame for ``slot`` and how it was made (for the statistics)."""
@@ -775,7 +778,9 @@ class FrameGenerator:
     def _hello(self, slot: Slot) -> dict[str, object]:
         rng = self.rng
         hello: dict[str, object] = {"type": "hello", "v": 1, "name": rng.choice(("Ann", "Bob", "Cy", "Dee", "Éa"))}
-        if slot.token is not None and rng.random() < 0.6:
+        if self.tokens and rng.random() < 0.05:
+            hello["token"] = rng.choice(self.tokens)  # another client's seat: one player, two connections
+        elif slot.token is not None and rng.random() < 0.6:
             hello["token"] = slot.token
         elif rng.random() < 0.05:
             hello["token"] = f"t{rng.getrandbits(64):x}"
@@ -952,6 +957,7 @@ class FuzzDriver:
         restart_chance: float = 0.0003,
         full_replay_every: int = 500,
         first_frame: int = 0,
+        room_ttl_s: float | None = None,
     ) -> None:
         self.rng = random.Random(f"fuzz:{seed}")
         self.clock_ms = START_MS
@@ -961,6 +967,8 @@ class FuzzDriver:
         # Half the worlds decide blocked positions as a live server does; the others leave most
         # of them to the exact check, answered later (CheckBlocked, BlockedChecked).
         self.config = fuzz_config(BLOCKED_BUDGET if self.rng.random() < 0.5 else 2)
+        if room_ttl_s is not None:
+            self.config = dataclasses.replace(self.config, room_ttl_s=room_ttl_s)
         self.entropy = FuzzEntropy(random.Random(f"entropy:{seed}"))
         self.core = core_factory(self.config, self.entropy)
         self.runner = self._new_runner()
@@ -999,6 +1007,8 @@ class FuzzDriver:
         slot = next((s for s in self.slots if s.conn == conn), None) if conn is not None else None
         if isinstance(message, p.Welcome) and slot is not None:
             slot.player_id, slot.token = message.player_id, message.token
+            if message.token not in self.generator.tokens:
+                self.generator.tokens.append(message.token)
         elif isinstance(message, p.Room) and message.code not in self.codes:
             self.codes.append(message.code)
             del self.codes[:-30]
@@ -1287,17 +1297,26 @@ def run_campaign(
     core_factory: Callable[[CoreConfig, Entropy], ServerCore] = ServerCore,
     faults: StoreFaults | None = None,
     full_replay_every: int = 500,
+    room_ttl_s: float | None = None,
     progress: Callable[[int, float], None] | None = None,
     trace: Callable[[str], None] | None = None,
 ) -> CampaignResult:
     """Frames ``start_frame`` .. ``frames - 1`` of the campaign ``seed``, in episodes of
     ``episode_frames`` (each a fresh world). Starting mid-episode replays that episode from its
-    start, silently, so the frame at ``start_frame`` is exactly the one a full run fed."""
+    start, silently, so the frame at ``start_frame`` is exactly the one a full run fed.
+    ``room_ttl_s``: how long the store keeps a room after its last use (the core's setting;
+    default: 6 h, longer than any episode's fake time)."""
     failures: list[FuzzFailure] = []
     stats = FuzzStats()
     started = time.perf_counter()
     episode = start_frame // episode_frames
+    options = "" if room_ttl_s is None else f" --room-ttl {room_ttl_s:g}"
     fed = 0
+
+    def fail(index: int, violation: str, frame_hex: str = "", conn: int | None = None, stack: str = "") -> None:
+        kind = violation.split(":", 1)[0]
+        failures.append(FuzzFailure(seed, episode, index, kind, violation, frame_hex, conn, stack, options))
+
     while episode * episode_frames < frames and len(failures) < max_failures:
         first = episode * episode_frames
         last = min(frames, first + episode_frames)
@@ -1307,33 +1326,27 @@ def run_campaign(
             faults=faults,
             full_replay_every=full_replay_every,
             first_frame=first,
+            room_ttl_s=room_ttl_s,
         )
         broken = False
         for index in range(first, last):
             if trace is not None and index >= start_frame:
                 driver.trace = []
-            frame_hex = ""
+            found: list[str] = []
             try:
                 found = driver.step()
             except _Livelock as exc:
                 found = [f"livelock: {exc}"]
             except Exception as exc:
-                failures.append(
-                    FuzzFailure(
-                        seed, episode, index, "exception", f"{type(exc).__name__}: {exc}",
-                        _last_frame(driver), _last_conn(driver), traceback.format_exc(),
-                    )
-                )  # fmt: skip
+                fail(index, f"exception: {type(exc).__name__}: {exc}", _last_frame(driver), driver.last_conn,
+                     traceback.format_exc())  # fmt: skip
                 broken = True
-            else:
-                frame_hex = _last_frame(driver)
             if trace is not None and driver.trace is not None:
                 for line in driver.trace:
                     trace(line)
                 driver.trace = None
             for violation in found:
-                kind = violation.split(":", 1)[0]
-                failures.append(FuzzFailure(seed, episode, index, kind, violation, frame_hex, _last_conn(driver)))
+                fail(index, violation, _last_frame(driver), driver.last_conn)
                 broken = True
             if index >= start_frame:
                 fed += 1
@@ -1344,12 +1357,11 @@ def run_campaign(
         if not broken:
             try:
                 for violation in driver.finish():
-                    failures.append(FuzzFailure(seed, episode, last - 1, violation.split(":", 1)[0], violation))
+                    fail(last - 1, violation)
+            except _Livelock as exc:
+                fail(last - 1, f"livelock: {exc}")
             except Exception as exc:
-                failures.append(
-                    FuzzFailure(seed, episode, last - 1, "exception", f"{type(exc).__name__}: {exc}",
-                                stack=traceback.format_exc())
-                )  # fmt: skip
+                fail(last - 1, f"exception: {type(exc).__name__}: {exc}", stack=traceback.format_exc())
         stats.merge(driver.stats())
         episode += 1
     stats.frames = fed
@@ -1358,7 +1370,3 @@ def run_campaign(
 
 def _last_frame(driver: FuzzDriver) -> str:
     return driver.last_frame.hex()
-
-
-def _last_conn(driver: FuzzDriver) -> int | None:
-    return driver.last_conn
