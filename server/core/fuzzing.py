@@ -260,12 +260,17 @@ class EffectRunner:
 
     # -------------------------------------------------------------- helpers
 
-    def _chance(self, p_: float) -> bool:
-        return p_ > 0 and self.rng.random() < p_
+    def _fault(self, name: str) -> bool:
+        """Does the store misbehave this way now? (``name``: a StoreFaults field; counted.)"""
+        chance: float = getattr(self.faults, name)
+        if chance > 0 and self.rng.random() < chance:
+            self.notes[f"fault:{name}"] += 1
+            return True
+        return False
 
     def _later(self, work: Callable[[], None]) -> None:
         """Run now, or hold it back (a slow store answer) if the dice say so."""
-        if self._chance(self.faults.defer):
+        if self._fault("defer"):
             self.held.append(work)
         else:
             work()
@@ -336,16 +341,16 @@ class EffectRunner:
     def _persist(self, effect: PersistMove) -> None:
         code, race, pid = effect.code, effect.race, effect.player_id
         entry = encode_record(effect.entry)
-        if self._chance(self.faults.append_lost):
+        if self._fault("append_lost"):
             self.events.append(persist_failed(code, race, pid, "uncertain", self.now))
             return
-        if self._chance(self.faults.append_foreign):
+        if self._fault("append_foreign"):
             # Another process (the same player's other connection) wrote this very entry first.
             run_now(self.store.append_move(code, race, pid, effect.expected_length, entry))
         result: object = run_now(self.store.append_move(code, race, pid, effect.expected_length, entry))
         name = getattr(result, "name", None)
         if result is True or name == "APPENDED":
-            if self._chance(self.faults.append_uncertain):
+            if self._fault("append_uncertain"):
                 self.events.append(persist_failed(code, race, pid, "uncertain", self.now))
             else:
                 self.events.append(MovePersisted(code, race, pid, effect.expected_length + 1, self.now))
@@ -360,14 +365,14 @@ class EffectRunner:
         self.events.append(LogReloaded(effect.code, effect.race, effect.player_id, entries, self.now))
 
     def _register(self, effect: RegisterPlayer) -> None:
-        if self._chance(self.faults.register_fails):
+        if self._fault("register_fails"):
             self.events.append(RegisterFailed(effect.conn, self.now))
             return
         run_now(self.store.put_player(effect.record.player_id, effect.token_hash, encode_record(effect.record)))
         self.events.append(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
 
     def _create_room(self, effect: CreateRoomRecord) -> None:
-        if self._chance(self.faults.create_fails):
+        if self._fault("create_fails"):
             self.events.append(RoomCreateFailed(effect.conn, effect.record, False, self.now))
             return
         created = run_now(self.store.create_room(effect.record.code, encode_record(effect.record)))
@@ -388,13 +393,13 @@ class EffectRunner:
         run_now(self.store.save_room(effect.code, data, loaded[1]))
 
     def _find_deal(self, effect: FindDeal) -> None:
-        deal = None if self._chance(self.faults.no_deal) else self.rng.randrange(2**32, 2**64)
+        deal = None if self._fault("no_deal") else self.rng.randrange(2**32, 2**64)
         detail = "" if deal is not None else "fuzz: no deal"
         self.events.append(DealFound(effect.code, effect.race, effect.search, deal, self.now, detail))
 
     def _check_blocked(self, effect: CheckBlocked) -> None:
         blocked: bool | None = None
-        if not self._chance(self.faults.blocked_unknown):
+        if not self._fault("blocked_unknown"):
             game, _ = replay(effect.deal, list(effect.entries[: effect.length]), undo=effect.undo)
             blocked = game.status == BLOCKED
         self.events.append(BlockedChecked(effect.code, effect.race, effect.player_id, effect.length, blocked, self.now))
@@ -1237,7 +1242,7 @@ class FuzzDriver:
     def stats(self) -> FuzzStats:
         counts = Counter(self.counts)
         for note, n in self.runner.notes.items():
-            counts[f"note:{note}"] += n
+            counts[note if note.startswith("fault:") else f"note:{note}"] += n
         return FuzzStats(
             frames=self.frames,
             events=self.events,
