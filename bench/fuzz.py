@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fuzz.py --frames 1000000 --seed 1            # the figures in docs/reliability.md
     .venv/bin/python bench/fuzz.py --frames 20000 --seed 7              # a quick one
+    .venv/bin/python bench/fuzz.py --frames 1000000 --seed 1 --stress   # 10 clients, 5x the store faults
     .venv/bin/python bench/fuzz.py --seed 1 --frames 118 --start-frame 117 --verbose   # reproduce a failure
 
 Prints the frame count, the throughput and every failure with its reproducer (the seed and the
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episode-frames", type=int, default=5000, help="frames per episode (a fresh store and core)")
     parser.add_argument("--max-failures", type=int, default=10)
     parser.add_argument(
+        "--stress", action="store_true", help="10 clients, 5x the store faults, a restart every ~500 frames"
+    )
+    parser.add_argument(
         "--room-ttl",
         type=float,
         help="seconds the store keeps a room after its last use (default: longer than an episode)",
@@ -51,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         done = index - args.start_frame
         print(f"  {index:>9,} frames  {seconds:7.1f} s  {done / seconds if seconds else 0:8,.0f} frames/s", flush=True)
 
-    print(f"fuzz: seed {args.seed}, frames {args.start_frame:,}..{args.frames - 1:,}, on {machine()}", flush=True)
+    variant = " (stress)" if args.stress else ""
+    print(
+        f"fuzz{variant}: seed {args.seed}, frames {args.start_frame:,}..{args.frames - 1:,}, on {machine()}", flush=True
+    )
     result = run_campaign(
         args.frames,
         args.seed,
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         start_frame=args.start_frame,
         max_failures=args.max_failures,
         room_ttl_s=args.room_ttl,
+        stress=args.stress,
         progress=None if args.verbose else progress,
         trace=print if args.verbose else None,
     )
@@ -94,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps(
                 {
                     "seed": args.seed,
+                    "stress": args.stress,
+                    "room_ttl": args.room_ttl,
                     "start_frame": args.start_frame,
                     "frames": result.frames,
                     "seconds": round(result.seconds, 2),

@@ -47,6 +47,16 @@ def test_a_short_campaign_keeps_every_invariant() -> None:
     assert result.stats.replays_checked > 500 and result.stats.full_replays > 0
 
 
+def test_a_short_stress_campaign_keeps_every_invariant() -> None:
+    # Ten clients, five times the store faults, restarts: what the long --stress run does.
+    result = run_campaign(3000, seed=31, episode_frames=1500, stress=True)
+    assert [f.describe() for f in result.failures] == []
+    counts = result.stats.counts
+    assert counts["restarts"] > 0 and counts["rooms_loaded"] > 0
+    assert counts["fault:append_lost"] > 0 and counts["fault:append_uncertain"] > 0 and counts["fault:defer"] > 50
+    assert counts["out:move_ok"] > 300
+
+
 def test_the_incremental_replay_agrees_with_engine_replay_after_every_frame() -> None:
     # full_replay_every=1: every racer's log replayed from scratch with engine.replay each frame.
     result = run_campaign(800, seed=77, episode_frames=800, full_replay_every=1)
