@@ -459,12 +459,18 @@ def encode(message: ServerMessage | ClientMessage) -> bytes:
     return _encoder.encode(message)
 
 
+# msgspec gives up past ~1000 nested arrays or maps (RecursionError): 1 KB of frame, under the size limit.
+TOO_DEEP: Final = "the frame is not valid MessagePack: nested too deeply"
+
+
 def _classify(data: bytes, exc: msgspec.ValidationError, known: tuple[str, ...], side: str) -> ProtocolError:
     """Turn msgspec's validation error into our code and a message that names the field."""
     try:
         raw = _any_decoder.decode(data)
     except msgspec.DecodeError:
         return ProtocolError(MALFORMED, "the frame is not valid MessagePack")
+    except RecursionError:
+        return ProtocolError(MALFORMED, TOO_DEEP)
     if not isinstance(raw, dict):
         return ProtocolError(MALFORMED, f"a message is a MessagePack map, not {type(raw).__name__}")
     kind = raw.get("type")
@@ -501,6 +507,8 @@ def decode_client(data: bytes) -> ClientMessage:
         raise _classify(data, exc, CLIENT_TYPES, "client") from None
     except msgspec.DecodeError:
         raise ProtocolError(MALFORMED, "the frame is not valid MessagePack") from None
+    except RecursionError:
+        raise ProtocolError(MALFORMED, TOO_DEEP) from None
 
 
 def decode_server(data: bytes) -> ServerMessage:
@@ -511,6 +519,8 @@ def decode_server(data: bytes) -> ServerMessage:
         raise _classify(data, exc, SERVER_TYPES, "server") from None
     except msgspec.DecodeError:
         raise ProtocolError(MALFORMED, "the frame is not valid MessagePack") from None
+    except RecursionError:
+        raise ProtocolError(MALFORMED, TOO_DEEP) from None
 
 
 def message_type(message: ServerMessage | ClientMessage) -> str:

@@ -741,6 +741,10 @@ class ServerCore:
             if reason is not None:
                 self._send((pid,), p.Kicked(room=room.code, reason=reason))
         room.members.clear()
+        # Stored as closed too: a stored record still listing members would bring the room back,
+        # with them in it, the next time anyone joins it by code (the shell loads it lazily).
+        room.version += 1
+        self._out.append(SaveRoom(room.code, self._record(room)))
         self._out.append(SetListed(room.code, False))
         self._out.append(ExpireRoom(room.code, self.config.room_ttl_s))
         self._out.append(DropRoom(room.code))
