@@ -75,6 +75,7 @@ from server.core.records import (
     decode_room,
     encode_record,
     hash_token,
+    open_race_of,
 )
 from server.fanout import Fanout, LocalFanout
 from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
@@ -91,15 +92,6 @@ def log_event(level: int, event: str, **fields: object) -> None:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def open_race_of(record: RoomRecord) -> int | None:
-    """The race whose move logs may take entries while this record is the stored one: the
-    current race from its countdown until its results (None in the lobby, while dealing, after)."""
-    race = record.race
-    if race is None or race.ended_at is not None or record.phase not in (p.COUNTDOWN, p.RACING):
-        return None
-    return race.number
 
 
 class Backoff:

@@ -84,6 +84,7 @@ from server.core.records import (
     decode_room,
     encode_record,
     hash_token,
+    open_race_of,
 )
 from server.store.memory import MemoryStore
 from shared import protocol as p
@@ -375,7 +376,8 @@ class EffectRunner:
         if self._fault("create_fails"):
             self.events.append(RoomCreateFailed(effect.conn, effect.record, False, self.now))
             return
-        created = run_now(self.store.create_room(effect.record.code, encode_record(effect.record)))
+        record = effect.record
+        created = run_now(self.store.create_room(record.code, encode_record(record), open_race=open_race_of(record)))
         if created:
             self.events.append(RoomCreated(effect.conn, effect.record, self.now))
         else:
@@ -386,11 +388,11 @@ class EffectRunner:
         loaded = run_now(self.store.load_room(effect.code))
         if loaded is None:
             # Expired under us while in use: stored afresh (as the shell does).
-            created = run_now(self.store.create_room(effect.code, data))
+            created = run_now(self.store.create_room(effect.code, data, open_race=open_race_of(effect.record)))
             if created and not effect.record.options.private and effect.record.members:
                 run_now(self.store.set_listed(effect.code, True))
             return
-        run_now(self.store.save_room(effect.code, data, loaded[1]))
+        run_now(self.store.save_room(effect.code, data, loaded[1], open_race=open_race_of(effect.record)))
 
     def _find_deal(self, effect: FindDeal) -> None:
         deal = None if self._fault("no_deal") else self.rng.randrange(2**32, 2**64)

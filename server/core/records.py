@@ -11,7 +11,7 @@ import hashlib
 
 import msgspec
 
-from shared.protocol import RoomOptions
+from shared.protocol import COUNTDOWN, RACING, RoomOptions
 
 
 class PlayerRecord(msgspec.Struct, kw_only=True):
@@ -101,3 +101,12 @@ def decode_entry(data: bytes) -> LogEntry:
 def hash_token(token: str) -> str:
     """The store keeps only this SHA-256 (hex) of a resume token, never the token."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def open_race_of(record: RoomRecord) -> int | None:
+    """The race whose move logs may take entries while this record is the stored one: the
+    current race from its countdown until its results (None in the lobby, while dealing, after)."""
+    race = record.race
+    if race is None or race.ended_at is not None or record.phase not in (COUNTDOWN, RACING):
+        return None
+    return race.number
