@@ -40,6 +40,7 @@ NAME_INVALID: Final = "name_invalid"  # display name empty, too long, or with co
 STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: nothing happened, retry later
 SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
 NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved winnable in the server's budget
+SERVER_BUSY: Final = "server_busy"  # winnable_only: the deal-search queue is full; start again shortly
 INTERNAL: Final = "internal"  # a server bug; nothing happened
 
 ERROR_CODES: Final[tuple[str, ...]] = (
@@ -62,6 +63,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     STORE_UNAVAILABLE,
     SERVER_FULL,
     NO_WINNABLE_DEAL,
+    SERVER_BUSY,
     INTERNAL,
 )
 
