@@ -276,15 +276,18 @@ class DealFinder:
             _key, request = self._waiting.popitem(last=False)
             if request.answer.done():
                 continue
-            if not request.wanted():
-                self._drop(request, "its room stopped waiting for it")
-                continue
-            self._running.append(request)
-            self.searches_run += 1
             try:
-                outcome = await self._search(request)
-            finally:
-                self._running.remove(request)
+                if not request.wanted():
+                    self._drop(request, "its room stopped waiting for it")
+                    continue
+                self._running.append(request)
+                self.searches_run += 1
+                try:
+                    outcome = await self._search(request)
+                finally:
+                    self._running.remove(request)
+            except Exception as exc:  # a bug here must not leave this and every later search unanswered
+                outcome = SearchOutcome(None, 0.0, detail=f"the search failed: {exc!r}")
             if outcome.cancelled:
                 self.searches_dropped += 1
             if not request.answer.done():

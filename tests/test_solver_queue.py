@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -193,8 +195,16 @@ async def test_the_finder_keeps_one_search_per_key_and_drops_unwanted_ones(tmp_p
             outcome = await asyncio.wait_for(search, 30.0)
             assert outcome.deal is not None and outcome.candidates >= 1 and not outcome.cancelled
         assert (finder.searches, finder.searches_run, finder.searches_dropped, finder.searches_refused) == (6, 3, 2, 1)
+        # A failing "still wanted?" answers that search with the failure; the next search is served.
+        failed = await asyncio.wait_for(finder.find("E", _broken_room), 30.0)
+        assert failed.deal is None and "the search failed" in failed.detail and "room gone" in failed.detail
+        assert (await asyncio.wait_for(finder.find("F"), 30.0)).deal is not None
     finally:
         finder.shutdown()
+
+
+def _broken_room() -> bool:
+    raise RuntimeError("room gone")
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -217,3 +227,20 @@ def test_server_flags_and_environment_set_the_queues(monkeypatch: pytest.MonkeyP
     for flag in ("--winnable-queue", "--blocked-workers", "--blocked-queue"):
         with pytest.raises(SystemExit, match=f"at least 1.*{flag}"):
             config_from_args(build_parser().parse_args([flag, "0"]))
+
+
+async def test_the_bench_script_measures_a_start_under_spam() -> None:
+    """bench/solver_queue_bench.py, briefly, so it cannot rot (its figures: docs/reliability.md)."""
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    if str(bench) not in sys.path:
+        sys.path.append(str(bench))  # a bench script imports machine_info from its own folder
+    spec = importlib.util.spec_from_file_location("bench_solver_queue", bench / "solver_queue_bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = await module.run(spammers=1, spam_seconds=0.3)
+    spam_before, spam_total = result["spam_starts_before_honest_start"], result["spam_starts_total"]
+    assert 1 <= spam_before <= spam_total
+    assert spam_before + 3 <= result["searches_asked"] <= spam_total + 3  # the honest room started 3 times
+    assert result["searches_refused"] == 0 and result["searches_run"] >= 3
+    assert result["start_under_spam_s"] > 0 and result["server_code"] == str(bench.parent)
