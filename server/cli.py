@@ -124,11 +124,17 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         blocked_workers=args.blocked_workers,
         blocked_queue=args.blocked_queue,
     )
-    try:
-        winnable.check()
-    except ValueError as exc:
-        flags = "--winnable-budget, --winnable-tries, --winnable-workers, --winnable-queue, --blocked-workers, "
-        raise SystemExit(f"plot-server: {exc} ({flags}--blocked-queue)") from None
+    solver_limits = {
+        "--winnable-budget": winnable.budget,
+        "--winnable-tries": winnable.tries,
+        "--winnable-workers": winnable.workers,
+        "--winnable-queue": winnable.queue,
+        "--blocked-workers": winnable.blocked_workers,
+        "--blocked-queue": winnable.blocked_queue,
+    }
+    too_small = [f"{flag} {value}" for flag, value in solver_limits.items() if value < 1]
+    if too_small:
+        raise SystemExit(f"plot-server: {', '.join(too_small)}: each must be at least 1")
     core = CoreConfig(
         countdown_ms=int(args.countdown * 1000),
         grace_ms=int(args.grace * 1000),
