@@ -548,7 +548,7 @@ class RaceServer:
                 search = asyncio.ensure_future(self._find_deal(effect))
                 self._searches.add(search)
                 search.add_done_callback(self._searches.discard)
-            elif isinstance(effect, CheckBlocked):
+            elif isinstance(effect, CheckBlocked):  # its own worker: never behind a deal search
                 check = asyncio.ensure_future(self._check_blocked(effect))
                 self._searches.add(check)  # cancelled at shutdown like a search: a restart asks again
                 check.add_done_callback(self._searches.discard)
@@ -745,34 +745,62 @@ class RaceServer:
         return MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now_ms())
 
     async def _find_deal(self, effect: FindDeal) -> None:
-        """A winnable deal for a room, from the worker process; the event loop only waits for it."""
-        outcome = await self.deal_finder.find()
+        """A winnable deal for a room, from the worker process; the event loop only waits for it.
+
+        One search per room in the finder's bounded queue: it is dropped, or stopped after its
+        current candidate, once the room no longer waits for it (docs/solver.md, "The solver queue")."""
+        outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect))
+        if outcome.busy:
+            name, level = "deal_search_refused", logging.WARNING
+        elif outcome.cancelled and outcome.candidates == 0:
+            name, level = "deal_search_dropped", logging.INFO
+        else:
+            name = "deal_search_finished"
+            level = logging.INFO if outcome.deal is not None or outcome.cancelled else logging.WARNING
         log_event(
-            logging.INFO if outcome.deal is not None else logging.WARNING,
-            "deal_search_finished",
+            level,
+            name,
             room=effect.code,
             race=effect.race,
+            search=effect.search,
             found=outcome.deal is not None,
             seconds=round(outcome.seconds, 3),
             positions=outcome.positions,
+            candidates=outcome.candidates,
+            cancelled=outcome.cancelled,
             detail=outcome.detail,
         )
-        self._dispatch(DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail))
+        self._dispatch(
+            DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail, outcome.busy)
+        )
+
+    def _deal_wanted(self, effect: FindDeal) -> bool:
+        """Does the room still wait for this search? (The core drops an answer to any other as stale.)"""
+        room = self.core.rooms.get(effect.code)
+        return (
+            room is not None
+            and room.phase == p.DEALING
+            and room.search == effect.search
+            and room.race_number == effect.race
+        )
 
     async def _check_blocked(self, effect: CheckBlocked) -> None:
         """The exact blocked check of a racer's position, in the worker process (it may take seconds)."""
         started = time.monotonic()
-        blocked = await self.deal_finder.blocked(effect.deal, effect.entries, effect.undo)
+        checked = await self.deal_finder.check_blocked(effect.deal, effect.entries, effect.undo)
         log_event(
-            logging.INFO if blocked is not None else logging.WARNING,
+            logging.INFO if checked.blocked is not None else logging.WARNING,
             "blocked_check_finished",
             room=effect.code,
             player=effect.player_id,
             entries=effect.length,
-            blocked=blocked,
+            blocked=checked.blocked,
             seconds=round(time.monotonic() - started, 3),
+            detail=checked.detail,
         )
-        self._dispatch(BlockedChecked(effect.code, effect.race, effect.player_id, effect.length, blocked, now_ms()))
+        self._dispatch(
+            BlockedChecked(effect.code, effect.race, effect.player_id, effect.length, checked.blocked, now_ms())
+        )
 
     async def _reload(self, effect: ReloadLog) -> None:
         delay = 0.05

@@ -41,6 +41,7 @@ STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: noth
 BUSY: Final = "busy"  # the server's store writes are backed up: the move was not played, resend it later
 SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
 NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved winnable in the server's budget
+SERVER_BUSY: Final = "server_busy"  # winnable_only: the deal-search queue is full; start again shortly
 INTERNAL: Final = "internal"  # a server bug; nothing happened
 
 ERROR_CODES: Final[tuple[str, ...]] = (
@@ -64,6 +65,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     BUSY,
     SERVER_FULL,
     NO_WINNABLE_DEAL,
+    SERVER_BUSY,
     INTERNAL,
 )
 

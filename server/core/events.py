@@ -117,6 +117,7 @@ class DealFound:
     deal: int | None
     now: int
     detail: str = ""
+    busy: bool = False  # no search ran: the server's search queue was full
 
 
 @dataclass(frozen=True, slots=True)

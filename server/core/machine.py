@@ -852,7 +852,11 @@ class ServerCore:
             room.phase = p.LOBBY
             self._note("deal_search_failed", room=room.code, race=ev.race, detail=ev.detail)
             self._changed(room)
-            if ev.deal is None:
+            if ev.deal is None and ev.busy:
+                why = f"the server is busy finding deals for other rooms ({ev.detail}): the room is back in "
+                why += "the lobby; the host may start again in a moment"
+                self._send(room.member_ids(), p.Error(code=p.SERVER_BUSY, message=why, ref="start"))
+            elif ev.deal is None:
                 # Never a deal that was not proved winnable: the room promised that. Readiness is kept,
                 # so the host can simply start again.
                 why = "no deal was proved winnable within the server's budget"
