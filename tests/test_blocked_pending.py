@@ -16,9 +16,21 @@ from pathlib import Path
 
 import engine_reference as ref
 import pytest
-from test_room_core import SeededEntropy, Shell, pid, racing
-from test_server_e2e import FAST, Client, fast_config, latest, make_room, running_server, start_race
-from test_winnable_rooms import room_phase, wait_for_file
+from support import (
+    FAST,
+    Client,
+    SeededEntropy,
+    Shell,
+    fast_config,
+    latest,
+    make_room,
+    pid,
+    racing,
+    room_phase,
+    running_server,
+    start_race,
+    wait_for_file,
+)
 from winnable_sources import gated_random_deal
 
 from server.core import CoreConfig, ServerCore

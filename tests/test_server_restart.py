@@ -10,8 +10,17 @@ import signal
 from typing import Any
 
 from redis_fixture import RedisServer, free_port
-from test_server_cli import server_process, wait_healthy
-from test_server_e2e import Client, fast_config, make_room, play, running_server, start_race, view_game
+from support import (
+    Client,
+    fast_config,
+    make_room,
+    play,
+    running_server,
+    server_process,
+    start_race,
+    view_game,
+    wait_healthy,
+)
 
 from server.core.records import decode_entry
 from server.store.redis import RedisStore

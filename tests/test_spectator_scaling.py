@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
-from test_room_core import Shell, lobby, pid
-from test_server_e2e import Client, latest, make_room, running_server
+from support import Client, Shell, latest, lobby, make_room, pid, running_server
 
 from server.core.events import Disconnected, SaveRoom
 from shared import protocol as p
