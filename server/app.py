@@ -36,7 +36,6 @@ from server.core.events import (
     BlockedChecked,
     CheckBlocked,
     ClientEvent,
-    Close,
     Connected,
     CreateRoomRecord,
     DealFound,
@@ -490,10 +489,6 @@ class RaceServer:
                     timer.cancel()
                 if effect.code not in self._room_workers:
                     self._store_versions.pop(effect.code, None)
-            elif isinstance(effect, Close):
-                closing = self._conns.get(effect.conn)
-                if closing is not None:
-                    self._spawn(closing.ws.close(effect.code, effect.reason))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

@@ -83,7 +83,6 @@ DEALING: Final = "dealing"
 COUNTDOWN: Final = "countdown"
 RACING: Final = "racing"
 RESULTS: Final = "results"
-PHASES: Final = (LOBBY, DEALING, COUNTDOWN, RACING, RESULTS)
 
 # Roles in a room.
 RACER: Final = "racer"

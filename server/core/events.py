@@ -178,13 +178,6 @@ class Bind:
 
 
 @dataclass(frozen=True, slots=True)
-class Close:
-    conn: int
-    code: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
 class RegisterPlayer:
     """Store a new player, then hand the core PlayerRegistered (or RegisterFailed)."""
 
@@ -303,7 +296,6 @@ Effect = (
     | Reply
     | Send
     | Bind
-    | Close
     | RegisterPlayer
     | SavePlayer
     | CreateRoomRecord
