@@ -35,6 +35,7 @@ from winnable_sources import gated_random_deal
 
 from server.core import CoreConfig, ServerCore
 from server.core.events import BlockedChecked, CheckBlocked, LogReloaded, MovePersistFailed
+from server.core.state import LogState
 from server.winnable import DealFinder, WinnableConfig, exact_blocked
 from shared import protocol as p
 from shared.engine import BLOCKED, BLOCKED_BUDGET, PLAYING, RESIGNED, Game, replay
@@ -273,7 +274,7 @@ def test_an_answer_while_a_move_is_being_written_applies_once_it_lands() -> None
     shell.send(ann, p.Move(id=501, move="undo"))  # ... and one queued behind it
     answer(shell, check, True)
     racer = shell.core.rooms[code].race.racers[ann_id]  # type: ignore[union-attr]
-    assert racer.game.status == PLAYING and racer.inflight is not None  # the write decides first
+    assert racer.game.status == PLAYING and racer.state is LogState.WRITING  # the write decides first
     shell.hold_persists = False
     shell.release()
     assert racer.game.status == BLOCKED and racer.game.entries == [*MOVES, first]
@@ -294,7 +295,7 @@ def test_a_reloaded_log_keeps_the_question_in_flight() -> None:
     (held,) = shell.held
     shell.held.clear()
     # The store stopped answering mid-write: the core reloads the log (the undo never landed).
-    shell.run(MovePersistFailed(code, 1, ann_id, False, shell.now))
+    shell.run(MovePersistFailed(code, 1, ann_id, "uncertain", shell.now))
     assert shell.reloads and shell.reloads[-1].player_id == ann_id and held.entry.move == "undo"
     shell.run(LogReloaded(code, 1, ann_id, list(shell.logs[(code, 1, ann_id)]), shell.now))
     racer = shell.core.rooms[code].race.racers[ann_id]  # type: ignore[union-attr]

@@ -530,19 +530,23 @@ def test_store_unavailable_on_append_waits_for_the_reloaded_log() -> None:
     # The write landed, but the store's answer was lost.
     shell.logs[(code, 1, ann)].append(effect.entry)
     shell.take(conns[0])
-    shell.run(MovePersistFailed(code, 1, ann, False, shell.now))
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
     assert shell.take(conns[0]) == [] and shell.reloads
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
     ok = shell.inbox[conns[0]][-1]
     assert isinstance(ok, p.MoveOk) and ok.id == 1 and ok.seq == 1
-    # The write did not land: a clear rejection, nothing applied.
+    # The write did not land: nothing applied, and the move is written again after a back-off.
+    shell.take(conns[0])
     shell.send(conns[0], p.Move(id=2, move="stock>waste"))
     shell.held.pop()
-    shell.run(MovePersistFailed(code, 1, ann, False, shell.now))
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
-    rejected = shell.inbox[conns[0]][-1]
-    assert isinstance(rejected, p.MoveRejected) and rejected.code == p.STORE_UNAVAILABLE
     assert shell.core.rooms[code].race.racers[ann].game.view().stock == 77  # type: ignore[union-attr]
+    assert not [m for m in shell.take(conns[0]) if isinstance(m, p.MoveOk | p.MoveRejected)]
+    shell.hold_persists = False
+    shell.advance(shell.config.retry_first_ms)
+    ok = shell.inbox[conns[0]][-1]
+    assert isinstance(ok, p.MoveOk) and ok.id == 2 and ok.seq == 2
 
 
 def test_conflicting_log_is_reloaded_and_the_move_rechecked() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from server.core.events import (
     Effect,
@@ -24,6 +24,7 @@ from server.core.records import (
 from server.core.state import (
     CoreConfig,
     Entropy,
+    Loading,
     MemberState,
     PendingMove,
     PlayerState,
@@ -45,6 +46,8 @@ class CoreBase:
         self.rooms: dict[str, RoomState] = {}
         self._creating: dict[int, int] = {}  # connection -> create attempts (room codes taken)
         self._searches = 0  # deal searches asked for so far (each FindDeal gets the next number)
+        self._hellos: dict[int, str] = {}  # connection -> the resume token being looked up
+        self._loading: dict[str, Loading] = {}  # room code -> what waits for the room to be loaded
         self._out: list[Effect] = []
         self._touched: set[str] = set()
 
@@ -63,8 +66,8 @@ class CoreBase:
         out, self._out = self._out, []
         return out
 
-    def _note(self, event: str, **fields: object) -> None:
-        self._out.append(Note(event, fields))
+    def _note(self, event: str, level: Literal["info", "warning", "error"] = "info", **fields: object) -> None:
+        self._out.append(Note(event, fields, level))
 
     def _reply(self, conn: int, message: p.ServerMessage) -> None:
         self._out.append(Reply(conn, message))
@@ -73,8 +76,19 @@ class CoreBase:
         if players:
             self._out.append(Send(players, message, droppable))
 
-    def _error(self, conn: int, code: str, message: str, ref: str | None) -> None:
-        self._reply(conn, p.Error(code=code, message=message, ref=ref))
+    def _error(self, conn: int, code: str, message: str, ref: str | None, move_id: int | None = None) -> None:
+        """An error reply; ``move_id``: the client's id when it answers a move."""
+        self._reply(conn, p.Error(code=code, message=message, ref=ref, id=move_id))
+
+    def _forget_if_idle(self, player_id: str) -> None:
+        """A player with no connection and no room in this process is not kept in memory (its
+        record is in the store: a resume brings it back)."""
+        player = self.players.get(player_id)
+        if player is None or player.conns:
+            return
+        room = self.rooms.get(player.room) if player.room is not None else None
+        if room is None or player_id not in room.members:
+            del self.players[player_id]
 
     def _changed(self, room: RoomState) -> None:
         """The room's racers/host/phase changed: new version, tell everyone in it now, save it."""
@@ -111,18 +125,36 @@ class CoreBase:
         player = self.players.get(player_id)
         return player is not None and bool(player.conns)
 
-    # ---- implemented by the parts (declared here so that each part can call the others)
+    # ---- the parts' methods that other parts call (ServerCore mixes them all in)
 
-    if TYPE_CHECKING:  # the parts' methods that other parts call (ServerCore mixes them all in)
+    if TYPE_CHECKING:
 
         @abstractmethod  # deadlines.py
         def _next_wake(self, room: RoomState) -> int | None: ...
+
+        @abstractmethod  # loading.py
+        def _loading_answer(self, code: str, player_id: str) -> None: ...
+
+        @abstractmethod  # loading.py
+        def _park_join(self, code: str, conn: int, msg: p.Join, now: int) -> None: ...
+
+        @abstractmethod  # loading.py
+        def _park_resume(self, code: str, conn: int, record: PlayerRecord, token: str, now: int) -> None: ...
+
+        @abstractmethod  # loading.py
+        def _rebuild_room(self, code: str, now: int, why: str, racers: dict[str, RacerState] | None = None) -> None: ...
 
         @abstractmethod  # lobby.py
         def _close_room(self, room: RoomState, reason: str | None) -> None: ...
 
         @abstractmethod  # lobby.py
+        def _join(self, conn: int, player: PlayerState, msg: p.Join, now: int, loaded: bool = False) -> None: ...
+
+        @abstractmethod  # lobby.py
         def _remove_member(self, room: RoomState, pid: str, now: int) -> None: ...
+
+        @abstractmethod  # lobby.py
+        def _resume(self, conn: int, rec: PlayerRecord, token: str, now: int, keep_room: bool = False) -> None: ...
 
         @abstractmethod  # race.py
         def _begin(self, room: RoomState, now: int) -> None: ...
@@ -141,6 +173,9 @@ class CoreBase:
 
         @abstractmethod  # race.py
         def _end_request(self, conn: int, room: RoomState, pid: str, now: int) -> None: ...
+
+        @abstractmethod  # race.py
+        def _find_deal(self, room: RoomState) -> None: ...
 
         @abstractmethod  # race.py
         def _rematch(self, conn: int, room: RoomState, pid: str, deal: int | None, now: int) -> None: ...
@@ -190,10 +225,28 @@ class CoreBase:
         def _snapshot(self, conn: int, room: RoomState, player_id: str, now: int) -> None: ...
 
         @abstractmethod  # wal.py
+        def _carry_over(self, old: RacerState, racer: RacerState) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _clear_head(self, racer: RacerState) -> None: ...
+
+        @abstractmethod  # wal.py
         def _move(self, conn: int, player: PlayerState, msg: p.Move, now: int) -> None: ...
 
         @abstractmethod  # wal.py
+        def _pump(self, room: RoomState, racer: RacerState, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _racer_due(self, room: RoomState, racer: RacerState, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
         def _reject(self, racer: RacerState, pending: PendingMove, code: str, reason: str) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _settle_blocked(self, room: RoomState, racer: RacerState, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _settle_head(self, room: RoomState, racer: RacerState, length_before: int, now: int) -> None: ...
 
         @abstractmethod  # wal.py
         def _system_entry(self, room: RoomState, racer: RacerState, move: str, now: int) -> None: ...

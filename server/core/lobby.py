@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from server.core.base import CoreBase
 from server.core.events import (
     Bind,
@@ -11,12 +13,16 @@ from server.core.events import (
     DropRoom,
     ExpireRoom,
     HelloEvent,
+    ListRooms,
+    LookupToken,
     PlayerRegistered,
     RegisterPlayer,
     RoomCreated,
     RoomCreateFailed,
     SavePlayer,
+    SaveRoom,
     SetListed,
+    TokenLooked,
 )
 from server.core.records import (
     MemberRecord,
@@ -43,8 +49,9 @@ class LobbyMixin(CoreBase):
             self._reply(ev.conn, p.Pong(t=msg.t, server_time=ev.now))
             return
         pid = self.conns[ev.conn]
+        move_id = msg.id if isinstance(msg, p.Move) else None
         if pid is None:
-            self._error(ev.conn, p.WRONG_PHASE, "say hello first", kind)
+            self._error(ev.conn, p.WRONG_PHASE, "say hello first", kind, move_id)
             return
         player = self.players[pid]
         if isinstance(msg, p.Hello):
@@ -56,11 +63,15 @@ class LobbyMixin(CoreBase):
         elif isinstance(msg, p.Join):
             self._join(ev.conn, player, msg, ev.now)
         elif isinstance(msg, p.ListRooms):
-            # The shell answers list_rooms from the store (rooms of every process); nothing to do here.
-            pass
+            # The listed rooms of every process are in the store: the shell reads them (ListRooms).
+            self._out.append(ListRooms(ev.conn))
         else:
             room = self.rooms.get(player.room) if player.room is not None else None
             if room is None:
+                if player.room is not None and player.room in self._loading:
+                    why = f"room {player.room} is being reloaded from the store: try again"
+                    self._error(ev.conn, p.STORE_UNAVAILABLE, why, kind)
+                    return
                 self._error(ev.conn, p.NOT_IN_ROOM, f"{kind} needs a room: create or join one first", kind)
                 return
             room.last_activity_ms = ev.now
@@ -98,16 +109,35 @@ class LobbyMixin(CoreBase):
         if reason is not None:
             self._error(conn, p.NAME_INVALID, reason, "hello")
             return
-        if ev.token_unknown or (msg.token is not None and ev.resume is None):
-            self._error(conn, p.BAD_TOKEN, "this resume token is unknown or expired: say hello without it", "hello")
+        if conn in self._hellos:
+            self._error(conn, p.WRONG_PHASE, "your hello is being answered already", "hello")
             return
-        if ev.resume is None:
+        if msg.token is None:
             token = self.entropy.token()
             record = PlayerRecord(player_id=self.entropy.player_id(), name=msg.name, bot=msg.bot, created_ms=ev.now)
-            self._out.append(RegisterPlayer(conn, record, hash_token(token), token))
+            # Kept briefly in the store until it joins a room: identity churn alone must not grow it.
+            self._out.append(RegisterPlayer(conn, record, hash_token(token), token, self.config.new_player_ttl_s))
             return
-        assert msg.token is not None
-        self._resume(conn, ev.resume, msg.token, ev.now)
+        self._hellos[conn] = msg.token
+        self._out.append(LookupToken(conn, hash_token(msg.token)))
+
+    def _token_looked(self, ev: TokenLooked) -> None:
+        token = self._hellos.pop(ev.conn, None)
+        if token is None or ev.conn not in self.conns or self.conns[ev.conn] is not None:
+            return
+        if ev.failed:
+            self._error(ev.conn, p.STORE_UNAVAILABLE, "the store did not answer: say hello again", "hello")
+            return
+        if ev.record is None:
+            self._error(ev.conn, p.BAD_TOKEN, "this resume token is unknown or expired: say hello without it", "hello")
+            return
+        known = self.players.get(ev.record.player_id)
+        code = known.room if known is not None else ev.record.room
+        if code is not None and code not in self.rooms:
+            # Its room is not in this process's memory (a restart, another process): load it first.
+            self._park_resume(code, ev.conn, ev.record, token, ev.now)
+            return
+        self._resume(ev.conn, ev.record, token, ev.now)
 
     def _registered(self, ev: PlayerRegistered) -> None:
         if ev.conn not in self.conns or self.conns[ev.conn] is not None:
@@ -120,7 +150,9 @@ class LobbyMixin(CoreBase):
         self._reply(ev.conn, p.Welcome(player_id=rec.player_id, token=ev.token, name=rec.name, server_time=ev.now))
         self._note("player_new", player=rec.player_id, bot=rec.bot)
 
-    def _resume(self, conn: int, rec: PlayerRecord, token: str, now: int) -> None:
+    def _resume(self, conn: int, rec: PlayerRecord, token: str, now: int, keep_room: bool = False) -> None:
+        """Bind the connection to the player. ``keep_room``: its room could not be loaded now (the
+        store did not answer, the room limit): it stays a member, without the room for now."""
         player = self.players.get(rec.player_id)
         if player is None:
             player = PlayerState(rec.player_id, rec.name, rec.bot, hash_token(token), rec.room, set(), rec.created_ms)
@@ -131,7 +163,7 @@ class LobbyMixin(CoreBase):
         room = self.rooms.get(player.room) if player.room is not None else None
         if room is not None and player.player_id not in room.members:
             room = None
-        if room is None and player.room is not None:
+        if room is None and player.room is not None and not keep_room:
             player.room = None
             self._out.append(SavePlayer(player.record(), player.token_hash))
         self._reply(
@@ -243,15 +275,19 @@ class LobbyMixin(CoreBase):
         self._creating.pop(ev.conn, None)
         self._error(ev.conn, p.STORE_UNAVAILABLE, "the room could not be stored: try again", "create_room")
 
-    def _join(self, conn: int, player: PlayerState, msg: p.Join, now: int) -> None:
+    def _join(self, conn: int, player: PlayerState, msg: p.Join, now: int, loaded: bool = False) -> None:
+        """``loaded``: the store was asked already (a room not in memory now does not exist)."""
         code = p.normalize_room_code(msg.code)
         room = self.rooms.get(code)
-        if room is None:
-            self._error(conn, p.UNKNOWN_ROOM, f"there is no room {msg.code!r}", "join")
-            return
         pid = player.player_id
         if player.room is not None and player.room != code:
             self._error(conn, p.WRONG_PHASE, f"you are in room {player.room}: leave it first", "join")
+            return
+        if room is None:
+            if loaded or not p.is_room_code(code):
+                self._error(conn, p.UNKNOWN_ROOM, f"there is no room {msg.code!r}", "join")
+            else:
+                self._park_join(code, conn, msg, now)  # perhaps in the store: another process's, or before a restart
             return
         member = room.members.get(pid)
         if member is not None and member.role == msg.role:
@@ -301,6 +337,7 @@ class LobbyMixin(CoreBase):
             return
         was_shown = self._shown(room, member)
         self._save_player(pid, None, member.name, member.bot, member.token_hash)
+        self._forget_if_idle(pid)
         self._note("room_left", room=room.code, player=pid)
         race = room.race
         if race is not None and pid in race.racers:
@@ -339,11 +376,17 @@ class LobbyMixin(CoreBase):
             self._save_player(pid, None, member.name, member.bot, member.token_hash)
             if reason is not None:
                 self._send((pid,), p.Kicked(room=room.code, reason=reason))
+        gone = list(room.members)
         room.members.clear()
+        # Stored closed (no members), so that joining its code later never brings it back to life.
+        room.version += 1
+        self._out.append(SaveRoom(room.code, msgspec.structs.replace(self._record(room), closed=True)))
         self._out.append(SetListed(room.code, False))
         self._out.append(ExpireRoom(room.code, self.config.room_ttl_s))
         self._out.append(DropRoom(room.code))
         del self.rooms[room.code]
+        for pid in gone:
+            self._forget_if_idle(pid)
         self._note("room_closed", room=room.code, reason=reason or "empty")
 
     def _ready(self, conn: int, room: RoomState, pid: str, ready: bool) -> None:
@@ -375,6 +418,7 @@ class LobbyMixin(CoreBase):
     def _disconnected(self, ev: Disconnected) -> None:
         pid = self.conns.pop(ev.conn, None)
         self._creating.pop(ev.conn, None)
+        self._hellos.pop(ev.conn, None)
         if pid is None:
             return
         player = self.players.get(pid)
@@ -385,7 +429,7 @@ class LobbyMixin(CoreBase):
             return
         room = self.rooms.get(player.room) if player.room is not None else None
         if room is None or pid not in room.members:
-            del self.players[pid]
+            self._forget_if_idle(pid)
             return
         room.members[pid].left_ms = ev.now
         race = room.race

@@ -13,6 +13,11 @@ move logs plus the room record are enough to rebuild everything (:meth:`ServerCo
 
 from __future__ import annotations
 
+import copy
+import traceback
+from collections import deque
+from typing import assert_never
+
 from server.core.deadlines import DeadlinesMixin
 from server.core.events import (
     BlockedChecked,
@@ -20,6 +25,7 @@ from server.core.events import (
     Connected,
     DealFound,
     Disconnected,
+    DropRoom,
     Effect,
     Event,
     HelloEvent,
@@ -30,8 +36,12 @@ from server.core.events import (
     RegisterFailed,
     RoomCreated,
     RoomCreateFailed,
+    RoomLoaded,
+    RoomsListed,
     Tick,
+    TokenLooked,
 )
+from server.core.loading import LoadingMixin
 from server.core.lobby import LobbyMixin
 from server.core.race import RaceMixin
 from server.core.ranking import RankingMixin
@@ -43,6 +53,7 @@ from server.core.records import (
 from server.core.state import (
     CoreConfig,
     Entropy,
+    RacerState,
     summary_from_record,
 )
 from server.core.views import ViewsMixin
@@ -52,12 +63,29 @@ from shared import protocol as p
 __all__ = ["CoreConfig", "Entropy", "ServerCore", "summary_from_record"]
 
 
-class ServerCore(LobbyMixin, RaceMixin, RacerLogMixin, RankingMixin, ViewsMixin, DeadlinesMixin, RebuildMixin):
-    """Every room and player this process serves. ``handle(event) -> effects``."""
+class ServerCore(
+    LobbyMixin, LoadingMixin, RaceMixin, RacerLogMixin, RankingMixin, ViewsMixin, DeadlinesMixin, RebuildMixin
+):
+    """Every room and player this process serves. ``handle(event) -> effects``.
+
+    Complete and safe on error, the way h11 moves to an error state: an exception inside a
+    handler never leaves the core. The effects of that event are dropped, the rooms it touched
+    are dropped from memory and rebuilt from the store (their racers resynchronised, their queued
+    moves carried over), a client message is answered ``internal``, and one ``core_failed`` note
+    (level error) carries the cause."""
 
     def handle(self, event: Event) -> list[Effect]:
         self._out = []
         self._touched = set()
+        subjects = self._subject_rooms(event)
+        before = self._write_ahead_before(subjects)
+        try:
+            self._dispatch(event)
+            return self._finish()
+        except Exception as exc:  # the error state: see the class docstring
+            return self._failed(event, exc, subjects, before)
+
+    def _dispatch(self, event: Event) -> None:
         if isinstance(event, ClientEvent):
             self._client(event)
         elif isinstance(event, MovePersisted):
@@ -68,6 +96,12 @@ class ServerCore(LobbyMixin, RaceMixin, RacerLogMixin, RankingMixin, ViewsMixin,
             self.conns[event.conn] = None
         elif isinstance(event, HelloEvent):
             self._hello(event)
+        elif isinstance(event, TokenLooked):
+            self._token_looked(event)
+        elif isinstance(event, RoomLoaded):
+            self._room_loaded(event)
+        elif isinstance(event, RoomsListed):
+            self._rooms_listed(event)
         elif isinstance(event, PlayerRegistered):
             self._registered(event)
         elif isinstance(event, RegisterFailed):
@@ -86,25 +120,78 @@ class ServerCore(LobbyMixin, RaceMixin, RacerLogMixin, RankingMixin, ViewsMixin,
             self._deal_found(event)
         elif isinstance(event, BlockedChecked):
             self._blocked_checked(event)
+        else:
+            assert_never(event)
+
+    def _subject_rooms(self, event: Event) -> set[str]:
+        """The rooms an event may change (taken before it is handled)."""
+        rooms: set[str] = set()
+        code = getattr(event, "code", None)
+        if isinstance(code, str):
+            rooms.add(code)
+        conn = getattr(event, "conn", None)
+        if isinstance(conn, int):
+            pid = self.conns.get(conn)
+            player = self.players.get(pid) if pid is not None else None
+            if player is not None and player.room is not None:
+                rooms.add(player.room)
+        if isinstance(event, ClientEvent) and isinstance(event.msg, p.Join):
+            rooms.add(p.normalize_room_code(event.msg.code))
+        return rooms
+
+    def _write_ahead_before(self, codes: set[str]) -> dict[str, dict[str, RacerState]]:
+        """The racers' write-ahead state of these rooms before an event (cheap: no game is copied),
+        so that a failure rebuilds from a consistent state, not a half-changed one."""
+        before: dict[str, dict[str, RacerState]] = {}
+        for code in codes:
+            room = self.rooms.get(code)
+            if room is None or room.race is None or room.phase != p.RACING:
+                continue
+            copies: dict[str, RacerState] = {}
+            for pid, racer in room.race.racers.items():
+                copied = copy.copy(racer)
+                copied.queue = deque(racer.queue)
+                copied.pending_ids = dict(racer.pending_ids)
+                copies[pid] = copied
+            before[code] = copies
+        return before
+
+    def _failed(
+        self, event: Event, exc: Exception, subjects: set[str], before: dict[str, dict[str, RacerState]]
+    ) -> list[Effect]:
+        self._out = []  # nothing half-done goes out
+        rooms = sorted((subjects | self._touched) & set(self.rooms))
+        now = getattr(event, "now", 0)
+        self._note(
+            "core_failed",
+            level="error",
+            on=type(event).__name__,
+            rooms=rooms,
+            error=f"{type(exc).__name__}: {exc}",
+            trace="".join(traceback.format_exception(exc)),
+        )
+        if isinstance(event, ClientEvent | HelloEvent) and event.conn in self.conns:
+            # A message that broke its handler is not tried again (the state from before it is kept).
+            move_id = event.msg.id if isinstance(event, ClientEvent) and isinstance(event.msg, p.Move) else None
+            kind = p.message_type(event.msg)
+            self._error(event.conn, p.INTERNAL, "the server failed on this message: nothing happened", kind, move_id)
+        self._touched = set()
+        if isinstance(event, RoomLoaded):
+            # Rebuilding the room itself failed: never loop on it. What waited for it is answered.
+            self._loading.pop(event.code, None)
+            self.rooms.pop(event.code, None)
+            self._out.append(DropRoom(event.code))
+            return self._finish()
+        for code in rooms:
+            self._rebuild_room(code, now, why="failed", racers=before.get(code, {}))
+            if isinstance(event, MovePersisted | MovePersistFailed) and event.code == code:
+                self._loading[code].answered.add(event.player_id)  # that answer is lost with the event
         return self._finish()
 
     def load_room(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> list[Effect]:
-        """Rebuild a room from the store (after a restart, or one another process made):
-        the record plus every racer's move log of the current race."""
-        self._out = []
-        self._touched = set()
-        if record.code not in self.rooms:
-            room = self._room_from_record(record, logs, now)
-            self.rooms[room.code] = room
-            self._touched.add(room.code)
-            self._note("room_loaded", room=room.code, phase=room.phase, race=room.race_number)
-            if room.phase == p.DEALING:
-                self._find_deal(room)  # the search of the process that stored it is gone: search again
-            if room.race is not None:
-                # The replay decided blocked within the budget; what it left undecided is asked again.
-                for racer in room.race.racers.values():
-                    self._settle_blocked(room, racer, now)
-        return self._finish()
+        """Rebuild a room from the store (after a restart, or one another process made): the
+        record plus every racer's move log of the current race, as the answer to a LoadRoom."""
+        return self.handle(RoomLoaded(record.code, record, logs, now))
 
     def has_room(self, code: str) -> bool:
         return code in self.rooms

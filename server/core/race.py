@@ -13,6 +13,7 @@ from server.core.records import (
     RacerInfo,
 )
 from server.core.state import (
+    LogState,
     RoomState,
 )
 from shared import protocol as p
@@ -152,7 +153,11 @@ class RaceMixin(CoreBase):
                 while racer.queue:
                     pending = racer.queue.popleft()
                     self._reject(racer, pending, p.WRONG_PHASE, "the race is over")
-        if any(r.inflight is not None or r.reloading for r in race.racers.values()):
+                if racer.state is LogState.RETRYING and racer.head is not None:
+                    self._reject(racer, racer.head, p.WRONG_PHASE, "the race is over")  # never stored
+                    self._clear_head(racer)
+                    racer.move_to(LogState.IDLE)
+        if any(not r.settled for r in race.racers.values()):
             return  # finished when the writes in flight land: the results must match the logs
         self._finalize(room, now)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import secrets
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,6 +34,14 @@ class CoreConfig:
     # States the blocked check may spend per move on the event loop (shared.engine.BLOCKED_BUDGET);
     # a position it cannot decide goes to the shell's worker process (CheckBlocked).
     blocked_budget: int | None = BLOCKED_BUDGET
+    # A move whose write failed gets a definite answer this long after the first failure at the
+    # latest: played, or move_rejected store_unavailable (docs/protocol.md, section 5).
+    store_outage_ms: int = 10_000
+    retry_first_ms: int = 50  # the first retry of a failed write waits this long; each next one twice as long ...
+    retry_max_ms: int = 2000  # ... up to this
+    # A player made by hello alone is kept this long in the store, until it joins a room (then the
+    # store's own player lifetime applies): identity churn alone must not grow the store.
+    new_player_ttl_s: float = 3600.0
 
 
 class Entropy:
@@ -88,6 +97,28 @@ class PendingMove:
     conn: int | None
 
 
+class LogState(enum.Enum):
+    """Where a racer's write-ahead log stands. One entry at a time is decided, the *head*: queued
+    moves behind it wait, in order, since moves are positional (``waste>t3`` means whatever card
+    is on the waste then). See :data:`LOG_TRANSITIONS` and docs/architecture.md."""
+
+    IDLE = "idle"  # no head: the next queued move is checked and written
+    WRITING = "writing"  # the head's append is in flight
+    REREADING = "rereading"  # the head's outcome is unknown or the log moved: the log is re-read
+    RETRYING = "retrying"  # the head is not in the log: written again at ``retry_at`` (back-off)
+    OUTAGE = "outage"  # the log could not be re-read by ``give_up_at``: moves are answered store_unavailable
+
+
+# What may follow what, and why. Anything else is a bug (the core raises, and the room is rebuilt).
+LOG_TRANSITIONS: dict[LogState, frozenset[LogState]] = {
+    LogState.IDLE: frozenset({LogState.WRITING}),  # a queued move passed its checks
+    LogState.WRITING: frozenset({LogState.IDLE, LogState.REREADING}),  # stored / uncertain, conflict, unplayable
+    LogState.REREADING: frozenset({LogState.IDLE, LogState.RETRYING, LogState.OUTAGE}),  # landed / not / no answer
+    LogState.RETRYING: frozenset({LogState.WRITING, LogState.IDLE}),  # back-off over / refused, given up, race over
+    LogState.OUTAGE: frozenset({LogState.IDLE}),  # the log was read at last: the racer is resynchronised
+}
+
+
 @dataclass(slots=True)
 class RacerState:
     info: RacerInfo
@@ -95,14 +126,19 @@ class RacerState:
     times: list[int] = field(default_factory=list)  # accept time (ms from start) of each entry
     log_length: int = 0  # entries in the store's log (== len(game.entries) unless a stored entry was unreadable)
     ids: dict[int, int] = field(default_factory=dict)  # client move id -> seq it got
-    pending_ids: set[int] = field(default_factory=set)
+    id_moves: dict[int, str] = field(default_factory=dict)  # client move id -> the move applied under it
+    pending_ids: dict[int, str] = field(default_factory=dict)  # ids queued or at the head -> their move
     queue: deque[PendingMove] = field(default_factory=deque)
-    inflight: PendingMove | None = None
-    candidate: Game | None = None  # after an in-flight undo/resign (a plain move is played on game once stored)
-    inflight_t: int = 0
-    reloading: bool = False
-    uncertain: PendingMove | None = None  # its write failed mid-call: the reloaded log tells if it landed
-    cards_ms: int = 0  # time of the entry that last changed the foundation count (SPEC section 7 ties)
+    state: LogState = LogState.IDLE
+    head: PendingMove | None = None  # the entry being decided (WRITING, REREADING, RETRYING)
+    head_length: int = 0  # the log length its append expects
+    head_t: int = 0  # its accept time (ms from the start)
+    candidate: Game | None = None  # after an undo/resign head (a plain move is played on game once stored)
+    attempts: int = 0  # failed writes of the head so far (the back-off grows with them)
+    last_failure: str | None = None  # why its last write failed: uncertain, conflict
+    retry_at: int | None = None  # RETRYING: when the head is written again
+    give_up_at: int | None = None  # from the head's first failure: a definite answer by then
+    cards_ms: int = 0  # time of the entry that last changed the foundation count (docs/rules.md, Race ranking)
     forfeit_at: int | None = None
     delayed: Game | None = None  # spectators' delayed board (rooms that allow live boards)
     delayed_n: int = 0
@@ -111,7 +147,30 @@ class RacerState:
 
     @property
     def busy(self) -> bool:
-        return self.inflight is not None or bool(self.queue) or self.reloading
+        return self.state is not LogState.IDLE or bool(self.queue)
+
+    @property
+    def settled(self) -> bool:
+        """The in-memory game matches the store's log: nothing written, in doubt or unread."""
+        return self.state in (LogState.IDLE, LogState.RETRYING)
+
+    def move_to(self, state: LogState) -> None:
+        if state not in LOG_TRANSITIONS[self.state]:
+            change = f"{self.state.value} -> {state.value}"
+            raise RuntimeError(f"racer {self.info.player_id}: log state {change} is not allowed")
+        self.state = state
+
+
+@dataclass(slots=True)
+class Loading:
+    """A room being read from the store (LoadRoom), and what waits for it."""
+
+    joins: list[tuple[int, p.Join]] = field(default_factory=list)  # connection, its join
+    resumes: list[tuple[int, PlayerRecord, str]] = field(default_factory=list)  # connection, player, token
+    rebuild: str | None = None  # why it was dropped from memory (then its members are resynchronised)
+    members: list[str] = field(default_factory=list)  # members when dropped (told if the store has nothing)
+    racers: dict[str, RacerState] = field(default_factory=dict)  # write-ahead state carried over the rebuild
+    answered: set[str] = field(default_factory=set)  # racers whose write was answered meanwhile
 
 
 @dataclass(slots=True)

@@ -11,19 +11,28 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from typing import assert_never
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
     Bind,
+    CheckBlocked,
     ClientEvent,
     Connected,
     CreateRoomRecord,
+    Disconnected,
     DropRoom,
     Effect,
     Event,
+    ExpireRoom,
+    FindDeal,
     HelloEvent,
+    ListRooms,
+    LoadRoom,
+    LookupToken,
     MovePersisted,
     MovePersistFailed,
+    Note,
     PersistMove,
     PlayerRegistered,
     RegisterPlayer,
@@ -31,13 +40,17 @@ from server.core.events import (
     Reply,
     RoomCreated,
     RoomCreateFailed,
+    RoomLoaded,
+    RoomsListed,
     SavePlayer,
     SaveRoom,
     Send,
+    SetListed,
     Tick,
+    TokenLooked,
     Wake,
 )
-from server.core.records import LogEntry, PlayerRecord, RoomRecord, hash_token
+from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from shared import protocol as p
 
 DEAL = 4242
@@ -68,7 +81,13 @@ class SeededEntropy(Entropy):
 
 
 class Shell:
-    """Carries out effects synchronously: an in-memory store, delivery into per-connection inboxes."""
+    """Carries out effects synchronously: an in-memory store, delivery into per-connection inboxes.
+
+    It handles every effect the core emits (``assert_never`` makes mypy check that, as it does for
+    server/app.py). Store failures are the tests' to make: ``hold_persists`` keeps move writes
+    back (``held``, ``release``), ``reloads`` records log re-reads (a test answers them with
+    LogReloaded), ``hold_loads`` keeps room loads back, ``store_down`` fails token lookups, room
+    loads and room listings."""
 
     def __init__(self, config: CoreConfig | None = None, entropy: Entropy | None = None) -> None:
         self.config = config or CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000)
@@ -77,13 +96,18 @@ class Shell:
         self.inbox: dict[int, list[p.ServerMessage]] = defaultdict(list)
         self.conns_of: dict[str, set[int]] = defaultdict(set)
         self.players: dict[str, PlayerRecord] = {}
+        self.player_ttls: dict[str, float | None] = {}  # player id -> the lifetime of its last write
         self.tokens: dict[str, str] = {}  # token hash -> player id
         self.rooms: dict[str, RoomRecord] = {}
+        self.listed: dict[str, None] = {}  # listed room codes, oldest first
         self.logs: dict[tuple[str, int, str], list[LogEntry]] = defaultdict(list)
         self.wakes: dict[str, int] = {}
         self.hold_persists = False
         self.held: list[PersistMove] = []
         self.reloads: list[ReloadLog] = []
+        self.hold_loads = False
+        self.held_loads: list[LoadRoom] = []
+        self.store_down = False
         self.dropped: list[int] = []  # droppable frames counted
         self._next_conn = 0
         self.effects: list[Effect] = []
@@ -98,47 +122,92 @@ class Shell:
 
     def apply(self, effects: list[Effect]) -> None:
         for effect in effects:
-            if isinstance(effect, Reply):
-                self.inbox[effect.conn].append(effect.message)
-            elif isinstance(effect, Send):
-                for pid in effect.players:
-                    for conn in self.conns_of[pid]:
-                        self.inbox[conn].append(effect.message)
-            elif isinstance(effect, Bind):
-                self.conns_of[effect.player_id].add(effect.conn)
-            elif isinstance(effect, RegisterPlayer):
-                self.players[effect.record.player_id] = effect.record
-                self.tokens[effect.token_hash] = effect.record.player_id
-                self.run(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
-            elif isinstance(effect, SavePlayer):
-                self.players[effect.record.player_id] = effect.record
-            elif isinstance(effect, CreateRoomRecord):
-                if effect.record.code in self.rooms:
-                    self.run(RoomCreateFailed(effect.conn, effect.record, True, self.now))
-                else:
-                    self.rooms[effect.record.code] = effect.record
-                    self.run(RoomCreated(effect.conn, effect.record, self.now))
-            elif isinstance(effect, SaveRoom):
-                self.rooms[effect.code] = effect.record
-            elif isinstance(effect, PersistMove):
-                if self.hold_persists:
-                    self.held.append(effect)
-                else:
-                    self.persist(effect)
-            elif isinstance(effect, ReloadLog):
-                self.reloads.append(effect)
-            elif isinstance(effect, Wake):
-                if effect.at_ms is None:
-                    self.wakes.pop(effect.code, None)
-                else:
-                    self.wakes[effect.code] = effect.at_ms
-            elif isinstance(effect, DropRoom):
+            self.execute(effect)
+
+    def execute(self, effect: Effect) -> None:
+        if isinstance(effect, Reply):
+            self.inbox[effect.conn].append(effect.message)
+        elif isinstance(effect, Send):
+            for pid in effect.players:
+                for conn in self.conns_of[pid]:
+                    self.inbox[conn].append(effect.message)
+        elif isinstance(effect, Bind):
+            self.conns_of[effect.player_id].add(effect.conn)
+        elif isinstance(effect, RegisterPlayer):
+            self.players[effect.record.player_id] = effect.record
+            self.player_ttls[effect.record.player_id] = effect.ttl_s
+            self.tokens[effect.token_hash] = effect.record.player_id
+            self.run(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
+        elif isinstance(effect, SavePlayer):
+            self.players[effect.record.player_id] = effect.record
+            self.player_ttls[effect.record.player_id] = effect.ttl_s
+        elif isinstance(effect, CreateRoomRecord):
+            if effect.record.code in self.rooms:
+                self.run(RoomCreateFailed(effect.conn, effect.record, True, self.now))
+            else:
+                self.rooms[effect.record.code] = effect.record
+                self.run(RoomCreated(effect.conn, effect.record, self.now))
+        elif isinstance(effect, SaveRoom):
+            self.rooms[effect.code] = effect.record
+        elif isinstance(effect, SetListed):
+            if effect.listed:
+                self.listed[effect.code] = None
+            else:
+                self.listed.pop(effect.code, None)
+        elif isinstance(effect, PersistMove):
+            if self.hold_persists:
+                self.held.append(effect)
+            else:
+                self.persist(effect)
+        elif isinstance(effect, ReloadLog):
+            self.reloads.append(effect)
+        elif isinstance(effect, LookupToken):
+            owner = self.tokens.get(effect.token_hash)
+            record = self.players.get(owner) if owner is not None else None
+            self.run(TokenLooked(effect.conn, effect.token_hash, record, self.now, failed=self.store_down))
+        elif isinstance(effect, LoadRoom):
+            if self.hold_loads:
+                self.held_loads.append(effect)
+            else:
+                self.load(effect.code)
+        elif isinstance(effect, ListRooms):
+            if self.store_down:
+                self.run(RoomsListed(effect.conn, [], {}, self.now, failed=True))
+            else:
+                codes = list(self.listed)
+                records = {c: self.rooms[c] for c in codes if c in self.rooms and not self.core.has_room(c)}
+                self.run(RoomsListed(effect.conn, codes, records, self.now))
+        elif isinstance(effect, Wake):
+            if effect.at_ms is None:
                 self.wakes.pop(effect.code, None)
+            else:
+                self.wakes[effect.code] = effect.at_ms
+        elif isinstance(effect, DropRoom):
+            self.wakes.pop(effect.code, None)
+        elif isinstance(effect, Note | ExpireRoom | FindDeal | CheckBlocked):
+            pass  # log lines, store expiry, worker-process jobs: tests answer FindDeal/CheckBlocked themselves
+        else:
+            assert_never(effect)
+
+    def load(self, code: str) -> None:
+        """Answer a LoadRoom from the store's dicts."""
+        if self.store_down:
+            self.run(RoomLoaded(code, None, {}, self.now, failed=True))
+            return
+        record = self.rooms.get(code)
+        logs: dict[str, list[LogEntry]] = {}
+        if record is not None and record.race is not None:
+            race = record.race
+            logs = {r.player_id: list(self.logs[(code, race.number, r.player_id)]) for r in race.racers}
+        self.run(RoomLoaded(code, record, logs, self.now))
 
     def persist(self, effect: PersistMove) -> None:
+        if effect.code not in self.rooms:
+            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", self.now))
+            return
         log = self.logs[(effect.code, effect.race, effect.player_id)]
         if len(log) != effect.expected_length:
-            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, True, self.now))
+            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", self.now))
             return
         log.append(effect.entry)
         self.run(MovePersisted(effect.code, effect.race, effect.player_id, len(log), self.now))
@@ -174,16 +243,13 @@ class Shell:
         return conn
 
     def say_hello(self, conn: int, name: str, *, bot: bool = False, token: str | None = None, v: int = 1) -> None:
-        resume = None
-        unknown = False
-        if token is not None:
-            pid = self.tokens.get(hash_token(token))
-            resume = self.players.get(pid) if pid else None
-            unknown = resume is None
-        self.run(HelloEvent(conn, p.Hello(v=v, name=name, token=token, bot=bot), self.now, resume, unknown))
+        self.run(HelloEvent(conn, p.Hello(v=v, name=name, token=token, bot=bot), self.now))
 
     def send(self, conn: int, msg: p.ClientMessage) -> list[Effect]:
         return self.run(ClientEvent(conn, msg, self.now))
+
+    def disconnect(self, conn: int) -> None:
+        self.run(Disconnected(conn, self.now))
 
     def take(self, conn: int) -> list[p.ServerMessage]:
         got, self.inbox[conn] = self.inbox[conn], []

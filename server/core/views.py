@@ -158,7 +158,15 @@ class ViewsMixin(CoreBase):
             r.times[r.delayed_n] for r in race.racers.values() if r.delayed is not None and r.delayed_n < len(r.times)
         ]
         first = any(r.delayed is None for r in race.racers.values())
-        if not times and not first:
+        # A caught-up delayed board whose live game the exact check has since found blocked.
+        lagging = any(
+            r.delayed is not None
+            and r.delayed_n == len(r.game.entries)
+            and r.game.status == BLOCKED
+            and r.delayed.status == PLAYING
+            for r in race.racers.values()
+        )
+        if not times and not first and not lagging:
             return None
         at = race.record.starts_at + delay + (min(times) if times else 0)
         return max(at, race.boards_last_ms + self.config.boards_interval_ms)
