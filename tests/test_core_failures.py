@@ -14,6 +14,7 @@ import pytest
 from support import Client, Shell, eventually, fast_config, lobby, make_room, pid, racing, running_server
 
 from server.core import CoreConfig
+from server.core.deadlines import Due
 from server.core.events import (
     DropRoom,
     LoadRoom,
@@ -24,6 +25,8 @@ from server.core.events import (
     RegisterPlayer,
     SavePlayer,
 )
+from server.core.race import PHASE_TRANSITIONS
+from server.core.state import LOG_TRANSITIONS, LogState
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from shared import protocol as p
@@ -328,3 +331,71 @@ def test_move_id_rules() -> None:
     other = shell.move(conns[0], 5, "resign")
     assert isinstance(other, p.MoveRejected) and other.code == p.BAD_FIELD and other.id == 5
     assert shell.core.rooms[_code].race.racers[pid(shell, conns[0])].game.status == "playing"  # type: ignore[union-attr]
+
+
+# ====================================================================== the transition tables
+
+
+def test_the_transition_tables_refuse_what_they_do_not_list() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    room = shell.core.rooms[code]
+    racer = room.race.racers[pid(shell, conns[0])]  # type: ignore[union-attr]
+    assert racer.state is LogState.IDLE
+    with pytest.raises(RuntimeError, match="idle -> outage"):
+        racer.move_to(LogState.OUTAGE)
+    with pytest.raises(RuntimeError, match="racing -> lobby"):
+        shell.core._set_phase(room, p.LOBBY)
+    assert PHASE_TRANSITIONS[p.RACING] == {p.RESULTS}
+    # Every state and phase is in its table, and every target is a known one.
+    assert set(LOG_TRANSITIONS) == set(LogState)
+    assert all(targets <= set(LogState) for targets in LOG_TRANSITIONS.values())
+    assert all(targets <= set(PHASE_TRANSITIONS) for targets in PHASE_TRANSITIONS.values())
+
+
+def test_the_deadline_table_feeds_both_the_tick_and_the_wake() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    room = shell.core.rooms[code]
+    shell.disconnect(conns[1])
+    table = shell.core._deadlines(room)
+    assert shell.wakes[code] == min(d.at for d in table)
+    forfeit = next(d for d in table if d.due is Due.FORFEIT)
+    shell.advance(forfeit.at - shell.now)
+    bob = pid(shell, conns[1])
+    assert shell.logs[(code, 1, bob)][-1].move == "resign"
+    assert not any(d.due is Due.FORFEIT for d in shell.core._deadlines(room))
+
+
+def test_a_race_gone_from_the_store_while_the_room_is_there_rebuilds_it_from_the_store() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    shell.held.clear()
+    shell.run(MovePersistFailed(code, 1, ann, "gone", shell.now))
+    assert code in shell.core.rooms, "rebuilt from the stored record"
+    (reread,) = [r for r in shell.reloads if r.player_id == ann]
+    shell.hold_persists = False
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    shell.advance(shell.config.store_outage_ms // 2)
+    ok = replies(shell, conns[0])[1]
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and reread.code == code
+
+
+def test_a_move_whose_handler_raises_is_answered_internal_with_its_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+
+    def boom(*_args: object) -> bool:
+        raise ValueError("check broke")
+
+    monkeypatch.setattr(type(shell.core), "_check_head", boom)
+    shell.take(conns[0])
+    shell.send(conns[0], p.Move(id=9, move="stock>waste"))
+    (err,) = [m for m in shell.take(conns[0]) if isinstance(m, p.Error)]
+    assert err.code == p.INTERNAL and err.ref == "move" and err.id == 9
+    monkeypatch.undo()
+    ok = shell.move(conns[0], 9, "stock>waste")  # nothing happened under id 9: it plays now
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and code in shell.core.rooms

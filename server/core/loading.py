@@ -43,9 +43,9 @@ class LoadingMixin(CoreBase):
         its racers' write-ahead state to carry over (taken before the failed event; by default the
         live one), so that queued moves and writes in flight are still answered."""
         room = self.rooms.pop(code, None)
+        self._out.append(DropRoom(code))  # its timer goes; the rebuilt room schedules its own
         loading = self._load(code, once=False)
         loading.rebuild = why
-        self._out.append(DropRoom(code))
         self._note("room_rebuild", room=code, why=why, level="warning")
         if room is None:
             return

@@ -1,4 +1,5 @@
-"""The race lifecycle: start, deal search, countdown, racing, end, results, rematch."""
+"""The race lifecycle: start, deal search, countdown, racing, end, results, rematch, with an
+explicit table of the allowed phase transitions (:data:`PHASE_TRANSITIONS`)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,23 @@ from server.core.state import (
 from shared import protocol as p
 from shared.fairplay import commitment
 
+# The race lifecycle: which phase may follow which, and on what. Anything else is a bug (the
+# core raises; the error state rebuilds the room from the store).
+PHASE_TRANSITIONS: dict[str, frozenset[str]] = {
+    p.LOBBY: frozenset({p.DEALING, p.COUNTDOWN}),  # start (a winnable_only room deals first)
+    p.DEALING: frozenset({p.COUNTDOWN, p.LOBBY}),  # a deal proved winnable / none, cancelled, no racer left
+    p.COUNTDOWN: frozenset({p.RACING, p.LOBBY}),  # the start signal / cancelled, no racer left
+    p.RACING: frozenset({p.RESULTS}),  # every game over, the time limit, the host ends it
+    p.RESULTS: frozenset({p.LOBBY}),  # rematch
+}
+
 
 class RaceMixin(CoreBase):
+    def _set_phase(self, room: RoomState, phase: str) -> None:
+        if phase not in PHASE_TRANSITIONS[room.phase]:
+            raise RuntimeError(f"room {room.code}: phase {room.phase} -> {phase} is not allowed")
+        room.phase = phase
+
     def _start(self, conn: int, room: RoomState, pid: str, now: int) -> None:
         if room.host != pid:
             self._error(conn, p.NOT_HOST, "only the host may start the race", "start")
@@ -42,7 +58,7 @@ class RaceMixin(CoreBase):
         if room.options.winnable_only and room.pending_deal is None:
             # The deal comes from a solver search that the shell runs away from the event loop:
             # the countdown starts when it is found (DealFound). The racers are fixed meanwhile.
-            room.phase = p.DEALING
+            self._set_phase(room, p.DEALING)
             self._find_deal(room)
             self._note("deal_search", room=room.code, race=room.race_number, search=room.search, racers=len(racers))
             self._changed(room)
@@ -60,7 +76,7 @@ class RaceMixin(CoreBase):
         """Back to the lobby from dealing (the host ended it, or no racer is left); a late answer is ignored."""
         self._note("deal_search_cancelled", room=room.code, race=room.race_number, search=room.search)
         room.search = 0
-        room.phase = p.LOBBY
+        self._set_phase(room, p.LOBBY)
 
     def _deal_found(self, ev: DealFound) -> None:
         room = self.rooms.get(ev.code)
@@ -71,7 +87,7 @@ class RaceMixin(CoreBase):
         room.search = 0
         room.last_activity_ms = ev.now
         if ev.deal is None or not room.racer_ids():
-            room.phase = p.LOBBY
+            self._set_phase(room, p.LOBBY)
             self._note("deal_search_failed", room=room.code, race=ev.race, detail=ev.detail)
             self._changed(room)
             if ev.deal is None:
@@ -103,21 +119,21 @@ class RaceMixin(CoreBase):
             racers=[RacerInfo(player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash) for m in racers],
         )
         room.race = self._race_from_record(room, record, {}, now)
-        room.phase = p.COUNTDOWN
+        self._set_phase(room, p.COUNTDOWN)
         self._out.append(ExpireRoom(room.code, self.config.room_ttl_s))
         self._note("race_countdown", room=room.code, race=record.number, racers=len(racers), chosen_deal=chosen)
         self._changed(room)
         self._send(room.member_ids(), p.Countdown(race=record.number, starts_at=starts_at, server_time=now))
 
     def _cancel_countdown(self, room: RoomState) -> None:
-        room.phase = p.LOBBY
+        self._set_phase(room, p.LOBBY)
         room.race = None
         self._note("race_cancelled", room=room.code, race=room.race_number)
 
     def _begin(self, room: RoomState, now: int) -> None:
         race = room.race
         assert race is not None
-        room.phase = p.RACING
+        self._set_phase(room, p.RACING)
         race.lb_dirty = True
         for racer in race.racers.values():
             member = room.members.get(racer.info.player_id)
@@ -166,7 +182,7 @@ class RaceMixin(CoreBase):
         assert race is not None
         race.record.ended_at = now
         race.final_rows = self._rows(race, final=True)
-        room.phase = p.RESULTS
+        self._set_phase(room, p.RESULTS)
         room.last_activity_ms = now
         for member in room.members.values():
             member.ready = False
@@ -200,7 +216,7 @@ class RaceMixin(CoreBase):
             why = "field 'deal' of rematch: this room deals only deals the solver proves winnable, never a chosen one"
             self._error(conn, p.BAD_FIELD, why, "rematch")
             return
-        room.phase = p.LOBBY
+        self._set_phase(room, p.LOBBY)
         room.race = None
         room.race_number += 1
         room.pending_deal = deal

@@ -21,7 +21,7 @@ class RankingMixin(CoreBase):
                 status = p.STOPPED
             elapsed = racer.times[-1] if racer.times else 0
             cards = game.foundation_cards
-            # SPEC section 7: winners by the time of their winning move; then by cards, most first,
+            # docs/rules.md, Race ranking: winners by the time of their winning move; then by cards, most first,
             # ties by the time the count was last reached. Seat order settles exact ties.
             key = (0, elapsed, 0, seat) if game.status == WON else (1, -cards, racer.cards_ms, seat)
             row = p.LeaderboardRow(

@@ -250,15 +250,16 @@ class RacerLogMixin(CoreBase):
             return
         self._touched.add(room.code)
         self._note("persist_failed", room=ev.code, player=ev.player_id, reason=ev.reason, level="warning")
-        if ev.reason == "gone":
-            # The room or the race is not in the store: never retried. The room is rebuilt from
-            # whatever the store has (closed if nothing).
-            self._rebuild_room(room.code, ev.now, why="gone")
-            return
         racer.attempts += 1
         racer.last_failure = ev.reason
         if racer.give_up_at is None:
             racer.give_up_at = ev.now + self.config.store_outage_ms
+        if ev.reason == "gone":
+            # The room or the race is not in the store: never retried as such. The room is rebuilt
+            # from whatever the store has (closed if nothing); the rebuilt racer re-reads its log.
+            self._rebuild_room(room.code, ev.now, why="gone")
+            self._loading[room.code].answered.add(ev.player_id)
+            return
         # uncertain: the entry may or may not have landed; conflict: the log moved. Either way only
         # the log can tell: re-read it before anything else is decided for this racer.
         self._reread(room, racer)
