@@ -15,7 +15,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from support import Client, fast_config, make_room, play, running_server, start_race, url, view_game
+from support import Client, eventually, fast_config, make_room, play, running_server, start_race, url, view_game
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -206,7 +206,7 @@ async def test_reconnect_mid_race_loses_nothing_and_applies_nothing_twice(store:
         lost_move = next((m for m in legal if ">f" in m), legal[0])
         await ann.send(p.Move(id=next_id, move=lost_move))
         ann.ws.transport.abort()
-        await asyncio.sleep(0.05)
+        await eventually(lambda: ann.pid not in server.core.players or not server.core.players[ann.pid].conns)
         back = await Client.open(server, "Ann again")
         welcome = await back.hello("Ann", token=token)
         assert welcome.resumed and welcome.player_id == ann.pid and welcome.room == code
@@ -316,7 +316,7 @@ async def test_connection_limit_answers_503() -> None:
             await connect(url(server))
         assert info.value.response.status_code == 503
         await first.close()
-        await asyncio.sleep(0.05)
+        await eventually(lambda: len(server._conns) < 2)
         third = await Client.open(server, "3")  # a freed slot can be used again
         await third.hello("Third")
         for client in (second, third):

@@ -8,7 +8,6 @@ The race client (Textual's harness) refuses hints in a race and gives a legal on
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import random
@@ -19,6 +18,7 @@ import pytest
 from support import (
     Client,
     Shell,
+    eventually,
     fast_config,
     latest,
     lobby,
@@ -305,10 +305,10 @@ async def test_shutdown_stops_a_search_in_flight(tmp_path: Path) -> None:
         started = time.monotonic()
         await server_cm.__aexit__(None, None, None)
     assert time.monotonic() - started < 5.0  # the server did not wait for the search
-    deadline = time.monotonic() + 5.0
-    while Path(f"/proc/{worker}").exists() and "Z" not in _proc_state(worker):
-        assert time.monotonic() < deadline, "the worker process outlived the server"
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: not Path(f"/proc/{worker}").exists() or "Z" in _proc_state(worker),
+        what="the worker process outlived the server",
+    )
 
 
 def _proc_state(process_id: int) -> str:
