@@ -25,6 +25,7 @@ from server.core.state import (
     CoreConfig,
     Entropy,
     Loading,
+    LogSnapshot,
     MemberState,
     PendingMove,
     PlayerState,
@@ -142,7 +143,9 @@ class CoreBase:
         def _park_resume(self, code: str, conn: int, record: PlayerRecord, token: str, now: int) -> None: ...
 
         @abstractmethod  # loading.py
-        def _rebuild_room(self, code: str, now: int, why: str, racers: dict[str, RacerState] | None = None) -> None: ...
+        def _rebuild_room(
+            self, code: str, now: int, why: str, racers: dict[str, LogSnapshot | None] | None = None
+        ) -> None: ...
 
         @abstractmethod  # lobby.py
         def _close_room(self, room: RoomState, reason: str | None) -> None: ...

@@ -5,7 +5,7 @@ added here is therefore both scheduled and handled, or neither."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from server.core.base import CoreBase
 from server.core.state import LogState, RoomState
@@ -30,8 +30,7 @@ class Due(enum.Enum):
 ORDER = {due: i for i, due in enumerate(Due)}
 
 
-@dataclass(frozen=True, slots=True)
-class Deadline:
+class Deadline(NamedTuple):  # a tuple: a table is built on every event that touches the room
     at: int  # server ms
     due: Due
     subject: str | None = None  # the player it concerns, if any

@@ -12,7 +12,7 @@ from __future__ import annotations
 from server.core.base import CoreBase
 from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomLoaded, RoomsListed
 from server.core.records import PlayerRecord
-from server.core.state import Loading, LogState, RacerState, RoomState, summary_from_record
+from server.core.state import Loading, LogSnapshot, LogState, RoomState, summary_from_record
 from shared import protocol as p
 
 
@@ -38,7 +38,7 @@ class LoadingMixin(CoreBase):
         if loading is not None:
             loading.answered.add(player_id)
 
-    def _rebuild_room(self, code: str, now: int, why: str, racers: dict[str, RacerState] | None = None) -> None:
+    def _rebuild_room(self, code: str, now: int, why: str, racers: dict[str, LogSnapshot | None] | None = None) -> None:
         """Drop a room from memory and load it again from the store (the error state). ``racers``:
         its racers' write-ahead state to carry over (taken before the failed event; by default the
         live one), so that queued moves and writes in flight are still answered."""
@@ -51,7 +51,9 @@ class LoadingMixin(CoreBase):
             return
         loading.members = list(room.members)
         if room.race is not None and room.phase == p.RACING:
-            loading.racers = racers if racers is not None else dict(room.race.racers)
+            # Taken before the failed event where given, else as they are (untouched by it).
+            loading.racers = {pid: racer.log_snapshot() for pid, racer in room.race.racers.items()}
+            loading.racers.update(racers or {})
 
     # ---------------------------------------------------------------- the answer
 
@@ -123,11 +125,11 @@ class LoadingMixin(CoreBase):
         send every connected member a fresh snapshot (as a resuming client gets)."""
         race = room.race
         if race is not None and room.phase == p.RACING:
-            for pid, old in loading.racers.items():
+            for pid, snapshot in loading.racers.items():
                 racer = race.racers.get(pid)
                 if racer is None:
                     continue
-                self._carry_over(old, racer)
+                racer.restore_log(snapshot)
                 if racer.state is LogState.WRITING and racer.log_length != racer.head_length:
                     racer.state = LogState.REREADING  # the log just read moved past it: it decides now
                 if racer.state is LogState.WRITING and pid in loading.answered:

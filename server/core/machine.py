@@ -13,9 +13,7 @@ move logs plus the room record are enough to rebuild everything (:meth:`ServerCo
 
 from __future__ import annotations
 
-import copy
 import traceback
-from collections import deque
 from typing import assert_never
 
 from server.core.deadlines import DeadlinesMixin
@@ -53,7 +51,7 @@ from server.core.records import (
 from server.core.state import (
     CoreConfig,
     Entropy,
-    RacerState,
+    LogSnapshot,
     summary_from_record,
 )
 from server.core.views import ViewsMixin
@@ -77,8 +75,7 @@ class ServerCore(
     def handle(self, event: Event) -> list[Effect]:
         self._out = []
         self._touched = set()
-        subjects = self._subject_rooms(event)
-        before = self._write_ahead_before(subjects)
+        subjects, before = self._before(event)
         try:
             self._dispatch(event)
             return self._finish()
@@ -123,8 +120,37 @@ class ServerCore(
         else:
             assert_never(event)
 
+    def _before(self, event: Event) -> tuple[set[str], dict[str, dict[str, LogSnapshot | None]]]:
+        """Taken before an event is handled, for the error state: the rooms it may change, and their
+        racers' write-ahead state (a few fields each, no game), so that a failure rebuilds from a
+        consistent state, not a half-changed one. An event about one racer's log (a store answer,
+        its move: most events) may change only that racer's, so only it is taken."""
+        only: str | None
+        code: str | None
+        if isinstance(event, MovePersisted | MovePersistFailed | LogReloaded | BlockedChecked):
+            code, only = event.code, event.player_id
+        elif isinstance(event, ClientEvent) and isinstance(event.msg, p.Move):
+            only = self.conns.get(event.conn)
+            player = self.players.get(only) if only is not None else None
+            code = player.room if player is not None else None
+        else:
+            subjects = self._subject_rooms(event)
+            before: dict[str, dict[str, LogSnapshot | None]] = {}
+            for subject in subjects:
+                room = self.rooms.get(subject)
+                if room is not None and room.race is not None and room.phase == p.RACING:
+                    before[subject] = {pid: racer.log_snapshot() for pid, racer in room.race.racers.items()}
+            return subjects, before
+        if code is None:
+            return set(), {}
+        room = self.rooms.get(code)
+        if room is None or room.race is None or room.phase != p.RACING or only is None:
+            return {code}, {}
+        racer = room.race.racers.get(only)
+        return {code}, {code: {} if racer is None else {only: racer.log_snapshot()}}
+
     def _subject_rooms(self, event: Event) -> set[str]:
-        """The rooms an event may change (taken before it is handled)."""
+        """The rooms an event may change."""
         rooms: set[str] = set()
         code = getattr(event, "code", None)
         if isinstance(code, str):
@@ -139,25 +165,8 @@ class ServerCore(
             rooms.add(p.normalize_room_code(event.msg.code))
         return rooms
 
-    def _write_ahead_before(self, codes: set[str]) -> dict[str, dict[str, RacerState]]:
-        """The racers' write-ahead state of these rooms before an event (cheap: no game is copied),
-        so that a failure rebuilds from a consistent state, not a half-changed one."""
-        before: dict[str, dict[str, RacerState]] = {}
-        for code in codes:
-            room = self.rooms.get(code)
-            if room is None or room.race is None or room.phase != p.RACING:
-                continue
-            copies: dict[str, RacerState] = {}
-            for pid, racer in room.race.racers.items():
-                copied = copy.copy(racer)
-                copied.queue = deque(racer.queue)
-                copied.pending_ids = dict(racer.pending_ids)
-                copies[pid] = copied
-            before[code] = copies
-        return before
-
     def _failed(
-        self, event: Event, exc: Exception, subjects: set[str], before: dict[str, dict[str, RacerState]]
+        self, event: Event, exc: Exception, subjects: set[str], before: dict[str, dict[str, LogSnapshot | None]]
     ) -> list[Effect]:
         self._out = []  # nothing half-done goes out
         rooms = sorted((subjects | self._touched) & set(self.rooms))

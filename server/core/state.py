@@ -119,6 +119,13 @@ LOG_TRANSITIONS: dict[LogState, frozenset[LogState]] = {
 }
 
 
+# A racer's write-ahead state, cheaply (no game): state, head, head_length, head_t, attempts,
+# last_failure, retry_at, give_up_at, queue. None: idle with nothing queued (the common case).
+LogSnapshot = tuple[
+    "LogState", "PendingMove | None", int, int, int, "str | None", "int | None", "int | None", tuple["PendingMove", ...]
+]
+
+
 @dataclass(slots=True)
 class RacerState:
     info: RacerInfo
@@ -154,6 +161,33 @@ class RacerState:
         """The in-memory game matches the store's log: nothing written, in doubt or unread."""
         return self.state in (LogState.IDLE, LogState.RETRYING)
 
+    def log_snapshot(self) -> LogSnapshot | None:
+        if self.state is LogState.IDLE and not self.queue:
+            return None
+        return (
+            self.state,
+            self.head,
+            self.head_length,
+            self.head_t,
+            self.attempts,
+            self.last_failure,
+            self.retry_at,
+            self.give_up_at,
+            tuple(self.queue),
+        )
+
+    def restore_log(self, snapshot: LogSnapshot | None) -> None:
+        """Put a snapshot's write-ahead state on this racer (rebuilt from the log: its game is the log's)."""
+        if snapshot is None:
+            return
+        (state, head, self.head_length, self.head_t, self.attempts, self.last_failure, self.retry_at,
+         self.give_up_at, queue) = snapshot  # fmt: skip
+        self.state, self.head = state, head
+        self.queue = deque(queue)
+        self.pending_ids = {q.id: q.move for q in queue if q.id is not None}
+        if head is not None and head.id is not None:
+            self.pending_ids[head.id] = head.move
+
     def move_to(self, state: LogState) -> None:
         if state not in LOG_TRANSITIONS[self.state]:
             change = f"{self.state.value} -> {state.value}"
@@ -169,7 +203,7 @@ class Loading:
     resumes: list[tuple[int, PlayerRecord, str]] = field(default_factory=list)  # connection, player, token
     rebuild: str | None = None  # why it was dropped from memory (then its members are resynchronised)
     members: list[str] = field(default_factory=list)  # members when dropped (told if the store has nothing)
-    racers: dict[str, RacerState] = field(default_factory=dict)  # write-ahead state carried over the rebuild
+    racers: dict[str, LogSnapshot | None] = field(default_factory=dict)  # write-ahead state carried over
     answered: set[str] = field(default_factory=set)  # racers whose write was answered meanwhile
 
 
