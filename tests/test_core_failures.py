@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from support import Client, Shell, eventually, fast_config, lobby, make_room, pid, racing, running_server
+from support import Client, SeededEntropy, Shell, eventually, fast_config, lobby, make_room, pid, racing, running_server
 
-from server.core import CoreConfig
+from server.core import CoreConfig, ServerCore
 from server.core.deadlines import Due
 from server.core.events import (
     DropRoom,
@@ -399,3 +399,42 @@ def test_a_move_whose_handler_raises_is_answered_internal_with_its_id(monkeypatc
     monkeypatch.undo()
     ok = shell.move(conns[0], 9, "stock>waste")  # nothing happened under id 9: it plays now
     assert isinstance(ok, p.MoveOk) and ok.seq == 1 and code in shell.core.rooms
+
+
+# ====================================================================== store reads are effects
+
+
+def test_a_resume_loads_its_room_from_the_store_through_an_effect() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    token = shell.welcome(conns[0]).token
+    shell.move(conns[0], 1, "stock>waste")
+    shell.core = ServerCore(shell.config, SeededEntropy(seed=2))  # a restart: same store, empty memory
+    shell.conns_of.clear()
+    start = len(shell.effects)
+    conn = shell.hello("Ann", token=token)
+    assert [e.code for e in shell.effects[start:] if isinstance(e, LoadRoom)] == [code]
+    welcome = shell.welcome(conn)
+    assert welcome.resumed and welcome.room == code
+    start_msg = shell.last(conn, p.RaceStart)
+    assert isinstance(start_msg, p.RaceStart) and start_msg.seq == 1
+
+
+def test_store_reads_that_fail_are_answered_store_unavailable() -> None:
+    shell = Shell()
+    conns, _code = lobby(shell, ("Ann",))
+    token = shell.welcome(conns[0]).token
+    shell.store_down = True
+    shell.send(conns[0], p.ListRooms())
+    assert shell.error(conns[0]).code == p.STORE_UNAVAILABLE
+    again = shell.hello("Ann", token=token)
+    assert shell.error(again).code == p.STORE_UNAVAILABLE and shell.core.conns[again] is None
+    other = shell.hello("Bob")
+    shell.send(other, p.Join(code="ZZZZZ"))
+    assert shell.error(other).code == p.STORE_UNAVAILABLE
+    shell.store_down = False
+    shell.send(other, p.Join(code="ZZZZZ"))
+    assert shell.error(other).code == p.UNKNOWN_ROOM
+    shell.send(other, p.ListRooms())
+    listing = shell.inbox[other][-1]
+    assert isinstance(listing, p.RoomList) and [r.host_name for r in listing.rooms] == ["Ann"]
