@@ -126,7 +126,6 @@ def test_moves_queued_behind_an_uncertain_write_wait_for_its_verdict() -> None:
     assert shell.held == []
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
     assert shell.held == [], "nothing queued behind the move in doubt is written before it"
-    assert all(m.id == 1 for m in shell.held)
     shell.hold_persists = False
     shell.advance(shell.config.store_outage_ms // 2)  # the retry comes after a back-off
     assert [e.id for e in shell.logs[(code, 1, ann)]] == [1, 2, 3], "moves land in the order sent"
@@ -149,8 +148,9 @@ def test_a_move_in_doubt_gets_a_definite_answer_within_the_outage_limit() -> Non
     # The store stays down: the log cannot be read. Within the outage limit, a definite answer.
     shell.advance(shell.config.store_outage_ms)
     got = replies(shell, conns[0])
-    assert isinstance(got.get(1), p.MoveRejected) and got[1].code == p.STORE_UNAVAILABLE
-    assert isinstance(got.get(2), p.MoveRejected) and got[2].code == p.STORE_UNAVAILABLE
+    first, second = got.get(1), got.get(2)
+    assert isinstance(first, p.MoveRejected) and first.code == p.STORE_UNAVAILABLE and "may or may not" in first.reason
+    assert isinstance(second, p.MoveRejected) and second.code == p.STORE_UNAVAILABLE
     shell.send(conns[0], p.Move(id=3, move="stock>waste"))
     assert isinstance(replies(shell, conns[0]).get(3), p.MoveRejected), "answered at once during the outage"
     shell.take(conns[0])
