@@ -87,7 +87,6 @@ DEALING: Final = "dealing"
 COUNTDOWN: Final = "countdown"
 RACING: Final = "racing"
 RESULTS: Final = "results"
-PHASES: Final = (LOBBY, DEALING, COUNTDOWN, RACING, RESULTS)
 
 # Roles in a room.
 RACER: Final = "racer"
@@ -294,6 +293,7 @@ class Error(msgspec.Struct, tag="error", tag_field="type", kw_only=True):
     code: str
     message: str
     ref: str | None = None  # the type of the message that caused it, when known
+    id: int | None = None  # the client's move id, when the error answers a move
 
 
 class Room(msgspec.Struct, tag="room", tag_field="type", kw_only=True):

@@ -9,28 +9,44 @@ blocked in a way the budgeted check cannot decide with a small budget (see its c
 from __future__ import annotations
 
 import functools
-import json
 import random
 from dataclasses import replace
 from pathlib import Path
 
 import engine_reference as ref
 import pytest
-from test_room_core import SeededEntropy, Shell, pid, racing
-from test_server_e2e import FAST, Client, fast_config, latest, make_room, running_server, start_race
-from test_winnable_rooms import room_phase, wait_for_file
+from support import (
+    BLOCKED_DEAL,
+    BLOCKED_MOVES,
+    BLOCKED_TINY,
+    BLOCKED_VECTOR,
+    FAST,
+    Client,
+    SeededEntropy,
+    Shell,
+    fast_config,
+    latest,
+    make_room,
+    pid,
+    racing,
+    room_phase,
+    running_server,
+    start_race,
+    wait_for_file,
+)
 from winnable_sources import gated_random_deal
 
 from server.core import CoreConfig, ServerCore
 from server.core.events import BlockedChecked, CheckBlocked, LogReloaded, MovePersistFailed
+from server.core.state import LogState
 from server.winnable import DealFinder, WinnableConfig, exact_blocked
 from shared import protocol as p
 from shared.engine import BLOCKED, BLOCKED_BUDGET, PLAYING, RESIGNED, Game, replay
 
-VECTOR = json.loads((Path(__file__).parent / "vectors_blocked.json").read_text())
-DEAL: int = VECTOR["deal"]
-MOVES: list[str] = VECTOR["moves"]
-TINY: int = VECTOR["test_budget"]  # no earlier position of the record is undecided with it
+VECTOR = BLOCKED_VECTOR
+DEAL: int = BLOCKED_DEAL
+MOVES: list[str] = BLOCKED_MOVES
+TINY: int = BLOCKED_TINY  # no earlier position of the record is undecided with it
 
 
 def vector_game(budget: int | None, entries: list[str] = MOVES) -> Game:
@@ -261,7 +277,7 @@ def test_an_answer_while_a_move_is_being_written_applies_once_it_lands() -> None
     shell.send(ann, p.Move(id=501, move="undo"))  # ... and one queued behind it
     answer(shell, check, True)
     racer = shell.core.rooms[code].race.racers[ann_id]  # type: ignore[union-attr]
-    assert racer.game.status == PLAYING and racer.inflight is not None  # the write decides first
+    assert racer.game.status == PLAYING and racer.state is LogState.WRITING  # the write decides first
     shell.hold_persists = False
     shell.release()
     assert racer.game.status == BLOCKED and racer.game.entries == [*MOVES, first]

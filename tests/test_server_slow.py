@@ -8,7 +8,7 @@ import asyncio
 import socket
 from dataclasses import replace
 
-from test_server_e2e import FAST, Client, fast_config, make_room, running_server, start_race, url
+from support import FAST, Client, fast_config, make_room, running_server, start_race, url
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 

@@ -18,9 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_blocked_pending import DEAL, MOVES, TINY
-from test_server_e2e import FAST, Client, fast_config, latest, make_room, running_server
-from test_winnable_rooms import room_phase, wait_for_file
+from support import BLOCKED_DEAL as DEAL
+from support import BLOCKED_MOVES as MOVES
+from support import BLOCKED_TINY as TINY
+from support import FAST, Client, fast_config, latest, make_room, room_phase, running_server, wait_for_file
 from winnable_sources import gated_random_deal
 
 from server.app import ServerConfig

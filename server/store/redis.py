@@ -261,14 +261,15 @@ class RedisStore(Store):
 
     # Players -----------------------------------------------------------------
 
-    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
+    async def put_player(self, player_id: str, token_hash: str, data: bytes, ttl_s: float | None = None) -> None:
         check_identifier("player id", player_id)
         check_identifier("token hash", token_hash)
         check_bytes("player data", data)
+        ttl_ms = self._player_ttl_ms if ttl_s is None else milliseconds(check_seconds(ttl_s) or 0.0)
         async with self._talking("put_player"):
             await self._put_player(
                 keys=[self.player_key(player_id), self.token_key(token_hash)],
-                args=[player_id, token_hash, data, self._player_ttl_ms, self.token_key("")],
+                args=[player_id, token_hash, data, ttl_ms, self.token_key("")],
             )
 
     async def get_player(self, player_id: str) -> bytes | None:
