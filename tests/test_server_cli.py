@@ -24,14 +24,14 @@ from shared import protocol as p
 async def hello_and_wait_for_shutdown(uri: str, proc: subprocess.Popen[str], ssl_context: Any = None) -> p.Shutdown:
     async with connect(uri, ssl=ssl_context) as ws:
         await ws.send(p.encode(p.Hello(v=1, name="Ann")))
-        welcome = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+        welcome = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 5))
         assert isinstance(welcome, p.Welcome)
         await ws.send(p.encode(p.CreateRoom()))
-        room = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+        room = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 5))
         assert isinstance(room, p.Room)
         proc.send_signal(signal.SIGTERM)
         while True:
-            msg = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+            msg = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 5))
             if isinstance(msg, p.Shutdown):
                 return msg
 
