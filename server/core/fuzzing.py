@@ -255,7 +255,8 @@ class EffectRunner:
         self.counts: Counter[str] = Counter()  # store outcomes worth a figure (rooms loaded, gone appends)
         self.now = START_MS
         self.live_conns: set[int] = set()
-        self.has_room: Callable[[str], bool] = lambda code: False  # the core's has_room (set by the driver)
+        self.core: ServerCore | None = None  # the core whose effects these are (set by the driver)
+        self.expiries: dict[str, tuple[int, int]] = {}  # room -> when its stored record expires, its race then
 
     # -------------------------------------------------------------- helpers
 
@@ -326,7 +327,11 @@ class EffectRunner:
             elif isinstance(effect, SetListed):
                 run_now(self.store.set_listed(effect.code, effect.listed))
             elif isinstance(effect, ExpireRoom):
-                run_now(self.store.expire_room(effect.code, effect.seconds))
+                # As server/app.py: a room live in this process (not showing results) never
+                # expires in the store; its expiry starts when it finishes or closes.
+                seconds = None if self._live(effect.code) else effect.seconds
+                run_now(self.store.expire_room(effect.code, seconds))
+                self._expiring(effect.code, seconds)
             elif isinstance(effect, ReloadLog):
                 self._later(partial(self._reload, effect))
             elif isinstance(effect, FindDeal):
@@ -343,6 +348,21 @@ class EffectRunner:
                 self.wakes.pop(effect.code, None)
             else:
                 assert_never(effect)
+
+    def _expiring(self, code: str, seconds: float | None) -> None:
+        room = self.core.rooms.get(code) if self.core is not None else None
+        if seconds is None or room is None or room.race is None:
+            self.expiries.pop(code, None)
+        else:
+            self.expiries[code] = (self.now + math.ceil(seconds * 1000), room.race.record.number)
+
+    def forgotten(self, now_ms: int) -> frozenset[tuple[str, int]]:
+        """(room, race) of the finished races whose stored room has expired by ``now_ms``."""
+        return frozenset((code, race) for code, (at, race) in self.expiries.items() if at <= now_ms)
+
+    def _live(self, code: str) -> bool:
+        summary = self.core.summary(code) if self.core is not None else None
+        return summary is not None and summary.phase != p.RESULTS
 
     def _persist(self, effect: PersistMove) -> None:
         code, race, pid = effect.code, effect.race, effect.player_id
@@ -407,7 +427,7 @@ class EffectRunner:
         for code in run_now(self.store.listed_rooms()):
             if len(codes) >= LIST_LIMIT:
                 break
-            if self.has_room(code):
+            if self.core is not None and self.core.has_room(code):
                 codes.append(code)
                 continue
             record = self._read_room(code)
@@ -648,14 +668,18 @@ class Invariants:
 
     # -------------------------------------------------------------- racers against their logs
 
-    def check_racers(self, full: bool = False) -> None:
+    def check_racers(self, full: bool = False, forgotten: frozenset[tuple[str, int]] = frozenset()) -> None:
         """Every racer with no write in flight: its game equals the replay of its stored log.
-        ``full``: replay every log from scratch with :func:`shared.engine.replay` (else incrementally)."""
+        ``full``: replay every log from scratch with :func:`shared.engine.replay` (else incrementally).
+        ``forgotten``: (room, race) of finished races whose stored room has expired since (the
+        room TTL runs from the results), and whose logs the store may no longer hold."""
         live: set[tuple[str, int, str]] = set()
         for code, room in self.core.rooms.items():
             race = room.race
             if race is None:
                 continue
+            if room.phase == p.RESULTS and (code, race.record.number) in forgotten:
+                continue  # its expiry ran from its results: the store may have forgotten its logs
             for pid, racer in race.racers.items():
                 key = (code, race.record.number, pid)
                 live.add(key)
@@ -1067,7 +1091,7 @@ class FuzzDriver:
     def _new_runner(self) -> EffectRunner:
         runner = EffectRunner(self.store, random.Random(self.rng.random()), self.faults, self._deliver)
         runner.now = self.clock_ms
-        runner.has_room = self.core.has_room
+        runner.core = self.core
         return runner
 
     # -------------------------------------------------------------- delivery
@@ -1148,6 +1172,7 @@ class FuzzDriver:
         old = self.runner
         self.runner = self._new_runner()
         self.runner.notes, self.runner.counts = old.notes, old.counts  # the campaign's figures go on
+        self.runner.expiries = old.expiries  # the store's expiries outlive the process
         self.invariants.reset_core(self.core)
         for slot in self.slots:
             slot.conn = None
@@ -1243,7 +1268,8 @@ class FuzzDriver:
         if self.trace is not None:
             self.trace.append(f"frame {self.first_frame + self.frames - 1} from conn {conn}: {frame.hex()}")
         self._on_frame(conn, frame)
-        self.invariants.check_racers(full=self.frames % self.full_replay_every == 0)
+        forgotten = self.runner.forgotten(self.clock_ms)
+        self.invariants.check_racers(full=self.frames % self.full_replay_every == 0, forgotten=forgotten)
         self.invariants.check_members()
         found, self.invariants.violations = self.invariants.violations, []
         return list(dict.fromkeys(found))  # one message to two connections breaks it once
@@ -1255,7 +1281,7 @@ class FuzzDriver:
                 break
             self.runner.release(len(self.runner.held))
             self.dispatch_pending()
-        self.invariants.check_racers(full=True)
+        self.invariants.check_racers(full=True, forgotten=self.runner.forgotten(self.clock_ms))
         found, self.invariants.violations = self.invariants.violations, []
         return found
 
