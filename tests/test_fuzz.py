@@ -12,6 +12,7 @@ fuzzer found, as regressions.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -264,8 +265,9 @@ def test_a_deeply_nested_frame_is_malformed_not_a_crash(nested: bytes) -> None:
     assert driver.counts["error:malformed"] == 1
 
 
-def replies(driver: FuzzDriver, conn: int, frame: dict[str, Any]) -> Iterator[p.ServerMessage]:
-    """Feed one frame and yield what ``conn`` got for it."""
+@contextmanager
+def inbox(driver: FuzzDriver, conn: int) -> Iterator[list[p.ServerMessage]]:
+    """What ``conn`` gets while the block runs."""
     got: list[p.ServerMessage] = []
     deliver = driver.runner.deliver
 
@@ -276,9 +278,15 @@ def replies(driver: FuzzDriver, conn: int, frame: dict[str, Any]) -> Iterator[p.
 
     driver.runner.deliver = record
     try:
-        assert driver.feed(conn, msgspec.msgpack.encode(frame)) == []
+        yield got
     finally:
         driver.runner.deliver = deliver
+
+
+def replies(driver: FuzzDriver, conn: int, frame: dict[str, Any]) -> Iterator[p.ServerMessage]:
+    """Feed one frame and yield what ``conn`` got for it."""
+    with inbox(driver, conn) as got:
+        assert driver.feed(conn, msgspec.msgpack.encode(frame)) == []
     yield from got
 
 
@@ -304,3 +312,15 @@ def test_a_room_closed_by_its_last_leaver_is_not_rebuilt_from_the_store() -> Non
 def run_store(store: MemoryStore, code: str) -> Any:
     loaded = run_now(store.load_room(code))
     return None if loaded is None else decode_room(loaded[0])
+
+
+def test_a_room_ttl_shorter_than_a_race_loses_no_accepted_move() -> None:
+    # Seed 11, frame 206 with a 90 s room TTL (the old core): the store dropped a racing room, the
+    # racers kept entries the store no longer had, and a move retried against the missing room for
+    # ever (a livelock). A live room's expiry now waits for its results (server/app.py), and a
+    # missing room is `gone`, not a conflict.
+    reproducer = run_campaign(207, seed=11, room_ttl_s=90, start_frame=206)
+    assert [f.describe() for f in reproducer.failures] == []
+    episode = run_campaign(5000, seed=11, room_ttl_s=90)
+    assert [f.describe() for f in episode.failures] == []
+    assert episode.stats.counts["note:race_results"] > 0 and episode.stats.counts["out:move_ok"] > 1000
