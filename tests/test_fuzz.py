@@ -324,3 +324,40 @@ def test_a_room_ttl_shorter_than_a_race_loses_no_accepted_move() -> None:
     episode = run_campaign(5000, seed=11, room_ttl_s=90)
     assert [f.describe() for f in episode.failures] == []
     assert episode.stats.counts["note:race_results"] > 0 and episode.stats.counts["out:move_ok"] > 1000
+
+
+def test_a_move_into_a_room_the_store_lost_closes_the_room() -> None:
+    # The `gone` path: the store lost a racing room (evicted, deleted by hand). The next move's
+    # append finds no such race; it is never acknowledged, nor retried, nor taken for a conflict:
+    # the room is rebuilt from the store, which has nothing, so it closes and its members are told.
+    driver = FuzzDriver("gone", faults=StoreFaults(), restart_chance=0.0)  # a store that never fails
+    list(replies(driver, 1, {"type": "hello", "v": 1, "name": "Ann"}))
+    list(replies(driver, 2, {"type": "hello", "v": 1, "name": "Bob"}))
+    room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
+    list(replies(driver, 2, {"type": "join", "code": room.code}))
+    list(replies(driver, 2, {"type": "ready", "ready": True}))
+    list(replies(driver, 1, {"type": "start"}))
+    driver.advance(2000)  # the countdown
+    race = driver.core.rooms[room.code].race
+    assert driver.core.rooms[room.code].phase == p.RACING and race is not None
+    ann = next(pid for pid in race.racers if driver.core.conns.get(1) == pid)
+    first = race.racers[ann].game.legal_moves()[0]
+    assert any(isinstance(m, p.MoveOk) for m in replies(driver, 1, {"type": "move", "id": 1, "move": first}))
+    run_now(driver.store.delete_room(room.code))
+    driver.runner.faults = StoreFaults(defer=1.0)  # the next append's answer is held back...
+    second = race.racers[ann].game.legal_moves()[0]
+    assert list(replies(driver, 1, {"type": "move", "id": 2, "move": second})) == []
+    assert list(replies(driver, 1, {"type": "move", "id": 3, "move": "undo"})) == []  # queued behind it
+    with inbox(driver, 1) as answer:
+        while driver.runner.held:  # ...and arrives (no such race), then the room's reload (nothing)
+            driver.runner.release(len(driver.runner.held))
+            driver.dispatch_pending()
+    # Every move gets one answer (docs/protocol.md): neither was played, and the room is gone.
+    rejected = {m.id: m.code for m in answer if isinstance(m, p.MoveRejected)}
+    assert rejected == {2: p.NOT_IN_ROOM, 3: p.NOT_IN_ROOM}, answer
+    assert not any(isinstance(m, p.MoveOk) for m in answer), answer
+    assert [m.reason for m in answer if isinstance(m, p.Kicked)] == ["gone"]
+    assert not driver.core.has_room(room.code)
+    assert driver.runner.counts["appends_gone"] == 1
+    assert driver.stats().counts["note:room_gone"] == 1
+    assert driver.finish() == []
