@@ -55,6 +55,7 @@ def test_a_short_stress_campaign_keeps_every_invariant() -> None:
     counts = result.stats.counts
     assert counts["restarts"] > 0 and counts["rooms_loaded"] > 0
     assert counts["fault:append_lost"] > 0 and counts["fault:append_uncertain"] > 0 and counts["fault:defer"] > 50
+    assert counts["fault:read_fails"] > 0 and counts["error:store_unavailable"] > 0  # token, room, list reads
     assert counts["out:move_ok"] > 300
 
 
