@@ -213,6 +213,18 @@ class HastyCore(ServerCore):
         return out
 
 
+class SilentCore(ServerCore):
+    """Never answers an illegal move: a client waits for ever for its answer."""
+
+    def handle(self, event: Event) -> list[Effect]:
+        effects = super().handle(event)
+        return [
+            e
+            for e in effects
+            if not (isinstance(e, Reply) and isinstance(e.message, p.MoveRejected) and e.message.code == p.ILLEGAL_MOVE)
+        ]
+
+
 class FragileCore(ServerCore):
     """Crashes on a kick of an unknown player."""
 
@@ -230,6 +242,7 @@ class FragileCore(ServerCore):
         (TellingCore, "leak", "deal number"),
         (HastyCore, "replay", "not the replay of its log"),
         (FragileCore, "exception", "KeyError"),
+        (SilentCore, "answer", "was never answered"),
     ],
 )
 def test_a_planted_bug_is_reported_with_a_reproducer(core: type[ServerCore], kind: str, words: str) -> None:

@@ -3,15 +3,19 @@
 Frames go through the real :func:`shared.protocol.decode_client` and the real
 :class:`~server.core.ServerCore`, from several fake connections (connection ids, no sockets);
 the core's effects are carried out against a real :class:`~server.store.memory.MemoryStore`, as
-server/app.py does (moves appended before they are acknowledged, logs reloaded, rooms saved and
-rebuilt from the store). After every frame three invariants are checked:
+server/app.py does (moves appended before they are acknowledged, logs reloaded, rooms saved, every
+store read the core asks for: token lookups, room loads, room lists). After every frame three
+invariants are checked, and a fourth at the end of each episode:
 
 1. no exception escapes the decoder, the core or the effects;
 2. every racer's in-memory game (position, entries, times, move ids, status) equals the
    replay of its stored log (:func:`shared.engine.replay`);
 3. no message sent to a client carries hidden information: no card its recipient may not
    see (stock order, buried reserve cards, another racer's board), no deal number or salt of
-   a race before its results, no resume token to another connection.
+   a race before its results, no resume token to another connection;
+4. every move gets exactly one answer (docs/protocol.md): at the end of an episode (every held
+   store answer released, a minute of timers fired), no move sent on a connection still open is
+   without its move_ok, move_rejected or error.
 
 Everything is deterministic given a seed: the frames, the fake clock, the core's entropy and the
 store faults. A campaign runs in *episodes* (a fresh store and core each, seeded from the
@@ -1087,6 +1091,9 @@ class FuzzDriver:
         self.trace: list[str] | None = None  # set to a list to record what happens (reproducers)
         self.last_frame = b""
         self.last_conn: int | None = None
+        # (connection, move id) -> the frame that sent it, until that connection gets its answer
+        # (move_ok, move_rejected, or an error with its id): every move gets one (docs/protocol.md).
+        self.unanswered: dict[tuple[int, int], int] = {}
 
     def _new_runner(self) -> EffectRunner:
         runner = EffectRunner(self.store, random.Random(self.rng.random()), self.faults, self._deliver)
@@ -1103,6 +1110,8 @@ class FuzzDriver:
         if isinstance(message, p.Error):
             self.counts[f"error:{message.code}"] += 1
         self.invariants.check_message(conn, player_id, message)
+        if conn is not None and isinstance(message, p.MoveOk | p.MoveRejected | p.Error):
+            self._answered(conn, message.id)
         if self.trace is not None:
             self.trace.append(f"  -> conn {conn} ({player_id}): {kind} {_short(message)}")
         slot = next((s for s in self.slots if s.conn == conn), None) if conn is not None else None
@@ -1113,6 +1122,10 @@ class FuzzDriver:
         elif isinstance(message, p.Room) and message.code not in self.codes:
             self.codes.append(message.code)
             del self.codes[:-30]
+
+    def _answered(self, conn: int, move_id: int | None) -> None:
+        if move_id is not None and self.unanswered.pop((conn, move_id), None) is not None:
+            self.counts["moves_answered"] += 1
 
     # -------------------------------------------------------------- events
 
@@ -1148,6 +1161,7 @@ class FuzzDriver:
         slot.conn = None
         self.runner.live_conns.discard(conn)
         self.runner.unbind(conn)
+        self.unanswered = {key: at for key, at in self.unanswered.items() if key[0] != conn}
         self.runner.events.append(Disconnected(conn, self.clock_ms))
 
     def advance(self, ms: int) -> None:
@@ -1174,6 +1188,7 @@ class FuzzDriver:
         self.runner.notes, self.runner.counts = old.notes, old.counts  # the campaign's figures go on
         self.runner.expiries = old.expiries  # the store's expiries outlive the process
         self.invariants.reset_core(self.core)
+        self.unanswered.clear()  # every connection dropped with the process
         for slot in self.slots:
             slot.conn = None
 
@@ -1192,6 +1207,8 @@ class FuzzDriver:
             self.runner.execute([Reply(conn, exc.to_message())])
             return
         self.counts[f"in:{p.message_type(msg)}"] += 1
+        if isinstance(msg, p.Move):
+            self.unanswered.setdefault((conn, msg.id), self.first_frame + self.frames - 1)
         # A resume, a join of a room not in memory and a room list are read from the store
         # through the core's effects (LookupToken, LoadRoom, ListRooms), like every store read.
         if isinstance(msg, p.Hello):
@@ -1276,14 +1293,26 @@ class FuzzDriver:
 
     def finish(self) -> list[str]:
         """Let every held store answer arrive and every timer fire, then check every log from scratch."""
+        self._settle()
+        # A minute more (past store_outage_ms and every back-off): every move sent has its answer.
+        for _ in range(60):
+            self.advance(1000)
+            self._settle()
+        for (conn, move_id), frame in sorted(self.unanswered.items(), key=lambda item: item[1]):
+            if conn in self.runner.live_conns:
+                self.invariants.violations.append(
+                    f"answer: move id {move_id} sent by conn {conn} in frame {frame} was never answered"
+                )
+        self.invariants.check_racers(full=True, forgotten=self.runner.forgotten(self.clock_ms))
+        found, self.invariants.violations = self.invariants.violations, []
+        return found
+
+    def _settle(self) -> None:
         for _ in range(100):
             if not self.runner.held:
                 break
             self.runner.release(len(self.runner.held))
             self.dispatch_pending()
-        self.invariants.check_racers(full=True, forgotten=self.runner.forgotten(self.clock_ms))
-        found, self.invariants.violations = self.invariants.violations, []
-        return found
 
     def stats(self) -> FuzzStats:
         counts = Counter(self.counts)
