@@ -375,3 +375,29 @@ def test_a_move_into_a_room_the_store_lost_closes_the_room() -> None:
     assert driver.runner.counts["appends_gone"] == 1
     assert driver.stats().counts["note:room_gone"] == 1
     assert driver.finish() == []
+
+
+def test_a_move_in_flight_when_its_room_closes_gets_its_answer() -> None:
+    # Seed 1, frame 869777 (invariant 4): the only racer sent a move, then left before the store
+    # answered; the room closed, the late MovePersisted found no room, and the move never got its
+    # one answer. Moves not decided when a room closes are now answered (move_rejected not_in_room).
+    reproducer = run_campaign(870000, seed=1, start_frame=869999)
+    assert [f.describe() for f in reproducer.failures] == []
+    driver = FuzzDriver("closing", faults=StoreFaults(), restart_chance=0.0)  # a store that never fails
+    list(replies(driver, 1, {"type": "hello", "v": 1, "name": "Ann"}))
+    room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
+    list(replies(driver, 1, {"type": "start"}))
+    driver.advance(2000)  # the countdown
+    race = driver.core.rooms[room.code].race
+    assert race is not None
+    ann = next(iter(race.racers))
+    driver.runner.faults = StoreFaults(defer=1.0)  # the append's answer is held back
+    first = race.racers[ann].game.legal_moves()[0]
+    assert list(replies(driver, 1, {"type": "move", "id": 1, "move": first})) == []
+    assert list(replies(driver, 1, {"type": "move", "id": 2, "move": "undo"})) == []  # queued behind it
+    answer = list(replies(driver, 1, {"type": "leave"}))
+    assert {m.id: m.code for m in answer if isinstance(m, p.MoveRejected)} == {1: p.NOT_IN_ROOM, 2: p.NOT_IN_ROOM}
+    assert any(isinstance(m, p.Left) for m in answer) and not driver.core.has_room(room.code)
+    with inbox(driver, 1) as late:
+        assert driver.finish() == []  # the held append lands: nothing more to say
+    assert not any(isinstance(m, p.MoveOk | p.MoveRejected) for m in late), late
