@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         "rooms_loaded",
         "ticks",
         "disconnects",
+        "moves_answered",
+        "appends_gone",
+        "note:room_gone",
     )
     for key in sorted(k for k in stats.counts if k.startswith(interesting)):
         print(f"  {key:<32} {stats.counts[key]:>10,}")

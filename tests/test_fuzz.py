@@ -12,6 +12,7 @@ fuzzer found, as regressions.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -54,6 +55,7 @@ def test_a_short_stress_campaign_keeps_every_invariant() -> None:
     counts = result.stats.counts
     assert counts["restarts"] > 0 and counts["rooms_loaded"] > 0
     assert counts["fault:append_lost"] > 0 and counts["fault:append_uncertain"] > 0 and counts["fault:defer"] > 50
+    assert counts["fault:read_fails"] > 0 and counts["error:store_unavailable"] > 0  # token, room, list reads
     assert counts["out:move_ok"] > 300
 
 
@@ -211,6 +213,18 @@ class HastyCore(ServerCore):
         return out
 
 
+class SilentCore(ServerCore):
+    """Never answers an illegal move: a client waits for ever for its answer."""
+
+    def handle(self, event: Event) -> list[Effect]:
+        effects = super().handle(event)
+        return [
+            e
+            for e in effects
+            if not (isinstance(e, Reply) and isinstance(e.message, p.MoveRejected) and e.message.code == p.ILLEGAL_MOVE)
+        ]
+
+
 class FragileCore(ServerCore):
     """Crashes on a kick of an unknown player."""
 
@@ -228,6 +242,7 @@ class FragileCore(ServerCore):
         (TellingCore, "leak", "deal number"),
         (HastyCore, "replay", "not the replay of its log"),
         (FragileCore, "exception", "KeyError"),
+        (SilentCore, "answer", "was never answered"),
     ],
 )
 def test_a_planted_bug_is_reported_with_a_reproducer(core: type[ServerCore], kind: str, words: str) -> None:
@@ -264,8 +279,9 @@ def test_a_deeply_nested_frame_is_malformed_not_a_crash(nested: bytes) -> None:
     assert driver.counts["error:malformed"] == 1
 
 
-def replies(driver: FuzzDriver, conn: int, frame: dict[str, Any]) -> Iterator[p.ServerMessage]:
-    """Feed one frame and yield what ``conn`` got for it."""
+@contextmanager
+def inbox(driver: FuzzDriver, conn: int) -> Iterator[list[p.ServerMessage]]:
+    """What ``conn`` gets while the block runs."""
     got: list[p.ServerMessage] = []
     deliver = driver.runner.deliver
 
@@ -276,9 +292,15 @@ def replies(driver: FuzzDriver, conn: int, frame: dict[str, Any]) -> Iterator[p.
 
     driver.runner.deliver = record
     try:
-        assert driver.feed(conn, msgspec.msgpack.encode(frame)) == []
+        yield got
     finally:
         driver.runner.deliver = deliver
+
+
+def replies(driver: FuzzDriver, conn: int, frame: dict[str, Any]) -> Iterator[p.ServerMessage]:
+    """Feed one frame and yield what ``conn`` got for it."""
+    with inbox(driver, conn) as got:
+        assert driver.feed(conn, msgspec.msgpack.encode(frame)) == []
     yield from got
 
 
@@ -304,3 +326,78 @@ def test_a_room_closed_by_its_last_leaver_is_not_rebuilt_from_the_store() -> Non
 def run_store(store: MemoryStore, code: str) -> Any:
     loaded = run_now(store.load_room(code))
     return None if loaded is None else decode_room(loaded[0])
+
+
+def test_a_room_ttl_shorter_than_a_race_loses_no_accepted_move() -> None:
+    # Seed 11, frame 206 with a 90 s room TTL (the old core): the store dropped a racing room, the
+    # racers kept entries the store no longer had, and a move retried against the missing room for
+    # ever (a livelock). A live room's expiry now waits for its results (server/app.py), and a
+    # missing room is `gone`, not a conflict.
+    reproducer = run_campaign(207, seed=11, room_ttl_s=90, start_frame=206)
+    assert [f.describe() for f in reproducer.failures] == []
+    episode = run_campaign(5000, seed=11, room_ttl_s=90)
+    assert [f.describe() for f in episode.failures] == []
+    assert episode.stats.counts["note:race_results"] > 0 and episode.stats.counts["out:move_ok"] > 1000
+
+
+def test_a_move_into_a_room_the_store_lost_closes_the_room() -> None:
+    # The `gone` path: the store lost a racing room (evicted, deleted by hand). The next move's
+    # append finds no such race; it is never acknowledged, nor retried, nor taken for a conflict:
+    # the room is rebuilt from the store, which has nothing, so it closes and its members are told.
+    driver = FuzzDriver("gone", faults=StoreFaults(), restart_chance=0.0)  # a store that never fails
+    list(replies(driver, 1, {"type": "hello", "v": 1, "name": "Ann"}))
+    list(replies(driver, 2, {"type": "hello", "v": 1, "name": "Bob"}))
+    room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
+    list(replies(driver, 2, {"type": "join", "code": room.code}))
+    list(replies(driver, 2, {"type": "ready", "ready": True}))
+    list(replies(driver, 1, {"type": "start"}))
+    driver.advance(2000)  # the countdown
+    race = driver.core.rooms[room.code].race
+    assert driver.core.rooms[room.code].phase == p.RACING and race is not None
+    ann = next(pid for pid in race.racers if driver.core.conns.get(1) == pid)
+    first = race.racers[ann].game.legal_moves()[0]
+    assert any(isinstance(m, p.MoveOk) for m in replies(driver, 1, {"type": "move", "id": 1, "move": first}))
+    run_now(driver.store.delete_room(room.code))
+    driver.runner.faults = StoreFaults(defer=1.0)  # the next append's answer is held back...
+    second = race.racers[ann].game.legal_moves()[0]
+    assert list(replies(driver, 1, {"type": "move", "id": 2, "move": second})) == []
+    assert list(replies(driver, 1, {"type": "move", "id": 3, "move": "undo"})) == []  # queued behind it
+    with inbox(driver, 1) as answer:
+        while driver.runner.held:  # ...and arrives (no such race), then the room's reload (nothing)
+            driver.runner.release(len(driver.runner.held))
+            driver.dispatch_pending()
+    # Every move gets one answer (docs/protocol.md): neither was played, and the room is gone.
+    rejected = {m.id: m.code for m in answer if isinstance(m, p.MoveRejected)}
+    assert rejected == {2: p.NOT_IN_ROOM, 3: p.NOT_IN_ROOM}, answer
+    assert not any(isinstance(m, p.MoveOk) for m in answer), answer
+    assert [m.reason for m in answer if isinstance(m, p.Kicked)] == ["gone"]
+    assert not driver.core.has_room(room.code)
+    assert driver.runner.counts["appends_gone"] == 1
+    assert driver.stats().counts["note:room_gone"] == 1
+    assert driver.finish() == []
+
+
+def test_a_move_in_flight_when_its_room_closes_gets_its_answer() -> None:
+    # Seed 1, frame 869777 (invariant 4): the only racer sent a move, then left before the store
+    # answered; the room closed, the late MovePersisted found no room, and the move never got its
+    # one answer. Moves not decided when a room closes are now answered (move_rejected not_in_room).
+    reproducer = run_campaign(870000, seed=1, start_frame=869999)
+    assert [f.describe() for f in reproducer.failures] == []
+    driver = FuzzDriver("closing", faults=StoreFaults(), restart_chance=0.0)  # a store that never fails
+    list(replies(driver, 1, {"type": "hello", "v": 1, "name": "Ann"}))
+    room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
+    list(replies(driver, 1, {"type": "start"}))
+    driver.advance(2000)  # the countdown
+    race = driver.core.rooms[room.code].race
+    assert race is not None
+    ann = next(iter(race.racers))
+    driver.runner.faults = StoreFaults(defer=1.0)  # the append's answer is held back
+    first = race.racers[ann].game.legal_moves()[0]
+    assert list(replies(driver, 1, {"type": "move", "id": 1, "move": first})) == []
+    assert list(replies(driver, 1, {"type": "move", "id": 2, "move": "undo"})) == []  # queued behind it
+    answer = list(replies(driver, 1, {"type": "leave"}))
+    assert {m.id: m.code for m in answer if isinstance(m, p.MoveRejected)} == {1: p.NOT_IN_ROOM, 2: p.NOT_IN_ROOM}
+    assert any(isinstance(m, p.Left) for m in answer) and not driver.core.has_room(room.code)
+    with inbox(driver, 1) as late:
+        assert driver.finish() == []  # the held append lands: nothing more to say
+    assert not any(isinstance(m, p.MoveOk | p.MoveRejected) for m in late), late

@@ -3,15 +3,19 @@
 Frames go through the real :func:`shared.protocol.decode_client` and the real
 :class:`~server.core.ServerCore`, from several fake connections (connection ids, no sockets);
 the core's effects are carried out against a real :class:`~server.store.memory.MemoryStore`, as
-server/app.py does (moves appended before they are acknowledged, logs reloaded, rooms saved and
-rebuilt from the store). After every frame three invariants are checked:
+server/app.py does (moves appended before they are acknowledged, logs reloaded, rooms saved, every
+store read the core asks for: token lookups, room loads, room lists). After every frame three
+invariants are checked, and a fourth at the end of each episode:
 
 1. no exception escapes the decoder, the core or the effects;
 2. every racer's in-memory game (position, entries, times, move ids, status) equals the
    replay of its stored log (:func:`shared.engine.replay`);
 3. no message sent to a client carries hidden information: no card its recipient may not
    see (stock order, buried reserve cards, another racer's board), no deal number or salt of
-   a race before its results, no resume token to another connection.
+   a race before its results, no resume token to another connection;
+4. every move gets exactly one answer (docs/protocol.md): at the end of an episode (every held
+   store answer released, a minute of timers fired), no move sent on a connection still open is
+   without its move_ok, move_rejected or error.
 
 Everything is deterministic given a seed: the frames, the fake clock, the core's entropy and the
 store faults. A campaign runs in *episodes* (a fresh store and core each, seeded from the
@@ -36,7 +40,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, assert_never
 
 import msgspec
 
@@ -45,7 +49,6 @@ from server.core.events import (
     BlockedChecked,
     CheckBlocked,
     ClientEvent,
-    Close,
     Connected,
     CreateRoomRecord,
     DealFound,
@@ -56,7 +59,10 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    ListRooms,
+    LoadRoom,
     LogReloaded,
+    LookupToken,
     MovePersisted,
     MovePersistFailed,
     Note,
@@ -68,17 +74,21 @@ from server.core.events import (
     Reply,
     RoomCreated,
     RoomCreateFailed,
+    RoomLoaded,
+    RoomsListed,
     SavePlayer,
     SaveRoom,
     Send,
     SetListed,
     Tick,
+    TokenLooked,
     Wake,
 )
-from server.core.machine import CoreConfig, Entropy, RacerState, ServerCore, summary_from_record
+from server.core.machine import CoreConfig, Entropy, ServerCore
 from server.core.records import (
     LogEntry,
     PlayerRecord,
+    RoomRecord,
     decode_entry,
     decode_player,
     decode_room,
@@ -86,6 +96,8 @@ from server.core.records import (
     hash_token,
     open_race_of,
 )
+from server.core.state import RacerState
+from server.store.base import AppendResult
 from server.store.memory import MemoryStore
 from shared import protocol as p
 from shared.cards import CARD_COUNT
@@ -95,6 +107,7 @@ T = TypeVar("T")
 
 START_MS: Final = 1_800_000_000_000  # the fake clock's start (server ms since the epoch)
 MAX_FRAME: Final = 4096  # server/app.py's ServerConfig.max_frame: larger frames close the connection (1009)
+LIST_LIMIT: Final = 100  # server/app.py's ServerConfig.list_limit: rooms in one room list
 EVENTS_PER_FRAME_LIMIT: Final = 20_000  # more events than this for one frame: the core is looping
 
 
@@ -206,19 +219,6 @@ class FuzzStats:
 # ---------------------------------------------------------------- effect execution (the shell's part)
 
 
-def persist_failed(code: str, race: int, player_id: str, reason: str, now: int) -> Event:
-    """MovePersistFailed for the reason a real shell would give: "uncertain" (the store did not
-    answer), "conflict" (the log length did not match) or "gone" (no such room or race). Built from
-    the event's own fields, so it fits both its ``conflict: bool`` and its ``reason`` form."""
-    names = {f.name for f in dataclasses.fields(MovePersistFailed)}
-    fields: dict[str, Any] = {"code": code, "race": race, "player_id": player_id, "now": now}
-    if "reason" in names:
-        fields["reason"] = reason
-    else:
-        fields["conflict"] = reason != "uncertain"
-    return MovePersistFailed(**fields)
-
-
 @dataclass
 class StoreFaults:
     """How often the store misbehaves (per call, 0..1), seeded by the runner's generator."""
@@ -228,6 +228,7 @@ class StoreFaults:
     append_foreign: float = 0.0  # another process appended this very entry first (a conflict)
     register_fails: float = 0.0
     create_fails: float = 0.0
+    read_fails: float = 0.0  # a token lookup, room load or room list gets no answer (failed=True)
     defer: float = 0.0  # a reply from the store is held back and arrives some frames later
     blocked_unknown: float = 0.0  # the worker's exact blocked check fails (None)
     no_deal: float = 0.0  # no winnable deal found within the budget
@@ -254,10 +255,12 @@ class EffectRunner:
         self.held: list[Callable[[], None]] = []
         self.player_conns: dict[str, list[int]] = {}
         self.wakes: dict[str, int] = {}
-        self.closing: list[int] = []  # connections the core closed: the driver disconnects them
         self.notes: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()  # store outcomes worth a figure (rooms loaded, gone appends)
         self.now = START_MS
         self.live_conns: set[int] = set()
+        self.core: ServerCore | None = None  # the core whose effects these are (set by the driver)
+        self.expiries: dict[str, tuple[int, int]] = {}  # room -> when its stored record expires, its race then
 
     # -------------------------------------------------------------- helpers
 
@@ -319,7 +322,8 @@ class EffectRunner:
             elif isinstance(effect, Note):
                 self.notes[effect.event] += 1
             elif isinstance(effect, SavePlayer):
-                run_now(self.store.put_player(effect.record.player_id, effect.token_hash, encode_record(effect.record)))
+                record = encode_record(effect.record)
+                run_now(self.store.put_player(effect.record.player_id, effect.token_hash, record, effect.ttl_s))
             elif isinstance(effect, RegisterPlayer):
                 self._later(partial(self._register, effect))
             elif isinstance(effect, CreateRoomRecord):
@@ -327,38 +331,123 @@ class EffectRunner:
             elif isinstance(effect, SetListed):
                 run_now(self.store.set_listed(effect.code, effect.listed))
             elif isinstance(effect, ExpireRoom):
-                run_now(self.store.expire_room(effect.code, effect.seconds))
+                # As server/app.py: a room live in this process (not showing results) never
+                # expires in the store; its expiry starts when it finishes or closes.
+                seconds = None if self._live(effect.code) else effect.seconds
+                run_now(self.store.expire_room(effect.code, seconds))
+                self._expiring(effect.code, seconds)
             elif isinstance(effect, ReloadLog):
                 self._later(partial(self._reload, effect))
             elif isinstance(effect, FindDeal):
                 self._later(partial(self._find_deal, effect))
             elif isinstance(effect, CheckBlocked):
                 self._later(partial(self._check_blocked, effect))
+            elif isinstance(effect, LookupToken):
+                self._later(partial(self._lookup_token, effect))
+            elif isinstance(effect, LoadRoom):
+                self._later(partial(self._load_room, effect))
+            elif isinstance(effect, ListRooms):
+                self._later(partial(self._list_rooms, effect))
             elif isinstance(effect, DropRoom):
                 self.wakes.pop(effect.code, None)
-            elif isinstance(effect, Close) and effect.conn in self.live_conns:
-                self.closing.append(effect.conn)
+            else:
+                assert_never(effect)
+
+    def _expiring(self, code: str, seconds: float | None) -> None:
+        room = self.core.rooms.get(code) if self.core is not None else None
+        if seconds is None or room is None or room.race is None:
+            self.expiries.pop(code, None)
+        else:
+            self.expiries[code] = (self.now + math.ceil(seconds * 1000), room.race.record.number)
+
+    def forgotten(self, now_ms: int) -> frozenset[tuple[str, int]]:
+        """(room, race) of the finished races whose stored room has expired by ``now_ms``."""
+        return frozenset((code, race) for code, (at, race) in self.expiries.items() if at <= now_ms)
+
+    def _live(self, code: str) -> bool:
+        summary = self.core.summary(code) if self.core is not None else None
+        return summary is not None and summary.phase != p.RESULTS
 
     def _persist(self, effect: PersistMove) -> None:
         code, race, pid = effect.code, effect.race, effect.player_id
         entry = encode_record(effect.entry)
         if self._fault("append_lost"):
-            self.events.append(persist_failed(code, race, pid, "uncertain", self.now))
+            self.events.append(MovePersistFailed(code, race, pid, "uncertain", self.now))
             return
         if self._fault("append_foreign"):
             # Another process (the same player's other connection) wrote this very entry first.
             run_now(self.store.append_move(code, race, pid, effect.expected_length, entry))
-        result: object = run_now(self.store.append_move(code, race, pid, effect.expected_length, entry))
-        name = getattr(result, "name", None)
-        if result is True or name == "APPENDED":
+        result = run_now(self.store.append_move(code, race, pid, effect.expected_length, entry))
+        if result is AppendResult.APPENDED:
             if self._fault("append_uncertain"):
-                self.events.append(persist_failed(code, race, pid, "uncertain", self.now))
+                self.events.append(MovePersistFailed(code, race, pid, "uncertain", self.now))
             else:
                 self.events.append(MovePersisted(code, race, pid, effect.expected_length + 1, self.now))
-        elif name == "NO_SUCH_RACE":
-            self.events.append(persist_failed(code, race, pid, "gone", self.now))
+        elif result is AppendResult.NO_SUCH_RACE:
+            self.counts["appends_gone"] += 1
+            self.events.append(MovePersistFailed(code, race, pid, "gone", self.now))
         else:
-            self.events.append(persist_failed(code, race, pid, "conflict", self.now))
+            self.events.append(MovePersistFailed(code, race, pid, "conflict", self.now))
+
+    def _lookup_token(self, effect: LookupToken) -> None:
+        """server/app.py's _lookup_token: the player record a resume token names."""
+        if self._fault("read_fails"):
+            self.events.append(TokenLooked(effect.conn, effect.token_hash, None, self.now, failed=True))
+            return
+        record: PlayerRecord | None = None
+        player_id = run_now(self.store.player_by_token(effect.token_hash))
+        data = run_now(self.store.get_player(player_id)) if player_id is not None else None
+        if data is not None:
+            try:
+                record = decode_player(data)
+            except msgspec.DecodeError:
+                record = None
+        self.events.append(TokenLooked(effect.conn, effect.token_hash, record, self.now))
+
+    def _load_room(self, effect: LoadRoom) -> None:
+        """server/app.py's _load_room: a room's record and its current race's logs. A load that
+        the shell retries until the store answers (``once`` False) never fails here."""
+        code = effect.code
+        if effect.once and self._fault("read_fails"):
+            self.events.append(RoomLoaded(code, None, {}, self.now, failed=True))
+            return
+        record = self._read_room(code)
+        logs: dict[str, list[LogEntry]] = {}
+        if record is not None and record.race is not None and record.members and not record.closed:
+            for racer in record.race.racers:
+                raw = run_now(self.store.load_moves(code, record.race.number, racer.player_id))
+                logs[racer.player_id] = decode_entries(raw)
+        if record is not None:
+            self.counts["rooms_loaded"] += 1
+        self.events.append(RoomLoaded(code, record, logs, self.now))
+
+    def _list_rooms(self, effect: ListRooms) -> None:
+        """server/app.py's _list_rooms: the listed codes, and the records of rooms the core does not hold."""
+        if self._fault("read_fails"):
+            self.events.append(RoomsListed(effect.conn, [], {}, self.now, failed=True))
+            return
+        codes: list[str] = []
+        records: dict[str, RoomRecord] = {}
+        for code in run_now(self.store.listed_rooms()):
+            if len(codes) >= LIST_LIMIT:
+                break
+            if self.core is not None and self.core.has_room(code):
+                codes.append(code)
+                continue
+            record = self._read_room(code)
+            if record is not None and record.members and not record.closed:
+                codes.append(code)
+                records[code] = record
+        self.events.append(RoomsListed(effect.conn, codes, records, self.now))
+
+    def _read_room(self, code: str) -> RoomRecord | None:
+        loaded = run_now(self.store.load_room(code))
+        if loaded is None:
+            return None
+        try:
+            return decode_room(loaded[0])
+        except msgspec.DecodeError:
+            return None
 
     def _reload(self, effect: ReloadLog) -> None:
         raw = run_now(self.store.load_moves(effect.code, effect.race, effect.player_id))
@@ -369,7 +458,8 @@ class EffectRunner:
         if self._fault("register_fails"):
             self.events.append(RegisterFailed(effect.conn, self.now))
             return
-        run_now(self.store.put_player(effect.record.player_id, effect.token_hash, encode_record(effect.record)))
+        data = encode_record(effect.record)
+        run_now(self.store.put_player(effect.record.player_id, effect.token_hash, data, effect.ttl_s))
         self.events.append(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
 
     def _create_room(self, effect: CreateRoomRecord) -> None:
@@ -582,19 +672,23 @@ class Invariants:
 
     # -------------------------------------------------------------- racers against their logs
 
-    def check_racers(self, full: bool = False) -> None:
+    def check_racers(self, full: bool = False, forgotten: frozenset[tuple[str, int]] = frozenset()) -> None:
         """Every racer with no write in flight: its game equals the replay of its stored log.
-        ``full``: replay every log from scratch with :func:`shared.engine.replay` (else incrementally)."""
+        ``full``: replay every log from scratch with :func:`shared.engine.replay` (else incrementally).
+        ``forgotten``: (room, race) of finished races whose stored room has expired since (the
+        room TTL runs from the results), and whose logs the store may no longer hold."""
         live: set[tuple[str, int, str]] = set()
         for code, room in self.core.rooms.items():
             race = room.race
             if race is None:
                 continue
+            if room.phase == p.RESULTS and (code, race.record.number) in forgotten:
+                continue  # its expiry ran from its results: the store may have forgotten its logs
             for pid, racer in race.racers.items():
                 key = (code, race.record.number, pid)
                 live.add(key)
-                if racer.inflight is not None or racer.reloading:
-                    continue  # a write or a reload under way: the log may be one ahead
+                if not racer.settled:
+                    continue  # a write, a re-read or an outage under way: the log may be one ahead
                 self._check_racer(key, racer, race.record.deal, race.record.undo, full)
         for key in [k for k in self._replays if k not in live]:
             del self._replays[key]
@@ -997,10 +1091,14 @@ class FuzzDriver:
         self.trace: list[str] | None = None  # set to a list to record what happens (reproducers)
         self.last_frame = b""
         self.last_conn: int | None = None
+        # (connection, move id) -> the frame that sent it, until that connection gets its answer
+        # (move_ok, move_rejected, or an error with its id): every move gets one (docs/protocol.md).
+        self.unanswered: dict[tuple[int, int], int] = {}
 
     def _new_runner(self) -> EffectRunner:
         runner = EffectRunner(self.store, random.Random(self.rng.random()), self.faults, self._deliver)
         runner.now = self.clock_ms
+        runner.core = self.core
         return runner
 
     # -------------------------------------------------------------- delivery
@@ -1012,6 +1110,8 @@ class FuzzDriver:
         if isinstance(message, p.Error):
             self.counts[f"error:{message.code}"] += 1
         self.invariants.check_message(conn, player_id, message)
+        if conn is not None and isinstance(message, p.MoveOk | p.MoveRejected | p.Error):
+            self._answered(conn, message.id)
         if self.trace is not None:
             self.trace.append(f"  -> conn {conn} ({player_id}): {kind} {_short(message)}")
         slot = next((s for s in self.slots if s.conn == conn), None) if conn is not None else None
@@ -1022,6 +1122,10 @@ class FuzzDriver:
         elif isinstance(message, p.Room) and message.code not in self.codes:
             self.codes.append(message.code)
             del self.codes[:-30]
+
+    def _answered(self, conn: int, move_id: int | None) -> None:
+        if move_id is not None and self.unanswered.pop((conn, move_id), None) is not None:
+            self.counts["moves_answered"] += 1
 
     # -------------------------------------------------------------- events
 
@@ -1043,9 +1147,6 @@ class FuzzDriver:
             self.events += 1
             self.invariants.secrets_changed()
             self.runner.execute(effects)
-            for conn in self.runner.closing:
-                self._disconnect_conn(conn)
-            self.runner.closing.clear()
 
     def _connect(self, slot: Slot) -> None:
         self._next_conn += 1
@@ -1060,6 +1161,7 @@ class FuzzDriver:
         slot.conn = None
         self.runner.live_conns.discard(conn)
         self.runner.unbind(conn)
+        self.unanswered = {key: at for key, at in self.unanswered.items() if key[0] != conn}
         self.runner.events.append(Disconnected(conn, self.clock_ms))
 
     def advance(self, ms: int) -> None:
@@ -1081,48 +1183,16 @@ class FuzzDriver:
         drops, every store answer in flight is lost, rooms are rebuilt from the store on demand."""
         self.counts["restarts"] += 1
         self.core = self.core_factory(self.config, self.entropy)
+        old = self.runner
         self.runner = self._new_runner()
+        self.runner.notes, self.runner.counts = old.notes, old.counts  # the campaign's figures go on
+        self.runner.expiries = old.expiries  # the store's expiries outlive the process
         self.invariants.reset_core(self.core)
+        self.unanswered.clear()  # every connection dropped with the process
         for slot in self.slots:
             slot.conn = None
 
     # -------------------------------------------------------------- the shell's frame handling
-
-    def _ensure_room(self, code: str) -> None:
-        """server/app.py's _ensure_room: load a room this core does not hold from the store."""
-        if self.core.has_room(code):
-            return
-        loaded = run_now(self.store.load_room(code))
-        if loaded is None:
-            return
-        try:
-            record = decode_room(loaded[0])
-        except msgspec.DecodeError:
-            return
-        logs: dict[str, list[LogEntry]] = {}
-        if record.race is not None:
-            for racer in record.race.racers:
-                raw = run_now(self.store.load_moves(code, record.race.number, racer.player_id))
-                logs[racer.player_id] = decode_entries(raw)
-        if not record.members:
-            return
-        self.counts["rooms_loaded"] += 1
-        self.runner.execute(self.core.load_room(record, logs, self.clock_ms))
-        self.invariants.secrets_changed()
-        self.dispatch_pending()
-
-    def _room_list(self) -> list[p.RoomSummary]:
-        rooms: list[p.RoomSummary] = []
-        for code in run_now(self.store.listed_rooms())[:100]:
-            summary = self.core.summary(code)
-            if summary is None:
-                loaded = run_now(self.store.load_room(code))
-                if loaded is None:
-                    continue
-                summary = summary_from_record(decode_room(loaded[0]))
-            if summary.racers + summary.spectators:
-                rooms.append(summary)
-        return rooms
 
     def _on_frame(self, conn: int, frame: bytes) -> None:
         if len(frame) > MAX_FRAME:
@@ -1137,27 +1207,14 @@ class FuzzDriver:
             self.runner.execute([Reply(conn, exc.to_message())])
             return
         self.counts[f"in:{p.message_type(msg)}"] += 1
+        if isinstance(msg, p.Move):
+            self.unanswered.setdefault((conn, msg.id), self.first_frame + self.frames - 1)
+        # A resume, a join of a room not in memory and a room list are read from the store
+        # through the core's effects (LookupToken, LoadRoom, ListRooms), like every store read.
         if isinstance(msg, p.Hello):
-            resume: PlayerRecord | None = None
-            unknown = False
-            if msg.token is not None and self.core.conns.get(conn) is None and msg.v == p.PROTOCOL_VERSION:
-                pid = run_now(self.store.player_by_token(hash_token(msg.token)))
-                data = run_now(self.store.get_player(pid)) if pid is not None else None
-                if data is not None:
-                    resume = decode_player(data)
-                unknown = resume is None
-                if resume is not None and resume.room is not None:
-                    self._ensure_room(resume.room)
-            self.dispatch(HelloEvent(conn, msg, self.clock_ms, resume, unknown))
-            return
-        if isinstance(msg, p.ListRooms) and self.core.conns.get(conn) is not None:
-            self.runner.execute([Reply(conn, p.RoomList(rooms=self._room_list()))])
-            return
-        if isinstance(msg, p.Join) and self.core.conns.get(conn) is not None:
-            code = p.normalize_room_code(msg.code)
-            if p.is_room_code(code):
-                self._ensure_room(code)
-        self.dispatch(ClientEvent(conn, msg, self.clock_ms))
+            self.dispatch(HelloEvent(conn, msg, self.clock_ms))
+        else:
+            self.dispatch(ClientEvent(conn, msg, self.clock_ms))
 
     def dispatch_pending(self) -> None:
         queue = list(self.runner.events)
@@ -1228,24 +1285,38 @@ class FuzzDriver:
         if self.trace is not None:
             self.trace.append(f"frame {self.first_frame + self.frames - 1} from conn {conn}: {frame.hex()}")
         self._on_frame(conn, frame)
-        self.invariants.check_racers(full=self.frames % self.full_replay_every == 0)
+        forgotten = self.runner.forgotten(self.clock_ms)
+        self.invariants.check_racers(full=self.frames % self.full_replay_every == 0, forgotten=forgotten)
         self.invariants.check_members()
         found, self.invariants.violations = self.invariants.violations, []
         return list(dict.fromkeys(found))  # one message to two connections breaks it once
 
     def finish(self) -> list[str]:
         """Let every held store answer arrive and every timer fire, then check every log from scratch."""
+        self._settle()
+        # A minute more (past store_outage_ms and every back-off): every move sent has its answer.
+        for _ in range(60):
+            self.advance(1000)
+            self._settle()
+        for (conn, move_id), frame in sorted(self.unanswered.items(), key=lambda item: item[1]):
+            if conn in self.runner.live_conns:
+                self.invariants.violations.append(
+                    f"answer: move id {move_id} sent by conn {conn} in frame {frame} was never answered"
+                )
+        self.invariants.check_racers(full=True, forgotten=self.runner.forgotten(self.clock_ms))
+        found, self.invariants.violations = self.invariants.violations, []
+        return found
+
+    def _settle(self) -> None:
         for _ in range(100):
             if not self.runner.held:
                 break
             self.runner.release(len(self.runner.held))
             self.dispatch_pending()
-        self.invariants.check_racers(full=True)
-        found, self.invariants.violations = self.invariants.violations, []
-        return found
 
     def stats(self) -> FuzzStats:
         counts = Counter(self.counts)
+        counts.update(self.runner.counts)
         for note, n in self.runner.notes.items():
             counts[note if note.startswith("fault:") else f"note:{note}"] += n
         return FuzzStats(
@@ -1271,6 +1342,7 @@ def stress_faults() -> StoreFaults:
         append_foreign=0.05,
         register_fails=0.05,
         create_fails=0.05,
+        read_fails=0.05,
         defer=0.3,
         blocked_unknown=0.2,
         no_deal=0.3,
@@ -1284,6 +1356,7 @@ def default_faults() -> StoreFaults:
         append_foreign=0.01,
         register_fails=0.01,
         create_fails=0.01,
+        read_fails=0.01,
         defer=0.08,
         blocked_unknown=0.05,
         no_deal=0.2,

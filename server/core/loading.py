@@ -111,6 +111,15 @@ class LoadingMixin(CoreBase):
     def _room_gone(self, code: str, loading: Loading, now: int) -> None:
         """A dropped room the store no longer has: its members are told, and it is forgotten."""
         self._note("room_gone", room=code, level="warning")
+        why = "your room is gone from the store (it expired or was deleted): this move was not played"
+        for snapshot in loading.racers.values():
+            if snapshot is None:
+                continue
+            head, queue = snapshot[1], snapshot[8]
+            for pending in (*((head,) if head is not None else ()), *queue):
+                # Every move gets one answer (docs/protocol.md): the head's write found no room.
+                if pending.id is not None and pending.conn is not None and pending.conn in self.conns:
+                    self._reply(pending.conn, p.MoveRejected(id=pending.id, code=p.NOT_IN_ROOM, reason=why))
         for pid in loading.members:
             player = self.players.get(pid)
             if player is None or player.room != code:

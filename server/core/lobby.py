@@ -372,6 +372,12 @@ class LobbyMixin(CoreBase):
             self._note("host_passed", room=room.code, host=room.host)
 
     def _close_room(self, room: RoomState, reason: str | None) -> None:
+        if room.race is not None:
+            # Every move gets one answer (docs/protocol.md): those not decided yet never will be.
+            why = "the room closed before this move was decided: it counts for nothing"
+            for racer in room.race.racers.values():
+                for pending in (*((racer.head,) if racer.head is not None else ()), *racer.queue):
+                    self._reject(racer, pending, p.NOT_IN_ROOM, why)
         for pid, member in list(room.members.items()):
             self._save_player(pid, None, member.name, member.bot, member.token_hash)
             if reason is not None:
