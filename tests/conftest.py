@@ -7,3 +7,4 @@ from redis_fixture import (  # noqa: F401  (fixtures, registered by being import
     redis_server_factory,
     redis_url,
 )
+from redis_cluster_fixture import redis_cluster, redis_cluster_url  # noqa: F401  (fixtures, as above)

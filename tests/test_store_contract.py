@@ -21,7 +21,7 @@ from server.store.base import DEFAULT_FINISHED_ROOM_TTL, AppendRequest, AppendRe
 
 APPENDED, LENGTH_MISMATCH, NO_SUCH_RACE = AppendResult.APPENDED, AppendResult.LENGTH_MISMATCH, AppendResult.NO_SUCH_RACE
 
-IMPLEMENTATIONS = ["memory", "redis"]
+IMPLEMENTATIONS = ["memory", "redis", "cluster"]  # cluster: three masters, tests/redis_cluster_fixture.py
 
 StoreFactory = Callable[..., Awaitable[Store]]
 
@@ -40,7 +40,8 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFacto
                 memory.append(MemoryStore(**options))
             store = memory[0]
         else:
-            store = RedisStore(request.getfixturevalue("redis_url"), namespace="contract", **options)
+            url = request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
+            store = RedisStore(url, namespace="contract", **options)
         made.append(store)
         return store
 
