@@ -1,5 +1,6 @@
 """Shared fixtures. The real-Redis fixtures live in ``redis_fixture.py`` (importable from test files)."""
 
+from redis_cluster_fixture import redis_cluster, redis_cluster_url  # noqa: F401  (the cluster fixtures)
 from redis_fixture import (  # noqa: F401  (fixtures, registered by being imported here)
     own_redis_server,
     persistent_redis_server,
@@ -7,4 +8,3 @@ from redis_fixture import (  # noqa: F401  (fixtures, registered by being import
     redis_server_factory,
     redis_url,
 )
-from redis_cluster_fixture import redis_cluster, redis_cluster_url  # noqa: F401  (fixtures, as above)
