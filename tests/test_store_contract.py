@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis_fixture import RedisServer
+from redis_fixture import RedisServer, free_port
 
 from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
 from server.store.base import DEFAULT_FINISHED_ROOM_TTL, AppendRequest, AppendResult
@@ -673,5 +673,93 @@ async def test_a_batch_to_a_stopped_redis_reports_every_entry_unknown(own_redis_
         )
         assert len(results) == 2 and all(isinstance(r, StoreUnavailable) for r in results), results
         assert "cannot reach Redis" in str(results[0])
+    finally:
+        await store.close()
+
+
+# Redis and the cluster: what makes the scripts single-slot ---------------------------------------
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def any_redis_url(request: pytest.FixtureRequest) -> str:
+    url: str = request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
+    return url
+
+
+async def test_a_token_the_player_record_does_not_name_is_no_token(any_redis_url: str) -> None:
+    """put_player writes the token's key, then the player's record, then retires the old token:
+    three slots on a cluster. A put stopped after its first step leaves a token key behind that
+    must not authenticate anyone; one stopped before retiring leaves an old token that must not."""
+    store = RedisStore(any_redis_url, namespace="steps")
+    try:
+        await store.put_player("p1", "current", b"v1")
+        await store._redis.set(store.token_key("half-written"), "p1")  # step one of a put that stopped
+        await store._redis.set(store.token_key("retired"), "p1")  # a retirement that never happened
+        assert await store.player_by_token("half-written") is None
+        assert await store.player_by_token("retired") is None
+        assert await store.player_by_token("current") == "p1"
+        await store.put_player("p1", "half-written", b"v2")  # the put completed later: now it counts
+        assert await store.player_by_token("half-written") == "p1"
+        assert await store.player_by_token("current") is None
+        assert await store._redis.exists(store.token_key("current")) == 0  # retired, not just ignored
+    finally:
+        await store.close()
+
+
+async def test_pruning_a_gone_room_keeps_a_room_listed_again_since(any_redis_url: str) -> None:
+    """listed_rooms prunes codes whose room is gone, but the room may be created and listed again
+    between its look and its prune (other slots, so no one script can check): the new listing stays."""
+    store = RedisStore(any_redis_url, namespace="prune")
+    try:
+        assert await store.create_room("OLD", b"x")
+        await store.set_listed("OLD", True)
+        await store._redis.delete(store.room_key("OLD"))  # gone without delete_room, as by expiry
+        stale = await store._redis.zscore(store._listed_key, "OLD")
+        assert await store.create_room("OLD", b"again")
+        await store.set_listed("OLD", True)  # listed anew: a later score
+        assert await store._redis.zscore(store._listed_key, "OLD") != stale
+        await store._prune_listed(keys=[store._listed_key], args=["OLD", repr(stale)])  # the late prune
+        assert await store.listed_rooms() == ["OLD"]
+        await store._redis.delete(store.room_key("OLD"))
+        assert await store.listed_rooms() == []  # and a truly gone room is pruned
+        assert await store._redis.zcard(store._listed_key) == 0
+    finally:
+        await store.close()
+
+
+async def test_rooms_spread_over_the_cluster_s_masters(redis_cluster: Any, redis_cluster_url: str) -> None:
+    store = RedisStore(redis_cluster_url, namespace="spread")
+    codes = [f"R{index}" for index in range(12)]
+    try:
+        for code in codes:
+            assert await store.create_room(code, code.encode(), open_race=0)
+            await store.set_listed(code, True)
+            assert await store.append_moves([AppendRequest(code, 0, "p1", 0, b"m")]) == [APPENDED]
+        assert await store.listed_rooms() == codes
+        # Twelve hash tags on three masters: each master holds some (all on one: odds of 3 in 3^12).
+        assert all(node.command("DBSIZE") for node in redis_cluster.nodes)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "fault"),
+    [
+        ("redis+cluster://", "no host"),
+        ("redis+cluster://racer:hunter2@127.0.0.1:7000/3", "db"),
+        ("redis+cluster://127.0.0.1:port", "integer"),
+    ],
+)
+def test_a_bad_cluster_url_is_a_clear_error_without_its_password(url: str, fault: str) -> None:
+    with pytest.raises(ValueError, match="bad Redis Cluster URL") as refused:
+        RedisStore(url)
+    assert fault in str(refused.value) and "hunter2" not in str(refused.value)
+
+
+async def test_an_unreachable_cluster_raises_store_unavailable() -> None:
+    store = open_store(f"redis+cluster://127.0.0.1:{free_port()}", connect_timeout=0.5, retries=0)
+    try:
+        with pytest.raises(StoreUnavailable, match=r"Redis Cluster at redis\+cluster://127\.0\.0\.1"):
+            await store.ping()
     finally:
         await store.close()

@@ -206,14 +206,22 @@ class RedisStore(Store):
             scheme, rest = url.split("://", 1)
             # The cluster client keeps a pool per node and finds the nodes from this one (CLUSTER
             # SLOTS); it follows MOVED/ASK redirections and re-reads the map after a failover.
-            self._redis = RedisCluster.from_url(
-                f"{CLUSTER_SCHEMES[scheme]}://{rest}",
-                max_connections=max_connections,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=connect_timeout,
-                retry=retry,
-                **redis_options,
-            )
+            try:
+                if not urlsplit(url).hostname:
+                    raise ValueError("no host")
+                self._redis = RedisCluster.from_url(
+                    f"{CLUSTER_SCHEMES[scheme]}://{rest}",
+                    max_connections=max_connections,
+                    socket_timeout=socket_timeout,
+                    socket_connect_timeout=connect_timeout,
+                    retry=retry,
+                    **redis_options,
+                )
+            except (ValueError, redis.exceptions.RedisClusterException) as error:
+                raise ValueError(
+                    f"bad Redis Cluster URL {self._where}: expected {scheme}://[user:password@]host:port "
+                    f"naming any node of the cluster, database 0 ({error})"
+                ) from None
         else:
             # A blocking pool: past max_connections, a command waits (up to socket_timeout) for a free
             # connection. redis-py's default pool fails it at once ("Too many connections"), which under
@@ -271,6 +279,8 @@ class RedisStore(Store):
             raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
         except redis.exceptions.RedisError as error:
             raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
+        except redis.exceptions.RedisClusterException as error:  # no node reachable, a slot not covered...
+            raise StoreUnavailable(f"the Redis Cluster at {self._where} failed {operation}: {error}") from error
         except (OSError, TimeoutError) as error:
             raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
 
