@@ -763,3 +763,15 @@ async def test_an_unreachable_cluster_raises_store_unavailable() -> None:
             await store.ping()
     finally:
         await store.close()
+
+
+async def test_a_busy_cluster_store_queues_past_its_connections_instead_of_failing(redis_cluster_url: str) -> None:
+    store = RedisStore(redis_cluster_url, namespace="busy", max_connections=2)
+    try:
+        codes = [f"B{index}" for index in range(8)]
+        for code in codes:
+            assert await store.create_room(code, b"x", open_race=0)
+        appends = [store.append_move(code, 0, f"p{racer}", 0, b"m") for code in codes for racer in range(10)]
+        assert await asyncio.gather(*appends) == [APPENDED] * len(appends)
+    finally:
+        await store.close()

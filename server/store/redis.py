@@ -20,6 +20,7 @@ Keys (``ns`` is the namespace, ``{code}`` a Redis Cluster hash tag, so one room'
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -236,6 +237,8 @@ class RedisStore(Store):
                 **redis_options,
             )
             self._redis = aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
+        self._permits = asyncio.Semaphore(max_connections) if self.cluster else None
+        self._permit_timeout = socket_timeout
         self._closed = False
         self._append_move = self._redis.register_script(APPEND_MOVE)
         self._create_room = self._redis.register_script(CREATE_ROOM)
@@ -271,18 +274,43 @@ class RedisStore(Store):
         """Turn every way Redis can fail us into StoreUnavailable, with a message saying where and what."""
         if self._closed:
             raise StoreUnavailable(f"the Redis store for {self._where} is closed ({operation})")
+        async with self._cluster_permit(operation):
+            try:
+                yield
+            except redis.exceptions.TimeoutError as error:
+                raise StoreUnavailable(
+                    f"Redis at {self._where} did not answer in time ({operation}): {error}"
+                ) from error
+            except redis.exceptions.ConnectionError as error:
+                raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
+            except redis.exceptions.RedisError as error:
+                raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
+            except redis.exceptions.RedisClusterException as error:  # no node reachable, a slot not covered...
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} failed {operation}: {error}") from error
+            except (OSError, TimeoutError) as error:
+                raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
+
+    @asynccontextmanager
+    async def _cluster_permit(self, operation: str) -> AsyncIterator[None]:
+        """On a cluster, one of max_connections permits per store operation. The cluster client's
+        per-node pools fail at once when full (MaxConnectionsError), where the one-Redis store's
+        blocking pool waits; an operation uses at most one connection per node at a time, so
+        bounding the operations bounds every node's pool, and a full store waits as on one Redis."""
+        if self._permits is None:
+            yield
+            return
+        try:
+            async with asyncio.timeout(self._permit_timeout):
+                await self._permits.acquire()
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"no free connection to the Redis Cluster at {self._where} "
+                f"within {self._permit_timeout} s ({operation})"
+            ) from None
         try:
             yield
-        except redis.exceptions.TimeoutError as error:
-            raise StoreUnavailable(f"Redis at {self._where} did not answer in time ({operation}): {error}") from error
-        except redis.exceptions.ConnectionError as error:
-            raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
-        except redis.exceptions.RedisError as error:
-            raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
-        except redis.exceptions.RedisClusterException as error:  # no node reachable, a slot not covered...
-            raise StoreUnavailable(f"the Redis Cluster at {self._where} failed {operation}: {error}") from error
-        except (OSError, TimeoutError) as error:
-            raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
+        finally:
+            self._permits.release()
 
     async def ping(self) -> None:
         async with self._talking("ping"):
