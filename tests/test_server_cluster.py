@@ -1,12 +1,17 @@
 """The server on a three-master Redis Cluster (tests/redis_cluster_fixture.py): the same race as on
 one Redis, and a server killed mid-race whose racers resume on a fresh process, all through the
-real ``plot-server --redis redis+cluster://...`` and real WebSocket clients."""
+real ``plot-server --redis redis+cluster://...`` and real WebSocket clients; and bench/cluster_bench.py
+runs (its figures are in docs/scaling.md, never asserted here)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import test_server_e2e as one_redis
@@ -103,3 +108,16 @@ async def test_server_killed_mid_race_resumes_from_the_cluster(
             await again.close()
         second.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(second.wait, 10) == 0
+
+
+def test_the_cluster_bench_compares_one_redis_with_the_cluster(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    bench = Path(__file__).resolve().parent.parent / "bench" / "cluster_bench.py"
+    command = [sys.executable, str(bench), "--runs", "1", "--rooms", "2", "--racers", "4", "--moves", "2"]
+    done = subprocess.run([*command, "--batch", "8", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    medians = json.loads(out.read_text())["medians"]
+    assert set(medians) == {"one redis", "cluster (3 masters)"}
+    for figures in medians.values():
+        assert figures["appends_per_s"] > 0 and figures["redis_cpu_us_per_append"] > 0
+    assert "Redis CPU" in done.stdout
