@@ -70,9 +70,10 @@ class LocalRedisCluster:
         for node in self.nodes[1:]:
             assert node.port is not None and node.bus_port is not None
             self.nodes[0].command("CLUSTER", "MEET", "127.0.0.1", node.port, node.bus_port)
-        self._wait_ok(timeout)
+        self.wait_ok(timeout)
 
-    def _wait_ok(self, timeout: float) -> None:
+    def wait_ok(self, timeout: float = START_TIMEOUT) -> None:
+        """Until every node says cluster_state:ok and knows every other."""
         deadline = time.monotonic() + timeout
         wanted = f"cluster_known_nodes:{len(self.nodes)}".encode()
         while time.monotonic() < deadline:
@@ -81,6 +82,13 @@ class LocalRedisCluster:
                 return
             time.sleep(0.05)
         raise RedisServerError(f"the cluster did not reach cluster_state:ok within {timeout} s: {infos!r}")
+
+    def node_of(self, key: str) -> ClusterNodeServer:
+        """The master holding ``key``'s slot (the slot ranges ``start`` gave out)."""
+        slot = self.nodes[0].command("CLUSTER", "KEYSLOT", key)
+        assert isinstance(slot, int)
+        count = len(self.nodes)
+        return next(node for i, node in enumerate(self.nodes) if slot < (i + 1) * SLOTS // count)
 
     def flushall(self) -> None:
         for node in self.nodes:

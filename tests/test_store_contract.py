@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis_cluster_fixture import LocalRedisCluster
 from redis_fixture import RedisServer, free_port
 
 from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
@@ -775,3 +776,48 @@ async def test_a_busy_cluster_store_queues_past_its_connections_instead_of_faili
         assert await asyncio.gather(*appends) == [APPENDED] * len(appends)
     finally:
         await store.close()
+
+
+async def test_a_dead_master_stops_only_its_own_rooms() -> None:
+    """One of three masters killed (no replica; cluster-require-full-coverage no, as docs/scaling.md
+    advises): rooms on the other two go on, rooms on it fail with StoreUnavailable instead of
+    hanging, and once it is back (empty: no disk) the cluster serves every slot again."""
+    with LocalRedisCluster() as cluster:
+        for node in cluster.nodes:
+            node.command("CONFIG", "SET", "cluster-require-full-coverage", "no")
+        store = RedisStore(cluster.url, namespace="dead", socket_timeout=0.5, connect_timeout=0.5, retries=1)
+        try:
+            codes = [f"D{index}" for index in range(12)]
+            for code in codes:
+                assert await store.create_room(code, b"x", open_race=0)
+            victim = cluster.nodes[2]
+            on_victim = [code for code in codes if cluster.node_of(store.room_key(code)) is victim]
+            elsewhere = [code for code in codes if code not in on_victim]
+            assert on_victim and elsewhere
+            victim.kill()
+            for code in on_victim:
+                with pytest.raises(StoreUnavailable, match="cannot reach Redis"):
+                    await asyncio.wait_for(store.append_move(code, 0, "p1", 0, b"m"), 10)
+
+            async def others_go_on() -> bool:  # the first call may land in the client's slot-map refresh
+                try:
+                    results = [await store.append_move(code, 0, "p1", 0, b"m") for code in elsewhere]
+                except StoreUnavailable:
+                    return False
+                assert set(results) <= {APPENDED, LENGTH_MISMATCH}  # a retried call may have landed before
+                return True
+
+            await eventually(others_go_on)
+            assert all([await store.load_moves(code, 0, "p1") == [b"m"] for code in elsewhere])
+            victim.start()  # same port and nodes.conf: it rejoins with its slots, without its data
+            await asyncio.to_thread(cluster.wait_ok, 20.0)
+
+            async def victim_serves() -> bool:
+                try:
+                    return await store.create_room(on_victim[0], b"again", open_race=0)
+                except StoreUnavailable:
+                    return False
+
+            await eventually(victim_serves, timeout=20)
+        finally:
+            await store.close()
