@@ -809,6 +809,12 @@ async def test_a_dead_master_stops_only_its_own_rooms() -> None:
 
             await eventually(others_go_on)
             assert all([await store.load_moves(code, 0, "p1") == [b"m"] for code in elsewhere])
+            # A batch over every room (the group commit): one result per entry, never a raise; the
+            # dead master's entries fail (the live ones may too, see docs/scaling.md).
+            batch = [AppendRequest(code, 0, "p1", 1, b"m2") for code in codes]
+            results = await asyncio.wait_for(store.append_moves(batch), 10)
+            assert len(results) == len(codes)
+            assert all(isinstance(results[codes.index(code)], StoreUnavailable) for code in on_victim)
             victim.start()  # same port and nodes.conf: it rejoins with its slots, without its data
             await asyncio.to_thread(cluster.wait_ok, 20.0)
 

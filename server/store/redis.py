@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
@@ -289,6 +289,13 @@ class RedisStore(Store):
                 raise StoreUnavailable(f"the Redis Cluster at {self._where} failed {operation}: {error}") from error
             except (OSError, TimeoutError) as error:
                 raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
+            except AttributeError as error:
+                if not self.cluster:
+                    raise
+                # redis-py 8.1's cluster client can close a connection under a concurrent command
+                # while it re-reads the slot map after a node failed ("'NoneType' object has no
+                # attribute 'writelines'"): the command's outcome is unknown, as after a drop.
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} dropped {operation}: {error}") from error
 
     @asynccontextmanager
     async def _cluster_permit(self, operation: str) -> AsyncIterator[None]:
@@ -461,8 +468,39 @@ class RedisStore(Store):
 
     async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
         """One pipeline of APPEND_MOVE calls: one round trip for the whole batch (EVALSHA; a
-        second one only after Redis lost its script cache, for the entries it refused unrun)."""
+        second one only after Redis lost its script cache, for the entries it refused unrun).
+        On a cluster, one such pipeline per master, in parallel: a master down fails only the
+        entries of its rooms (the cluster client's own pipeline fails the whole batch)."""
         requests = [check_request(request) for request in batch]
+        results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
+        try:
+            groups = await self._groups_by_node(requests)
+        except StoreUnavailable as error:
+            return [error] * len(requests)
+        parts = await asyncio.gather(
+            *(self._append_group([requests[i] for i in indexes], node) for node, indexes in groups.items())
+        )
+        for indexes, part in zip(groups.values(), parts, strict=True):
+            for index, result in zip(indexes, part, strict=True):
+                results[index] = result
+        return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
+
+    async def _groups_by_node(self, requests: list[AppendRequest]) -> dict[ClusterNode | None, list[int]]:
+        """The indexes of the requests, by the master holding their room (one group on one Redis).
+        A stale slot map only misgroups: the cluster pipeline still follows MOVED."""
+        if not isinstance(self._redis, RedisCluster):
+            return {None: list(range(len(requests)))}
+        async with self._talking("append_moves"):
+            await self._redis.initialize()  # the slot map (a no-op once read)
+            groups: dict[ClusterNode | None, list[int]] = {}
+            for index, request in enumerate(requests):
+                node = self._redis.get_node_from_key(self.room_key(request.code))
+                groups.setdefault(node, []).append(index)
+        return groups
+
+    async def _append_group(
+        self, requests: list[AppendRequest], node: ClusterNode | None
+    ) -> list[AppendResult | StoreUnavailable]:
         results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
         todo = list(range(len(requests)))
         for attempt in range(2):
@@ -482,8 +520,16 @@ class RedisStore(Store):
                         results[index] = error
             if not again:
                 break
-            async with self._talking("append_moves"):
-                await self._redis.script_load(APPEND_MOVE)
+            try:
+                async with self._talking("append_moves"):
+                    if isinstance(self._redis, RedisCluster) and node is not None:
+                        await self._redis.execute_command("SCRIPT LOAD", APPEND_MOVE, target_nodes=node)
+                    else:
+                        await self._redis.script_load(APPEND_MOVE)
+            except StoreUnavailable as error:
+                for index in again:  # they never ran
+                    results[index] = error
+                break
             todo = again
         return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
 
