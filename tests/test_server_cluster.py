@@ -121,3 +121,16 @@ def test_the_cluster_bench_compares_one_redis_with_the_cluster(tmp_path: Path) -
     for figures in medians.values():
         assert figures["appends_per_s"] > 0 and figures["redis_cpu_us_per_append"] > 0
     assert "Redis CPU" in done.stdout
+
+
+def test_the_cluster_load_bench_drives_a_real_server_on_each_store(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    bench = Path(__file__).resolve().parent.parent / "bench" / "cluster_load.py"
+    command = [sys.executable, str(bench), "--racers", "8", "--duration", "1", "--warmup", "0.5", "--runs", "1"]
+    done = subprocess.run([*command, "--json", str(out)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert set(runs) == {"one redis", "cluster (3 masters)"}
+    for (figures,) in runs.values():
+        assert figures["accepted_moves"] > 0 and figures["errors"] == 0
+        assert figures["ack_latency_ms"]["count"] == figures["accepted_moves"]
