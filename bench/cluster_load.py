@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_cluster_fixture import LocalRedisCluster  # test helpers, found through the path above
 from redis_fixture import RedisServer, free_port
-from test_server_cli import wait_healthy
+from support import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 

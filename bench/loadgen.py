@@ -530,7 +530,7 @@ async def run_idle_load(args: argparse.Namespace) -> dict[str, Any]:
                 conns.append(ws)
                 if not args.bare:
                     await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name=f"idle-{i}", bot=True)))
-                    msg = p.decode_server(await ws.recv())
+                    msg = p.decode_server(await ws.recv(decode=False))
                     if not isinstance(msg, p.Welcome):
                         refused.append(type(msg).__name__)
             except Exception as exc:  # counted: how many the server would not hold

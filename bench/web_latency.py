@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from machine_info import cpu_name
 from playwright.async_api import Page, async_playwright, expect
-from test_server_e2e import make_room, running_server, start_race  # test helpers, through the path above
+from support import make_room, running_server, start_race  # test helpers, through the path above
 from web_helpers import find_chromium, web_server_for
 
 from client.bot import choose_move

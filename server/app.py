@@ -23,20 +23,19 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from server.core import CoreConfig, ServerCore, summary_from_record
+from server.core import CoreConfig, ServerCore
 from server.core.events import (
     Bind,
     BlockedChecked,
     CheckBlocked,
     ClientEvent,
-    Close,
     Connected,
     CreateRoomRecord,
     DealFound,
@@ -47,7 +46,10 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    ListRooms,
+    LoadRoom,
     LogReloaded,
+    LookupToken,
     MovePersisted,
     MovePersistFailed,
     Note,
@@ -59,11 +61,14 @@ from server.core.events import (
     Reply,
     RoomCreated,
     RoomCreateFailed,
+    RoomLoaded,
+    RoomsListed,
     SavePlayer,
     SaveRoom,
     Send,
     SetListed,
     Tick,
+    TokenLooked,
     Wake,
 )
 from server.core.records import (
@@ -74,7 +79,6 @@ from server.core.records import (
     decode_player,
     decode_room,
     encode_record,
-    hash_token,
     open_race_of,
 )
 from server.fanout import Fanout, LocalFanout
@@ -83,6 +87,7 @@ from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
 
 log = logging.getLogger("plot.server")
+NOTE_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def log_event(level: int, event: str, **fields: object) -> None:
@@ -238,7 +243,6 @@ class RaceServer:
         self._append_flush_scheduled = False
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
-        self._loading: dict[str, asyncio.Lock] = {}
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
         self._searches: set[asyncio.Task[None]] = set()
 
@@ -388,10 +392,7 @@ class RaceServer:
             msg = p.decode_client(frame)
             ref = p.message_type(msg)
             if isinstance(msg, p.Hello):
-                await self._hello(conn, msg)
-                return
-            if isinstance(msg, p.ListRooms) and conn.player is not None:
-                self._reply(conn, p.RoomList(rooms=await self._room_list()))
+                self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
             if isinstance(msg, p.Move) and conn.player is not None and self._busy():
                 # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
@@ -400,10 +401,6 @@ class RaceServer:
                 why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
                 self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
                 return
-            if isinstance(msg, p.Join) and conn.player is not None:
-                code = p.normalize_room_code(msg.code)
-                if p.is_room_code(code):
-                    await self._ensure_room(code)
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
         except p.ProtocolError as exc:
             self._reply(conn, exc.to_message())
@@ -413,75 +410,6 @@ class RaceServer:
         except Exception:
             log.exception("frame_failed", extra={"fields": {"conn": conn.id, "type": ref}})
             self._reply(conn, p.Error(code=p.INTERNAL, message="the server failed on this message", ref=ref))
-
-    async def _hello(self, conn: Conn, msg: p.Hello) -> None:
-        resume: PlayerRecord | None = None
-        unknown = False
-        if msg.token is not None and conn.player is None and msg.v == p.PROTOCOL_VERSION:
-            player_id = await self.store.player_by_token(hash_token(msg.token))
-            data = await self.store.get_player(player_id) if player_id is not None else None
-            if data is not None:
-                try:
-                    resume = decode_player(data)
-                except msgspec.DecodeError:
-                    log_event(logging.ERROR, "player_record_unreadable", player=player_id)
-            unknown = resume is None
-            if resume is not None and resume.room is not None:
-                await self._ensure_room(resume.room)
-        self._dispatch(HelloEvent(conn.id, msg, now_ms(), resume, unknown))
-
-    async def _room_list(self) -> list[p.RoomSummary]:
-        rooms: list[p.RoomSummary] = []
-        for code in await self.store.listed_rooms():
-            if len(rooms) >= self.config.list_limit:
-                break
-            summary = self.core.summary(code)
-            if summary is None:
-                loaded = await self.read_room(code)
-                if loaded is None:
-                    continue
-                try:
-                    summary = summary_from_record(decode_room(loaded[0]))
-                except msgspec.DecodeError:
-                    continue
-            if not summary.code or summary.racers + summary.spectators == 0:
-                continue
-            rooms.append(summary)
-        return rooms
-
-    async def _ensure_room(self, code: str) -> bool:
-        """Load a room this process does not hold yet (record + the current race's move logs)."""
-        if self.core.has_room(code):
-            return True
-        lock = self._loading.setdefault(code, asyncio.Lock())
-        try:
-            async with lock:
-                if self.core.has_room(code):
-                    return True
-                loaded = await self.read_room(code)
-                if loaded is None:
-                    return False
-                data, version = loaded
-                try:
-                    record = decode_room(data)
-                except msgspec.DecodeError:
-                    log_event(logging.ERROR, "room_record_unreadable", room=code)
-                    return False
-                logs: dict[str, list[LogEntry]] = {}
-                if record.race is not None:
-                    for racer in record.race.racers:
-                        raw = await self.store.load_moves(code, record.race.number, racer.player_id)
-                        logs[racer.player_id] = self._decode_entries(code, raw)
-                if self.core.has_room(code) or not record.members:
-                    return self.core.has_room(code)
-                self._store_versions[code] = version
-                self._stored_races[code] = open_race_of(record)
-                self._save_conflicts.discard(code)
-                self._execute(self.core.load_room(record, logs, now_ms()))
-                return True
-        finally:
-            if not lock.locked():
-                self._loading.pop(code, None)
 
     @staticmethod
     def _decode_entries(code: str, raw: list[bytes]) -> list[LogEntry]:
@@ -523,7 +451,7 @@ class RaceServer:
                 self._queued_races[effect.code] = open_race_of(effect.record)
                 self._room_op(effect.code, "save", effect.record)
             elif isinstance(effect, Note):
-                log_event(logging.INFO, effect.event, **effect.fields)
+                log_event(NOTE_LEVELS[effect.level], effect.event, **effect.fields)
             elif isinstance(effect, Bind):
                 bound = self._conns.get(effect.conn)
                 if bound is not None:
@@ -548,10 +476,16 @@ class RaceServer:
                 search = asyncio.ensure_future(self._find_deal(effect))
                 self._searches.add(search)
                 search.add_done_callback(self._searches.discard)
-            elif isinstance(effect, CheckBlocked):
+            elif isinstance(effect, CheckBlocked):  # its own worker: never behind a deal search
                 check = asyncio.ensure_future(self._check_blocked(effect))
                 self._searches.add(check)  # cancelled at shutdown like a search: a restart asks again
                 check.add_done_callback(self._searches.discard)
+            elif isinstance(effect, LookupToken):
+                self._spawn(self._lookup_token(effect))
+            elif isinstance(effect, LoadRoom):
+                self._spawn(self._load_room(effect))
+            elif isinstance(effect, ListRooms):
+                self._spawn(self._list_rooms(effect))
             elif isinstance(effect, DropRoom):
                 timer = self._timers.pop(effect.code, None)
                 if timer is not None:
@@ -561,10 +495,8 @@ class RaceServer:
                     del self._append_failures[key]
                 if effect.code not in self._room_workers:
                     self._forget_room_store_state(effect.code)
-            elif isinstance(effect, Close):
-                closing = self._conns.get(effect.conn)
-                if closing is not None:
-                    self._spawn(closing.ws.close(effect.code, effect.reason))
+            else:
+                assert_never(effect)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -657,6 +589,86 @@ class RaceServer:
 
     # ================================================================ store work
 
+    async def _lookup_token(self, effect: LookupToken) -> None:
+        """The player a resume token names (its record), for the core's hello."""
+        record: PlayerRecord | None = None
+        try:
+            player_id = await self.store.player_by_token(effect.token_hash)
+            data = await self.store.get_player(player_id) if player_id is not None else None
+        except StoreUnavailable as exc:
+            log_event(logging.WARNING, "store_unavailable", conn=effect.conn, op="lookup_token", error=str(exc))
+            self._dispatch(TokenLooked(effect.conn, effect.token_hash, None, now_ms(), failed=True))
+            return
+        if data is not None:
+            try:
+                record = decode_player(data)
+            except msgspec.DecodeError:
+                log_event(logging.ERROR, "player_record_unreadable", player=player_id)
+        self._dispatch(TokenLooked(effect.conn, effect.token_hash, record, now_ms()))
+
+    async def _load_room(self, effect: LoadRoom) -> None:
+        """A room's record and its current race's move logs, for the core (retried with back-off
+        while the store does not answer, unless ``once``)."""
+        code = effect.code
+        delay = 0.05
+        while True:
+            try:
+                loaded = await self.read_room(code)  # behind this process's own pending writes
+                record: RoomRecord | None = None
+                version: int | None = None
+                logs: dict[str, list[LogEntry]] = {}
+                if loaded is not None:
+                    data, version = loaded
+                    try:
+                        record = decode_room(data)
+                    except msgspec.DecodeError:
+                        log_event(logging.ERROR, "room_record_unreadable", room=code)
+                if record is not None and record.race is not None and record.members and not record.closed:
+                    for racer in record.race.racers:
+                        raw = await self.store.load_moves(code, record.race.number, racer.player_id)
+                        logs[racer.player_id] = self._decode_entries(code, raw)
+            except StoreUnavailable as exc:
+                log_event(logging.WARNING, "store_unavailable", room=code, op="load_room", error=str(exc))
+                if effect.once or self._closing:
+                    self._dispatch(RoomLoaded(code, None, {}, now_ms(), failed=True))
+                    return
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 2)
+                continue
+            if record is not None and not self.core.has_room(code) and code not in self._room_workers:
+                self._store_versions[code] = version
+                self._stored_races[code] = open_race_of(record)
+                self._save_conflicts.discard(code)
+            self._dispatch(RoomLoaded(code, record, logs, now_ms()))
+            return
+
+    async def _list_rooms(self, effect: ListRooms) -> None:
+        """The listed rooms, for the core's room list: codes, and the records of those it does not hold."""
+        codes: list[str] = []
+        records: dict[str, RoomRecord] = {}
+        try:
+            for code in await self.store.listed_rooms():
+                if len(codes) >= self.config.list_limit:
+                    break
+                if self.core.has_room(code):
+                    codes.append(code)
+                    continue
+                loaded = await self.read_room(code)
+                if loaded is None:
+                    continue
+                try:
+                    record = decode_room(loaded[0])
+                except msgspec.DecodeError:
+                    continue
+                if record.members and not record.closed:
+                    codes.append(code)
+                    records[code] = record
+        except StoreUnavailable as exc:
+            log_event(logging.WARNING, "store_unavailable", conn=effect.conn, op="list_rooms", error=str(exc))
+            self._dispatch(RoomsListed(effect.conn, [], {}, now_ms(), failed=True))
+            return
+        self._dispatch(RoomsListed(effect.conn, codes, records, now_ms()))
+
     def _busy(self) -> bool:
         if self._append_backlog >= self.config.append_backlog_limit:
             return True
@@ -745,34 +757,62 @@ class RaceServer:
         return MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now_ms())
 
     async def _find_deal(self, effect: FindDeal) -> None:
-        """A winnable deal for a room, from the worker process; the event loop only waits for it."""
-        outcome = await self.deal_finder.find()
+        """A winnable deal for a room, from the worker process; the event loop only waits for it.
+
+        One search per room in the finder's bounded queue: it is dropped, or stopped after its
+        current candidate, once the room no longer waits for it (docs/solver.md, "The solver queue")."""
+        outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect))
+        if outcome.busy:
+            name, level = "deal_search_refused", logging.WARNING
+        elif outcome.cancelled and outcome.candidates == 0:
+            name, level = "deal_search_dropped", logging.INFO
+        else:
+            name = "deal_search_finished"
+            level = logging.INFO if outcome.deal is not None or outcome.cancelled else logging.WARNING
         log_event(
-            logging.INFO if outcome.deal is not None else logging.WARNING,
-            "deal_search_finished",
+            level,
+            name,
             room=effect.code,
             race=effect.race,
+            search=effect.search,
             found=outcome.deal is not None,
             seconds=round(outcome.seconds, 3),
             positions=outcome.positions,
+            candidates=outcome.candidates,
+            cancelled=outcome.cancelled,
             detail=outcome.detail,
         )
-        self._dispatch(DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail))
+        self._dispatch(
+            DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail, outcome.busy)
+        )
+
+    def _deal_wanted(self, effect: FindDeal) -> bool:
+        """Does the room still wait for this search? (The core drops an answer to any other as stale.)"""
+        room = self.core.rooms.get(effect.code)
+        return (
+            room is not None
+            and room.phase == p.DEALING
+            and room.search == effect.search
+            and room.race_number == effect.race
+        )
 
     async def _check_blocked(self, effect: CheckBlocked) -> None:
         """The exact blocked check of a racer's position, in the worker process (it may take seconds)."""
         started = time.monotonic()
-        blocked = await self.deal_finder.blocked(effect.deal, effect.entries, effect.undo)
+        checked = await self.deal_finder.check_blocked(effect.deal, effect.entries, effect.undo)
         log_event(
-            logging.INFO if blocked is not None else logging.WARNING,
+            logging.INFO if checked.blocked is not None else logging.WARNING,
             "blocked_check_finished",
             room=effect.code,
             player=effect.player_id,
             entries=effect.length,
-            blocked=blocked,
+            blocked=checked.blocked,
             seconds=round(time.monotonic() - started, 3),
+            detail=checked.detail,
         )
-        self._dispatch(BlockedChecked(effect.code, effect.race, effect.player_id, effect.length, blocked, now_ms()))
+        self._dispatch(
+            BlockedChecked(effect.code, effect.race, effect.player_id, effect.length, checked.blocked, now_ms())
+        )
 
     async def _reload(self, effect: ReloadLog) -> None:
         delay = 0.05
@@ -790,7 +830,9 @@ class RaceServer:
     async def _register(self, effect: RegisterPlayer) -> None:
         event: Event
         try:
-            await self.store.put_player(effect.record.player_id, effect.token_hash, encode_record(effect.record))
+            await self.store.put_player(
+                effect.record.player_id, effect.token_hash, encode_record(effect.record), ttl_s=effect.ttl_s
+            )
         except StoreUnavailable:
             event = RegisterFailed(effect.conn, now_ms())
         else:
@@ -830,7 +872,8 @@ class RaceServer:
             while pid in self._player_saves:
                 effect = self._player_saves[pid]
                 try:
-                    await self.store.put_player(pid, effect.token_hash, encode_record(effect.record))
+                    data = encode_record(effect.record)
+                    await self.store.put_player(pid, effect.token_hash, data, ttl_s=effect.ttl_s)
                 except StoreUnavailable as exc:
                     log_event(logging.WARNING, "player_write_failed", player=pid, error=str(exc), retry=True)
                     await backoff.wait()

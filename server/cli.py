@@ -24,7 +24,15 @@ from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.store.base import Store
 from server.web import WebConfig, WebServer
-from server.winnable import DEFAULT_BUDGET, DEFAULT_TRIES, DEFAULT_WORKERS, WinnableConfig
+from server.winnable import (
+    DEFAULT_BLOCKED_QUEUE,
+    DEFAULT_BLOCKED_WORKERS,
+    DEFAULT_BUDGET,
+    DEFAULT_QUEUE,
+    DEFAULT_TRIES,
+    DEFAULT_WORKERS,
+    WinnableConfig,
+)
 
 # Attributes of a LogRecord that are not extra fields.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -103,17 +111,40 @@ def build_parser() -> argparse.ArgumentParser:
     add("--web-ws-url", default=_env("PLOT_WEB_WS_URL"), metavar="URL", help="the game WebSocket URL the page "
         "connects to, when browsers reach it under another name (a proxy) [PLOT_WEB_WS_URL]; default: the page's "
         "host name and --port")  # fmt: skip
+    add("--winnable-queue", type=int, default=int(_env("PLOT_WINNABLE_QUEUE", str(DEFAULT_QUEUE)) or 0),
+        metavar="N", help="winnable-only rooms: searches waiting for a worker, one per room; past it a start "
+        f"is refused with server_busy [PLOT_WINNABLE_QUEUE] ({DEFAULT_QUEUE})")  # fmt: skip
+    add("--blocked-workers", type=int, default=int(_env("PLOT_BLOCKED_WORKERS", str(DEFAULT_BLOCKED_WORKERS)) or 0),
+        metavar="N", help="worker processes for the exact blocked checks, apart from the searches' "
+        f"[PLOT_BLOCKED_WORKERS] ({DEFAULT_BLOCKED_WORKERS})")  # fmt: skip
+    add("--blocked-queue", type=int, default=int(_env("PLOT_BLOCKED_QUEUE", str(DEFAULT_BLOCKED_QUEUE)) or 0),
+        metavar="N", help="exact blocked checks in flight; past it a check is answered 'unknown' and asked "
+        f"again on the racer's next move [PLOT_BLOCKED_QUEUE] ({DEFAULT_BLOCKED_QUEUE})")  # fmt: skip
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("plot-server: --tls-cert and --tls-key go together")
-    winnable = WinnableConfig(budget=args.winnable_budget, tries=args.winnable_tries, workers=args.winnable_workers)
-    try:
-        winnable.check()
-    except ValueError as exc:
-        raise SystemExit(f"plot-server: {exc} (--winnable-budget, --winnable-tries, --winnable-workers)") from None
+    winnable = WinnableConfig(
+        budget=args.winnable_budget,
+        tries=args.winnable_tries,
+        workers=args.winnable_workers,
+        queue=args.winnable_queue,
+        blocked_workers=args.blocked_workers,
+        blocked_queue=args.blocked_queue,
+    )
+    solver_limits = {
+        "--winnable-budget": winnable.budget,
+        "--winnable-tries": winnable.tries,
+        "--winnable-workers": winnable.workers,
+        "--winnable-queue": winnable.queue,
+        "--blocked-workers": winnable.blocked_workers,
+        "--blocked-queue": winnable.blocked_queue,
+    }
+    too_small = [f"{flag} {value}" for flag, value in solver_limits.items() if value < 1]
+    if too_small:
+        raise SystemExit(f"plot-server: {', '.join(too_small)}: each must be at least 1")
     core = CoreConfig(
         countdown_ms=int(args.countdown * 1000),
         grace_ms=int(args.grace * 1000),

@@ -41,6 +41,7 @@ STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: noth
 BUSY: Final = "busy"  # the server's store writes are backed up: the move was not played, resend it later
 SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
 NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved winnable in the server's budget
+SERVER_BUSY: Final = "server_busy"  # winnable_only: the deal-search queue is full; start again shortly
 INTERNAL: Final = "internal"  # a server bug; nothing happened
 
 ERROR_CODES: Final[tuple[str, ...]] = (
@@ -64,6 +65,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     BUSY,
     SERVER_FULL,
     NO_WINNABLE_DEAL,
+    SERVER_BUSY,
     INTERNAL,
 )
 
@@ -85,7 +87,6 @@ DEALING: Final = "dealing"
 COUNTDOWN: Final = "countdown"
 RACING: Final = "racing"
 RESULTS: Final = "results"
-PHASES: Final = (LOBBY, DEALING, COUNTDOWN, RACING, RESULTS)
 
 # Roles in a room.
 RACER: Final = "racer"
@@ -292,6 +293,7 @@ class Error(msgspec.Struct, tag="error", tag_field="type", kw_only=True):
     code: str
     message: str
     ref: str | None = None  # the type of the message that caused it, when known
+    id: int | None = None  # the client's move id, when the error answers a move
 
 
 class Room(msgspec.Struct, tag="room", tag_field="type", kw_only=True):

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_server_e2e import Client, running_server, url
+from support import Client, running_server, url
 
 from client.cli import main
 from shared import protocol as p

@@ -12,13 +12,12 @@ import contextlib
 import json
 import re
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_server_e2e import FAST, Client, fast_config, running_server, url, view_game
+from support import FAST, SIZE, Client, fast_config, message, running_server, screen_text, until, url, view_game
 
 from client.bot import choose_move
 from client.cli import main as plot_main
@@ -31,20 +30,10 @@ from server.app import RaceServer
 from shared import protocol as p
 from shared.engine import View, view_hash
 
-SIZE = (100, 40)
-
-
-def screen_text(app: RaceApp) -> str:
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
 
 def pile_text(app: RaceApp, pile: str) -> str:
     box = app.screen.query_one(f"#pile-{pile}")
     return "\n".join(strip.text for strip in box.render_lines(box.region.reset_offset)).rstrip()
-
-
-def message(app: RaceApp) -> str:
-    return str(app.screen.query_one("#message").render())
 
 
 def leaderboard_line(app: RaceApp, name: str) -> str:
@@ -52,14 +41,6 @@ def leaderboard_line(app: RaceApp, name: str) -> str:
         if re.match(rf"\s*\d+ {re.escape(name)}\s", line):
             return line
     raise AssertionError(f"{name} is not on the leaderboard:\n{screen_text(app)}")
-
-
-async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture(autouse=True)

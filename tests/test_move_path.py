@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from test_room_core import DEAL, Shell, pid, racing
+from support import DEAL, Shell, pid, racing
 
 from server.core.events import LogReloaded, Note
 from shared import protocol as p

@@ -7,10 +7,10 @@ import msgspec
 import pytest
 
 from shared import protocol as p
-from shared.engine import Game
+from shared.engine import Game, View
 
 
-def _view() -> p.View:
+def _view() -> View:
     return Game(4242).view()
 
 
@@ -280,7 +280,7 @@ def test_error_codes_are_unique_and_cover_the_brief() -> None:
 
 def test_view_carries_no_hidden_fields() -> None:
     # The View struct is what a racer sees: a stock count, never the stock's cards, no deal number.
-    fields = set(p.View.__struct_fields__)
+    fields = set(View.__struct_fields__)
     assert fields == {"stock", "waste", "reserve_top", "reserve_count", "foundations", "tableau", "status"}
     encoded = msgspec.msgpack.decode(p.encode(SERVER_SAMPLES[7]))
     assert isinstance(encoded["view"]["stock"], int)

@@ -1,8 +1,8 @@
 """The room core as a pure state machine: plain function calls, no sockets, no clock.
 
-A small in-test shell (:class:`Shell`) carries out the effects the way server/app.py does (store
-writes are a dict here, acknowledged immediately unless a test holds them back), so each test
-reads as a session: hello, create, join, ready, start, moves, results.
+The test shell (:class:`server.core.testing.Shell`) carries out the effects the way server/app.py
+does (store writes are a dict there, acknowledged immediately unless a test holds them back), so
+each test reads as a session: hello, create, join, ready, start, moves, results.
 """
 
 from __future__ import annotations
@@ -12,234 +12,19 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
+from support import DEAL, SeededEntropy, Shell, lobby, pid, racing
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
-    Bind,
-    ClientEvent,
-    Connected,
-    CreateRoomRecord,
     Disconnected,
-    DropRoom,
-    Effect,
-    Event,
-    HelloEvent,
     LogReloaded,
-    MovePersisted,
     MovePersistFailed,
-    PersistMove,
-    PlayerRegistered,
-    RegisterPlayer,
-    ReloadLog,
-    Reply,
-    RoomCreated,
-    RoomCreateFailed,
-    SavePlayer,
-    SaveRoom,
     Send,
-    Tick,
-    Wake,
 )
-from server.core.records import LogEntry, PlayerRecord, RoomRecord, hash_token
+from server.core.records import LogEntry, RoomRecord, hash_token
 from shared import protocol as p
 from shared.engine import Game
 from shared.fairplay import check_commitment
-
-DEAL = 4242
-
-
-class SeededEntropy(Entropy):
-    def __init__(self, seed: int = 1, deal: int = DEAL) -> None:
-        self.rng = random.Random(seed)
-        self.fixed_deal = deal
-        self.codes: list[str] = []
-
-    def room_code(self) -> str:
-        if self.codes:
-            return self.codes.pop(0)
-        return "".join(self.rng.choice(p.ROOM_CODE_ALPHABET) for _ in range(5))
-
-    def deal(self) -> int:
-        return self.fixed_deal
-
-    def salt(self) -> str:
-        return f"{self.rng.getrandbits(256):064x}"
-
-    def player_id(self) -> str:
-        return f"p{self.rng.getrandbits(32):08x}"
-
-    def token(self) -> str:
-        return f"t{self.rng.getrandbits(128):032x}"
-
-
-class Shell:
-    """Carries out effects synchronously: an in-memory store, delivery into per-connection inboxes."""
-
-    def __init__(self, config: CoreConfig | None = None, entropy: Entropy | None = None) -> None:
-        self.config = config or CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000)
-        self.core = ServerCore(self.config, entropy or SeededEntropy())
-        self.now = 1_700_000_000_000
-        self.inbox: dict[int, list[p.ServerMessage]] = defaultdict(list)
-        self.conns_of: dict[str, set[int]] = defaultdict(set)
-        self.players: dict[str, PlayerRecord] = {}
-        self.tokens: dict[str, str] = {}  # token hash -> player id
-        self.rooms: dict[str, RoomRecord] = {}
-        self.logs: dict[tuple[str, int, str], list[LogEntry]] = defaultdict(list)
-        self.wakes: dict[str, int] = {}
-        self.hold_persists = False
-        self.held: list[PersistMove] = []
-        self.reloads: list[ReloadLog] = []
-        self.dropped: list[int] = []  # droppable frames counted
-        self._next_conn = 0
-        self.effects: list[Effect] = []
-
-    # -------------------------------------------------------------- plumbing
-
-    def run(self, event: Event) -> list[Effect]:
-        effects = self.core.handle(event)
-        self.effects.extend(effects)
-        self.apply(effects)
-        return effects
-
-    def apply(self, effects: list[Effect]) -> None:
-        for effect in effects:
-            if isinstance(effect, Reply):
-                self.inbox[effect.conn].append(effect.message)
-            elif isinstance(effect, Send):
-                for pid in effect.players:
-                    for conn in self.conns_of[pid]:
-                        self.inbox[conn].append(effect.message)
-            elif isinstance(effect, Bind):
-                self.conns_of[effect.player_id].add(effect.conn)
-            elif isinstance(effect, RegisterPlayer):
-                self.players[effect.record.player_id] = effect.record
-                self.tokens[effect.token_hash] = effect.record.player_id
-                self.run(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
-            elif isinstance(effect, SavePlayer):
-                self.players[effect.record.player_id] = effect.record
-            elif isinstance(effect, CreateRoomRecord):
-                if effect.record.code in self.rooms:
-                    self.run(RoomCreateFailed(effect.conn, effect.record, True, self.now))
-                else:
-                    self.rooms[effect.record.code] = effect.record
-                    self.run(RoomCreated(effect.conn, effect.record, self.now))
-            elif isinstance(effect, SaveRoom):
-                self.rooms[effect.code] = effect.record
-            elif isinstance(effect, PersistMove):
-                if self.hold_persists:
-                    self.held.append(effect)
-                else:
-                    self.persist(effect)
-            elif isinstance(effect, ReloadLog):
-                self.reloads.append(effect)
-            elif isinstance(effect, Wake):
-                if effect.at_ms is None:
-                    self.wakes.pop(effect.code, None)
-                else:
-                    self.wakes[effect.code] = effect.at_ms
-            elif isinstance(effect, DropRoom):
-                self.wakes.pop(effect.code, None)
-
-    def persist(self, effect: PersistMove) -> None:
-        log = self.logs[(effect.code, effect.race, effect.player_id)]
-        if len(log) != effect.expected_length:
-            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", self.now))
-            return
-        log.append(effect.entry)
-        self.run(MovePersisted(effect.code, effect.race, effect.player_id, len(log), self.now))
-
-    def release(self) -> None:
-        held, self.held = self.held, []
-        for effect in held:
-            self.persist(effect)
-
-    def advance(self, ms: int) -> None:
-        """Let time pass, firing room wakes in order, as the shell's timers would."""
-        target = self.now + ms
-        while True:
-            due = [(at, code) for code, at in self.wakes.items() if at <= target]
-            if not due:
-                break
-            at, code = min(due)
-            del self.wakes[code]
-            self.now = max(self.now, at)
-            self.run(Tick(code, self.now))
-        self.now = target
-
-    # -------------------------------------------------------------- client actions
-
-    def connect(self) -> int:
-        self._next_conn += 1
-        self.run(Connected(self._next_conn, self.now))
-        return self._next_conn
-
-    def hello(self, name: str = "Ann", *, bot: bool = False, token: str | None = None, v: int = 1) -> int:
-        conn = self.connect()
-        self.say_hello(conn, name, bot=bot, token=token, v=v)
-        return conn
-
-    def say_hello(self, conn: int, name: str, *, bot: bool = False, token: str | None = None, v: int = 1) -> None:
-        resume = None
-        unknown = False
-        if token is not None:
-            pid = self.tokens.get(hash_token(token))
-            resume = self.players.get(pid) if pid else None
-            unknown = resume is None
-        self.run(HelloEvent(conn, p.Hello(v=v, name=name, token=token, bot=bot), self.now, resume, unknown))
-
-    def send(self, conn: int, msg: p.ClientMessage) -> list[Effect]:
-        return self.run(ClientEvent(conn, msg, self.now))
-
-    def take(self, conn: int) -> list[p.ServerMessage]:
-        got, self.inbox[conn] = self.inbox[conn], []
-        return got
-
-    def last(self, conn: int, kind: type[p.ServerMessage]) -> p.ServerMessage:
-        for msg in reversed(self.inbox[conn]):
-            if isinstance(msg, kind):
-                return msg
-        raise AssertionError(f"no {kind.__name__} in {[p.message_type(m) for m in self.inbox[conn]]}")
-
-    def welcome(self, conn: int) -> p.Welcome:
-        msg = self.last(conn, p.Welcome)
-        assert isinstance(msg, p.Welcome)
-        return msg
-
-    def room(self, conn: int) -> p.Room:
-        msg = self.last(conn, p.Room)
-        assert isinstance(msg, p.Room)
-        return msg
-
-    def error(self, conn: int) -> p.Error:
-        msg = self.inbox[conn][-1]
-        assert isinstance(msg, p.Error), msg
-        return msg
-
-    def move(self, conn: int, move_id: int, move: str) -> p.ServerMessage:
-        self.send(conn, p.Move(id=move_id, move=move))
-        return self.inbox[conn][-1]
-
-
-def lobby(shell: Shell, names: tuple[str, ...] = ("Ann", "Bob", "Cy"), **options: object) -> tuple[list[int], str]:
-    conns = [shell.hello(name) for name in names]
-    shell.send(conns[0], p.CreateRoom(options=p.RoomOptions(**options)))  # type: ignore[arg-type]
-    code = shell.room(conns[0]).code
-    for conn in conns[1:]:
-        shell.send(conn, p.Join(code=code))
-        shell.send(conn, p.Ready(ready=True))
-    return conns, code
-
-
-def racing(shell: Shell, names: tuple[str, ...] = ("Ann", "Bob", "Cy"), **options: object) -> tuple[list[int], str]:
-    conns, code = lobby(shell, names, **options)
-    shell.send(conns[0], p.Start())
-    shell.advance(shell.config.countdown_ms)
-    assert shell.core.rooms[code].phase == p.RACING
-    return conns, code
-
-
-def pid(shell: Shell, conn: int) -> str:
-    return shell.welcome(conn).player_id
 
 
 def first_legal(deal: int = DEAL, played: tuple[str, ...] = ()) -> str:
@@ -750,14 +535,18 @@ def test_store_unavailable_on_append_waits_for_the_reloaded_log() -> None:
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
     ok = shell.inbox[conns[0]][-1]
     assert isinstance(ok, p.MoveOk) and ok.id == 1 and ok.seq == 1
-    # The write did not land: a clear rejection, nothing applied.
+    # The write did not land: nothing applied, and the move is written again after a back-off.
+    shell.take(conns[0])
     shell.send(conns[0], p.Move(id=2, move="stock>waste"))
     shell.held.pop()
     shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
-    rejected = shell.inbox[conns[0]][-1]
-    assert isinstance(rejected, p.MoveRejected) and rejected.code == p.STORE_UNAVAILABLE
     assert shell.core.rooms[code].race.racers[ann].game.view().stock == 77  # type: ignore[union-attr]
+    assert not [m for m in shell.take(conns[0]) if isinstance(m, p.MoveOk | p.MoveRejected)]
+    shell.hold_persists = False
+    shell.advance(shell.config.retry_first_ms)
+    ok = shell.inbox[conns[0]][-1]
+    assert isinstance(ok, p.MoveOk) and ok.id == 2 and ok.seq == 2
 
 
 def test_conflicting_log_is_reloaded_and_the_move_rechecked() -> None:

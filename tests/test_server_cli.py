@@ -9,91 +9,29 @@ so the test needs no openssl at run time.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
 import ssl
 import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from redis_fixture import free_port
+from support import TLS, log_lines, server_process, wait_healthy
 from websockets.asyncio.client import connect
 
 from shared import protocol as p
-
-TLS = Path(__file__).parent / "tls"
-
-
-@contextmanager
-def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
-    environment["PLOT_WEB_PORT"] = "0"  # no spectator page unless a test asks (--web-port): no port clashes
-    environment.update(env or {})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        assert proc.stdout is not None and proc.stderr is not None
-        proc.stdout.close()
-        proc.stderr.close()
-
-
-def health(port: int, scheme: str = "http") -> tuple[int, dict[str, Any]]:
-    context = ssl.create_default_context(cafile=str(TLS / "localhost.pem")) if scheme == "https" else None
-    try:
-        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/healthz", timeout=2, context=context) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def wait_healthy(proc: subprocess.Popen[str], port: int, scheme: str = "http") -> dict[str, Any]:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"plot-server exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            status, body = health(port, scheme)
-            if status == 200:
-                return body
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError("plot-server did not come up")
-
-
-def log_lines(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
-    assert proc.stderr is not None
-    return [json.loads(line) for line in proc.stderr.read().splitlines() if line.strip()]
 
 
 async def hello_and_wait_for_shutdown(uri: str, proc: subprocess.Popen[str], ssl_context: Any = None) -> p.Shutdown:
     async with connect(uri, ssl=ssl_context) as ws:
         await ws.send(p.encode(p.Hello(v=1, name="Ann")))
-        welcome = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+        welcome = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 5))
         assert isinstance(welcome, p.Welcome)
         await ws.send(p.encode(p.CreateRoom()))
-        room = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+        room = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 5))
         assert isinstance(room, p.Room)
         proc.send_signal(signal.SIGTERM)
         while True:
-            msg = p.decode_server(await asyncio.wait_for(ws.recv(), 5))
+            msg = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 5))
             if isinstance(msg, p.Shutdown):
                 return msg
 

@@ -17,8 +17,7 @@ from typing import Any
 import test_server_e2e as one_redis
 from redis_cluster_fixture import LocalRedisCluster
 from redis_fixture import free_port
-from test_server_cli import server_process, wait_healthy
-from test_server_e2e import Client, make_room, play, start_race
+from support import Client, make_room, play, server_process, start_race, wait_healthy
 
 from server.core.records import decode_entry
 from server.store.redis import RedisStore

@@ -11,191 +11,21 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import msgpack
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
+from support import Client, eventually, fast_config, make_room, play, running_server, start_race, url, view_game
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from server.app import RaceServer, ServerConfig
-from server.core import CoreConfig, ServerCore
+from server.app import RaceServer
 from server.core.records import decode_entry
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from shared import protocol as p
-from shared.engine import Game, View, replay
+from shared.engine import replay
 from shared.fairplay import check_commitment
-
-M = TypeVar("M", bound=p.ServerMessage)
-
-FAST = CoreConfig(countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50)
-
-
-def fast_config(**overrides: Any) -> ServerConfig:
-    core = overrides.pop("core", FAST)
-    base = ServerConfig(host="127.0.0.1", port=0, rate_per_s=1000, burst=2000, flush_timeout_s=2.0, core=core)
-    return replace(base, **overrides)
-
-
-@asynccontextmanager
-async def running_server(
-    store: Store | None = None, config: ServerConfig | None = None, core: ServerCore | None = None
-) -> AsyncIterator[RaceServer]:
-    server = RaceServer(store or MemoryStore(), config or fast_config(), core=core)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-def url(server: RaceServer) -> str:
-    return f"ws://127.0.0.1:{server.port}"
-
-
-class Client:
-    """A real WebSocket client that records every frame it receives, in order."""
-
-    def __init__(self, ws: ClientConnection, label: str = "") -> None:
-        self.ws = ws
-        self.label = label
-        self.frames: list[bytes] = []
-        self.messages: list[p.ServerMessage] = []
-        self._queue: asyncio.Queue[p.ServerMessage | None] = asyncio.Queue()
-        self._reader = asyncio.ensure_future(self._read())
-        self.welcome: p.Welcome | None = None
-        self.closed_code: int | None = None
-
-    @classmethod
-    async def open(cls, server: RaceServer | str, label: str = "", **kwargs: Any) -> Client:
-        address = server if isinstance(server, str) else url(server)
-        return cls(await connect(address, compression=None, **kwargs), label)
-
-    async def _read(self) -> None:
-        try:
-            async for frame in self.ws:
-                assert isinstance(frame, bytes), "the server sends binary frames only"
-                self.frames.append(frame)
-                msg = p.decode_server(frame)
-                self.messages.append(msg)
-                await self._queue.put(msg)
-        except ConnectionClosed:
-            pass
-        finally:
-            self.closed_code = self.ws.close_code
-            await self._queue.put(None)
-
-    async def send(self, msg: p.ClientMessage) -> None:
-        await self.ws.send(p.encode(msg))
-
-    async def send_raw(self, data: bytes | str) -> None:
-        await self.ws.send(data)
-
-    async def expect(self, kind: type[M], timeout: float = 5.0) -> M:
-        """The next message of this type (others are skipped, but stay recorded)."""
-
-        async def wait() -> M:
-            while True:
-                msg = await self._queue.get()
-                if msg is None:
-                    raise ConnectionError(
-                        f"{self.label}: closed ({self.closed_code}) while waiting for {kind.__name__}"
-                    )
-                if isinstance(msg, kind):
-                    return msg
-
-        return await asyncio.wait_for(wait(), timeout)
-
-    async def hello(self, name: str, token: str | None = None, bot: bool = False) -> p.Welcome:
-        await self.send(p.Hello(v=p.PROTOCOL_VERSION, name=name, token=token, bot=bot))
-        self.welcome = await self.expect(p.Welcome)
-        return self.welcome
-
-    @property
-    def pid(self) -> str:
-        assert self.welcome is not None
-        return self.welcome.player_id
-
-    async def close(self) -> None:
-        await self.ws.close()
-        with contextlib.suppress(Exception):
-            await self._reader
-
-    async def closed(self, timeout: float = 5.0) -> int | None:
-        await asyncio.wait_for(self._reader, timeout)
-        return self.closed_code
-
-
-def view_game(view: View) -> Game:
-    """A Game with the position a view shows (the stock's cards unknown): for choosing legal moves
-    on the client side, as a client without the deal must."""
-    game = Game(0)
-    game.stock = [0] * view.stock
-    game.waste = list(view.waste)
-    game.reserve = [0] * (view.reserve_count - 1) + ([view.reserve_top] if view.reserve_top is not None else [])
-    game.foundations = [list(f) for f in view.foundations]
-    game.tableau = [list(t) for t in view.tableau]
-    game.base = view.base_rank
-    game.foundation_cards = view.foundation_cards
-    game.status = view.status
-    return game
-
-
-def latest(client: Client, kind: type[M]) -> M:
-    """The last message of this type the client has received so far."""
-    for msg in reversed(client.messages):
-        if isinstance(msg, kind):
-            return msg
-    raise AssertionError(f"{client.label} has no {kind.__name__}")
-
-
-async def make_room(server: RaceServer | str, names: list[str], **options: Any) -> tuple[list[Client], str]:
-    clients = [await Client.open(server, name) for name in names]
-    for client, name in zip(clients, names, strict=True):
-        await client.hello(name)
-    await clients[0].send(p.CreateRoom(options=p.RoomOptions(**options)))
-    code = (await clients[0].expect(p.Room)).code
-    for client in clients[1:]:
-        await client.send(p.Join(code=code))
-        await client.expect(p.Room)
-        await client.send(p.Ready(ready=True))
-    return clients, code
-
-
-async def start_race(clients: list[Client]) -> list[p.RaceStart]:
-    # Everyone but the host must be ready: wait until the host's snapshot says so.
-    host = clients[0]
-    while True:
-        room = latest(host, p.Room)
-        if all(m.ready for m in room.members if m.player_id != host.pid and m.role == p.RACER):
-            break
-        await host.expect(p.Room)
-    await clients[0].send(p.Start())
-    return [await c.expect(p.RaceStart) for c in clients]
-
-
-async def play(client: Client, view: View, moves: int, rng: random.Random, first_id: int = 1) -> tuple[View, int]:
-    """Play up to ``moves`` random legal moves (foundation moves preferred), waiting for each ack."""
-    move_id = first_id
-    for _ in range(moves):
-        if view.status != "playing":
-            break
-        legal = view_game(view).legal_moves()
-        if not legal:
-            break
-        up = [m for m in legal if ">f" in m]
-        move = rng.choice(up) if up else rng.choice(legal)
-        await client.send(p.Move(id=move_id, move=move))
-        reply = await client.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
-        assert isinstance(reply, p.MoveOk), reply
-        assert reply.id == move_id
-        view = reply.view
-        move_id += 1
-    return view, move_id
-
 
 # ====================================================================== fixtures
 
@@ -376,7 +206,7 @@ async def test_reconnect_mid_race_loses_nothing_and_applies_nothing_twice(store:
         lost_move = next((m for m in legal if ">f" in m), legal[0])
         await ann.send(p.Move(id=next_id, move=lost_move))
         ann.ws.transport.abort()
-        await asyncio.sleep(0.05)
+        await eventually(lambda: ann.pid not in server.core.players or not server.core.players[ann.pid].conns)
         back = await Client.open(server, "Ann again")
         welcome = await back.hello("Ann", token=token)
         assert welcome.resumed and welcome.player_id == ann.pid and welcome.room == code
@@ -486,7 +316,7 @@ async def test_connection_limit_answers_503() -> None:
             await connect(url(server))
         assert info.value.response.status_code == 503
         await first.close()
-        await asyncio.sleep(0.05)
+        await eventually(lambda: len(server._conns) < 2)
         third = await Client.open(server, "3")  # a freed slot can be used again
         await third.hello("Third")
         for client in (second, third):

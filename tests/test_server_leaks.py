@@ -14,10 +14,10 @@ from typing import Any
 
 import msgpack
 import pytest
-from test_server_e2e import Client, fast_config, make_room, running_server, start_race, view_game
+from support import Client, fast_config, make_room, running_server, start_race, view_game
 
 from server.core import ServerCore
-from server.core.machine import RacerState, RoomState
+from server.core.state import RacerState, RoomState
 from shared import protocol as p
 from shared.cards import CARD_COUNT
 from shared.engine import Game, View

@@ -10,10 +10,21 @@ import signal
 from typing import Any
 
 from redis_fixture import RedisServer, free_port
-from test_server_cli import server_process, wait_healthy
-from test_server_e2e import Client, fast_config, make_room, play, running_server, start_race, view_game
+from support import (
+    Client,
+    eventually,
+    fast_config,
+    make_room,
+    play,
+    running_server,
+    server_process,
+    start_race,
+    view_game,
+    wait_healthy,
+)
 
 from server.core.records import decode_entry
+from server.core.state import LogState
 from server.store.redis import RedisStore
 from shared import protocol as p
 from shared.engine import replay
@@ -87,7 +98,8 @@ async def test_redis_restart_mid_race(persistent_redis_server: RedisServer) -> N
         persistent_redis_server.stop()
         move = next(m for m in view_game(view).legal_moves())
         await ann.send(p.Move(id=next_id, move=move))
-        await asyncio.sleep(0.3)
+        racer = server.core.rooms[code].race.racers[ann.pid]  # type: ignore[union-attr]
+        await eventually(lambda: racer.state not in (LogState.IDLE, LogState.WRITING), what="the append failed")
         # Not stored, so neither acknowledged nor (yet) refused: the outcome is unknown until Redis answers.
         assert not [m for m in ann.messages if isinstance(m, p.MoveOk | p.MoveRejected) and m.id == next_id]
         persistent_redis_server.start()

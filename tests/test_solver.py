@@ -138,8 +138,8 @@ def test_solve_from_a_position_in_mid_play() -> None:
     result = solve(game)
     assert game.state_key() == snapshot  # the game is not changed
     assert_wins(game, result)
-    move = hint(game)
-    assert move is not None and game.reason_illegal(move) is None
+    hinted = hint(game)
+    assert hinted is not None and game.reason_illegal(hinted) is None
 
 
 def test_solve_after_random_detours_still_finds_real_wins() -> None:
@@ -204,7 +204,8 @@ def test_wall_dead_end_is_proved_unwinnable_with_and_without_the_wall_test(monke
         (1, 3), (2, 5), (4, 4), (5, 9), (6, 6), (7, 10), (8, 8), (9, 11), (10, 11), (3, 3), (0, 0), (11, 11),
     ]  # fmt: skip
     stock = [3, 9, 4]
-    used = [*range(12), *reserve, *stock, *(x for t, b in tableau if t is not None for x in range(t, b + 1))]
+    spans = [span for span in tableau if span is not None]
+    used = [*range(12), *reserve, *stock, *(x for low, high in spans for x in range(low, high + 1))]
     for x in used:
         pool.remove(x)
     rest = [x for x in pool if x != 12]

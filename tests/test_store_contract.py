@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from redis_cluster_fixture import LocalRedisCluster
 from redis_fixture import RedisServer, free_port
+from support import eventually
 
 from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
 from server.store.base import DEFAULT_FINISHED_ROOM_TTL, AppendRequest, AppendResult
@@ -54,15 +55,6 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFacto
 @pytest.fixture
 async def store(make_store: StoreFactory) -> Store:
     return await make_store()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
-    """Poll ``check`` until it holds; fail after ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"condition still false after {timeout} s")
-        await asyncio.sleep(0.05)
 
 
 # Basics ----------------------------------------------------------------------

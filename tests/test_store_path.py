@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 from redis_fixture import RedisServer
-from test_server_e2e import FAST, Client, fast_config, make_room, play, running_server, start_race, view_game
+from support import FAST, Client, fast_config, make_room, play, running_server, start_race, view_game
 
 from server.core.records import decode_entry, decode_room
 from server.store.base import AppendRequest, AppendResult, StoreUnavailable
@@ -171,12 +171,12 @@ class PlayerSaveFailsOnce(MemoryStore):
         self.seen: set[str] = set()
         self.failed = False
 
-    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
+    async def put_player(self, player_id: str, token_hash: str, data: bytes, ttl_s: float | None = None) -> None:
         if player_id in self.seen and not self.failed:
             self.failed = True
             raise RuntimeError("injected player failure")
         self.seen.add(player_id)
-        await super().put_player(player_id, token_hash, data)
+        await super().put_player(player_id, token_hash, data, ttl_s=ttl_s)
 
 
 async def test_an_unexpected_player_write_error_is_logged_and_the_worker_carries_on(

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 from redis_fixture import free_port
-from test_server_e2e import Client, fast_config, make_room, running_server, start_race
-from web_helpers import find_chromium, until, web_server_for
+from support import Client, fast_config, make_room, running_server, start_race
+from web_helpers import open_page, until, web_server_for
 
 from client.bot import choose_move
 from client.cli import main as plot_main
@@ -30,35 +28,6 @@ XSS_NAME = "<img src=x onerror=f()>"
 TIMEOUT_MS = 15_000
 
 expect.set_options(timeout=TIMEOUT_MS)
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        # The system's Chromium, never Playwright's own download (none can be fetched here).
-        launched = await playwright.chromium.launch(executable_path=find_chromium())
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-class PageWatch:
-    """A page with every script error, console error and dialog recorded: none is expected."""
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-        self.problems: list[str] = []
-        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
-        page.on("console", lambda m: self.problems.append(f"console: {m.text}") if m.type == "error" else None)
-        page.on("dialog", lambda dialog: self.problems.append(f"dialog: {dialog.message}"))
-
-
-async def open_page(browser: Browser, url: str) -> PageWatch:
-    page = await browser.new_page(accept_downloads=True)
-    watched = PageWatch(page)
-    await page.goto(url)
-    return watched
 
 
 async def play_until_home(client: Client, view: View, next_id: int, more_cards: int) -> tuple[View, int]:

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, expect
-from test_client_race import screen_text, until
-from test_server_e2e import running_server
-from test_web_browser import browser, open_page  # noqa: F401  (the browser fixture)
-from web_helpers import web_server_for
+from support import running_server, screen_text, until
+from web_helpers import open_page, web_server_for
 
 from client.cli import main as plot_main
 from client.commands.host import watch_url
@@ -25,7 +23,7 @@ def test_the_watch_url_follows_the_server_address() -> None:
 
 
 async def test_plot_host_shows_the_link_and_the_link_opens_the_room(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from redis_fixture import free_port
-from test_server_cli import server_process, wait_healthy
-from test_server_e2e import running_server
+from support import running_server, server_process, wait_healthy
 from web_helpers import http_get, web_server_for
 
 from server.web import WebConfig, WebServer

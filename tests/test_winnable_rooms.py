@@ -8,7 +8,6 @@ The race client (Textual's harness) refuses hints in a race and gives a legal on
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import random
@@ -16,8 +15,23 @@ import time
 from pathlib import Path
 
 import pytest
-from test_room_core import Shell, lobby, pid
-from test_server_e2e import Client, fast_config, latest, make_room, play, running_server, start_race, url, view_game
+from support import (
+    Client,
+    Shell,
+    eventually,
+    fast_config,
+    latest,
+    lobby,
+    make_room,
+    pid,
+    play,
+    room_phase,
+    running_server,
+    start_race,
+    url,
+    view_game,
+    wait_for_file,
+)
 from winnable_sources import dies_once, gated_random_deal
 
 from server.core import ServerCore
@@ -202,23 +216,6 @@ def winnable_config(source: object, *, budget: int = BUDGET, tries: int = 20) ->
     return fast_config(winnable=WinnableConfig(budget=budget, tries=tries, seed_source=source))  # type: ignore[arg-type]
 
 
-async def wait_for_file(path: Path, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    while not path.exists() or not path.read_text():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {path.name}")
-        await asyncio.sleep(0.02)
-    return path.read_text()
-
-
-async def room_phase(client: Client, phase: str) -> p.Room:
-    while True:
-        room = latest(client, p.Room)
-        if room.phase == phase:
-            return room
-        await client.expect(p.Room)
-
-
 async def test_winnable_room_races_a_proved_winnable_deal_while_other_rooms_play_on(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     source = functools.partial(gated_random_deal, str(gate))
@@ -308,10 +305,10 @@ async def test_shutdown_stops_a_search_in_flight(tmp_path: Path) -> None:
         started = time.monotonic()
         await server_cm.__aexit__(None, None, None)
     assert time.monotonic() - started < 5.0  # the server did not wait for the search
-    deadline = time.monotonic() + 5.0
-    while Path(f"/proc/{worker}").exists() and "Z" not in _proc_state(worker):
-        assert time.monotonic() < deadline, "the worker process outlived the server"
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: not Path(f"/proc/{worker}").exists() or "Z" in _proc_state(worker),
+        what="the worker process outlived the server",
+    )
 
 
 def _proc_state(process_id: int) -> str:
@@ -359,7 +356,7 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def test_hint_key_refuses_in_a_race_joined_over_the_network(state_dir: Path) -> None:
-    from test_client_race import SIZE, message, screen_text, until
+    from support import SIZE, message, screen_text, until
 
     from client.tui.race import JOIN, RaceApp, RaceConfig
 
@@ -384,7 +381,7 @@ async def test_hint_key_refuses_in_a_race_joined_over_the_network(state_dir: Pat
 
 async def test_the_host_sees_the_search_then_races_and_gets_no_hint(state_dir: Path, tmp_path: Path) -> None:
     """``plot host --winnable`` as a person sees it: the rules say so, the search shows, then the race."""
-    from test_client_race import SIZE, message, screen_text, until
+    from support import SIZE, message, screen_text, until
 
     from client.tui.race import HOST, RaceApp, RaceConfig
 
@@ -424,7 +421,7 @@ async def test_the_host_sees_the_search_then_races_and_gets_no_hint(state_dir: P
 
 
 async def test_hint_key_gives_a_legal_move_in_practice(state_dir: Path) -> None:
-    from test_client_race import SIZE, message, until
+    from support import SIZE, message, until
 
     from client.tui.practice import attach_hint, embedded_server, practice_config
     from client.tui.race import RaceApp

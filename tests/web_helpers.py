@@ -14,6 +14,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+from playwright.async_api import Browser, Page
+
 from server.app import RaceServer
 from server.web import WebConfig, WebServer
 
@@ -74,3 +76,21 @@ async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for: {what}")
         await asyncio.sleep(0.05)
+
+
+class PageWatch:
+    """A page with every script error, console error and dialog recorded: none is expected."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.problems: list[str] = []
+        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
+        page.on("console", lambda m: self.problems.append(f"console: {m.text}") if m.type == "error" else None)
+        page.on("dialog", lambda dialog: self.problems.append(f"dialog: {dialog.message}"))
+
+
+async def open_page(browser: Browser, url: str) -> PageWatch:
+    page = await browser.new_page(accept_downloads=True)
+    watched = PageWatch(page)
+    await page.goto(url)
+    return watched

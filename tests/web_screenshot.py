@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from playwright.async_api import async_playwright, expect
-from test_server_e2e import Client, make_room, running_server, start_race
+from support import Client, make_room, running_server, start_race
 from web_helpers import find_chromium, web_server_for
 
 from client.bot import choose_move

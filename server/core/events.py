@@ -19,14 +19,47 @@ class Connected:
 
 @dataclass(frozen=True, slots=True)
 class HelloEvent:
-    """A hello. The shell has already looked the token up: ``resume`` is that player's record
-    (None for a new player); ``token_unknown`` says a token was given but matched no player."""
+    """A hello, as decoded. A resume token is looked up through the LookupToken effect."""
 
     conn: int
     msg: Hello
     now: int
-    resume: PlayerRecord | None = None
-    token_unknown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLooked:
+    """The answer to LookupToken: the player the token resumes (None: no such player), or
+    ``failed`` (the store did not answer)."""
+
+    conn: int
+    token_hash: str
+    record: PlayerRecord | None
+    now: int
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RoomLoaded:
+    """The answer to LoadRoom: the stored record (None: no such room) with every racer's move log
+    of its current race, or ``failed`` (the store did not answer)."""
+
+    code: str
+    record: RoomRecord | None
+    logs: dict[str, list[LogEntry]]
+    now: int
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RoomsListed:
+    """The answer to ListRooms: the listed codes, oldest first, and the stored records of the
+    rooms among them that the core did not hold when the shell asked (``ServerCore.has_room``)."""
+
+    conn: int
+    codes: list[str]
+    records: dict[str, RoomRecord]
+    now: int
+    failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +115,10 @@ class MovePersistFailed:
     code: str
     race: int
     player_id: str
-    reason: Literal["uncertain", "conflict", "gone"]  # store unavailable; length mismatch; no such race
+    # uncertain: StoreUnavailable, the outcome is unknown (the log is re-read before anything else
+    # is decided for this racer); conflict: the log length did not match (re-read it); gone: the
+    # room or race is not in the store (never retried: the room is rebuilt from the store).
+    reason: Literal["uncertain", "conflict", "gone"]
     now: int
 
 
@@ -117,6 +153,7 @@ class DealFound:
     deal: int | None
     now: int
     detail: str = ""
+    busy: bool = False  # no search ran: the server's search queue was full
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +172,9 @@ class BlockedChecked:
 Event = (
     Connected
     | HelloEvent
+    | TokenLooked
+    | RoomLoaded
+    | RoomsListed
     | PlayerRegistered
     | RegisterFailed
     | ClientEvent
@@ -179,28 +219,49 @@ class Bind:
 
 
 @dataclass(frozen=True, slots=True)
-class Close:
-    conn: int
-    code: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
 class RegisterPlayer:
-    """Store a new player, then hand the core PlayerRegistered (or RegisterFailed)."""
+    """Store a new player, then hand the core PlayerRegistered (or RegisterFailed). ``ttl_s``: its
+    store lifetime (a player made by hello alone is kept briefly until it joins a room)."""
 
     conn: int
     record: PlayerRecord
     token_hash: str
     token: str
+    ttl_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SavePlayer:
-    """Write-behind: the latest record of a player wins."""
+    """Write-behind: the latest record of a player wins. ``ttl_s`` None: the store's player lifetime."""
 
     record: PlayerRecord
     token_hash: str
+    ttl_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LookupToken:
+    """Find the player this token hash resumes, then hand the core TokenLooked."""
+
+    conn: int
+    token_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRoom:
+    """Read a room's record and its current race's move logs, then hand the core RoomLoaded
+    (retrying with back-off while the store does not answer, unless ``once``)."""
+
+    code: str
+    once: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ListRooms:
+    """Read the listed room codes (and the records of rooms the core does not hold), then hand the
+    core RoomsListed."""
+
+    conn: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +358,7 @@ class Note:
 
     event: str
     fields: dict[str, object]
+    level: Literal["info", "warning", "error"] = "info"
 
 
 Effect = (
@@ -304,10 +366,12 @@ Effect = (
     | Reply
     | Send
     | Bind
-    | Close
     | RegisterPlayer
     | SavePlayer
     | CreateRoomRecord
+    | LookupToken
+    | LoadRoom
+    | ListRooms
     | SaveRoom
     | SetListed
     | ExpireRoom

@@ -64,6 +64,7 @@ class RoomRecord(msgspec.Struct, kw_only=True):
     pending_deal: int | None  # chosen deal for the next race (None: drawn at random at the start)
     created_ms: int
     last_activity_ms: int
+    closed: bool = False  # closed for good: never loaded again (its results stay until it expires)
 
 
 class LogEntry(msgspec.Struct, array_like=True):

@@ -90,8 +90,9 @@ class Store(abc.ABC):
     # Players ---------------------------------------------------------------
 
     @abc.abstractmethod
-    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
-        """Create or overwrite a player and index it by the hash of its resume token."""
+    async def put_player(self, player_id: str, token_hash: str, data: bytes, ttl_s: float | None = None) -> None:
+        """Create or overwrite a player and index it by the hash of its resume token. ``ttl_s``: its
+        lifetime from now (None: the store's player lifetime, ``player_ttl``)."""
 
     @abc.abstractmethod
     async def get_player(self, player_id: str) -> bytes | None: ...

@@ -140,7 +140,7 @@ class MemoryStore(Store):
 
     # Players -----------------------------------------------------------------
 
-    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
+    async def put_player(self, player_id: str, token_hash: str, data: bytes, ttl_s: float | None = None) -> None:
         check_identifier("player id", player_id)
         check_identifier("token hash", token_hash)
         check_bytes("player data", data)
@@ -148,7 +148,8 @@ class MemoryStore(Store):
         old = self._players.get(player_id)
         if old is not None and old.token_hash != token_hash and self._tokens.get(old.token_hash) == player_id:
             del self._tokens[old.token_hash]  # a new token replaces the old one
-        deadline = None if self._player_ttl is None else now + self._player_ttl
+        ttl = self._player_ttl if ttl_s is None else check_seconds(ttl_s)
+        deadline = None if ttl is None else now + ttl
         self._players[player_id] = _Player(token_hash, data, deadline)
         self._tokens[token_hash] = player_id
         if deadline is not None:

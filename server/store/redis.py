@@ -330,22 +330,21 @@ class RedisStore(Store):
 
     # Players -----------------------------------------------------------------
 
-    async def put_player(self, player_id: str, token_hash: str, data: bytes) -> None:
+    async def put_player(self, player_id: str, token_hash: str, data: bytes, ttl_s: float | None = None) -> None:
         """Three single-slot steps, each safe to stop after: the new token's key, then the player's
         record naming it current, then the old token's key deleted (player_by_token ignores a
         token the record does not name, so a step left undone never revives an old token)."""
         check_identifier("player id", player_id)
         check_identifier("token hash", token_hash)
         check_bytes("player data", data)
+        ttl_ms = self._player_ttl_ms if ttl_s is None else milliseconds(check_seconds(ttl_s) or 0.0)
         async with self._talking("put_player"):
             token_key = self.token_key(token_hash)
-            if self._player_ttl_ms > 0:
-                await self._redis.set(token_key, player_id, px=self._player_ttl_ms)
+            if ttl_ms > 0:
+                await self._redis.set(token_key, player_id, px=ttl_ms)
             else:
                 await self._redis.set(token_key, player_id)
-            old = await self._put_player(
-                keys=[self.player_key(player_id)], args=[token_hash, data, self._player_ttl_ms]
-            )
+            old = await self._put_player(keys=[self.player_key(player_id)], args=[token_hash, data, ttl_ms])
             if isinstance(old, bytes) and old != token_hash.encode():
                 await self._retire_token(keys=[self.token_key(old.decode())], args=[player_id])
 

@@ -1,0 +1,255 @@
+"""The plumbing every part of the room core shares: its state, the effects it emits, room versions."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Literal
+
+from server.core.events import (
+    Effect,
+    Note,
+    Reply,
+    SavePlayer,
+    SaveRoom,
+    Send,
+    Wake,
+)
+from server.core.records import (
+    LogEntry,
+    PlayerRecord,
+    RaceRecord,
+    RacerInfo,
+    RoomRecord,
+)
+from server.core.state import (
+    CoreConfig,
+    Entropy,
+    Loading,
+    LogSnapshot,
+    MemberState,
+    PendingMove,
+    PlayerState,
+    RacerState,
+    RaceState,
+    RoomState,
+)
+from shared import protocol as p
+
+
+class CoreBase:
+    """State and output shared by the core's parts (each part is a mixin on this)."""
+
+    def __init__(self, config: CoreConfig | None = None, entropy: Entropy | None = None) -> None:
+        self.config = config or CoreConfig()
+        self.entropy = entropy or Entropy()
+        self.conns: dict[int, str | None] = {}  # connection -> player id (None before welcome)
+        self.players: dict[str, PlayerState] = {}
+        self.rooms: dict[str, RoomState] = {}
+        self._creating: dict[int, int] = {}  # connection -> create attempts (room codes taken)
+        self._searches = 0  # deal searches asked for so far (each FindDeal gets the next number)
+        self._hellos: dict[int, str] = {}  # connection -> the resume token being looked up
+        self._loading: dict[str, Loading] = {}  # room code -> what waits for the room to be loaded
+        self._out: list[Effect] = []
+        self._touched: set[str] = set()
+
+    def _finish(self) -> list[Effect]:
+        for code in sorted(self._touched):
+            room = self.rooms.get(code)
+            if room is None:
+                continue
+            if room.needs_save:
+                room.needs_save = False
+                self._out.append(SaveRoom(code, self._record(room)))
+            wake = self._next_wake(room)
+            if wake != room.wake_at:
+                room.wake_at = wake
+                self._out.append(Wake(code, wake))
+        out, self._out = self._out, []
+        return out
+
+    def _note(self, event: str, level: Literal["info", "warning", "error"] = "info", **fields: object) -> None:
+        self._out.append(Note(event, fields, level))
+
+    def _reply(self, conn: int, message: p.ServerMessage) -> None:
+        self._out.append(Reply(conn, message))
+
+    def _send(self, players: tuple[str, ...], message: p.ServerMessage, droppable: bool = False) -> None:
+        if players:
+            self._out.append(Send(players, message, droppable))
+
+    def _error(self, conn: int, code: str, message: str, ref: str | None, move_id: int | None = None) -> None:
+        """An error reply; ``move_id``: the client's id when it answers a move."""
+        self._reply(conn, p.Error(code=code, message=message, ref=ref, id=move_id))
+
+    def _forget_if_idle(self, player_id: str) -> None:
+        """A player with no connection and no room in this process is not kept in memory (its
+        record is in the store: a resume brings it back)."""
+        player = self.players.get(player_id)
+        if player is None or player.conns:
+            return
+        room = self.rooms.get(player.room) if player.room is not None else None
+        if room is None or player_id not in room.members:
+            del self.players[player_id]
+
+    def _changed(self, room: RoomState) -> None:
+        """The room's racers/host/phase changed: new version, tell everyone in it now, save it."""
+        room.version += 1
+        room.needs_save = True
+        self._touched.add(room.code)
+        room.snapshot_dirty = False  # this snapshot carries the latest count too
+        self._send_room(room, droppable=False)
+
+    def _spectators_changed(self, room: RoomState, counted: bool) -> None:
+        """Only spectators changed (one came, went, or its connection did): new version, save it.
+        ``counted``: the count changed, so the others get it with the next coalesced snapshot
+        (``_tick``); otherwise nothing they see changed (their snapshot never lists spectators)."""
+        room.version += 1
+        room.needs_save = True
+        self._touched.add(room.code)
+        if counted:
+            room.snapshot_dirty = True
+
+    def _shown(self, room: RoomState, member: MemberState) -> bool:
+        """Does everyone's snapshot list this member? Racers and the host; a spectator only in its own."""
+        return member.role == p.RACER or member.player_id == room.host
+
+    def _save_player(self, player_id: str, room: str | None, name: str, bot: bool, token_hash: str) -> None:
+        player = self.players.get(player_id)
+        if player is not None:
+            player.room = room
+            self._out.append(SavePlayer(player.record(), player.token_hash))
+        else:
+            record = PlayerRecord(player_id=player_id, name=name, bot=bot, room=room)
+            self._out.append(SavePlayer(record, token_hash))
+
+    def _connected(self, player_id: str) -> bool:
+        player = self.players.get(player_id)
+        return player is not None and bool(player.conns)
+
+    # ---- the parts' methods that other parts call (ServerCore mixes them all in)
+
+    if TYPE_CHECKING:
+
+        @abstractmethod  # deadlines.py
+        def _next_wake(self, room: RoomState) -> int | None: ...
+
+        @abstractmethod  # loading.py
+        def _loading_answer(self, code: str, player_id: str) -> None: ...
+
+        @abstractmethod  # loading.py
+        def _park_join(self, code: str, conn: int, msg: p.Join, now: int) -> None: ...
+
+        @abstractmethod  # loading.py
+        def _park_resume(self, code: str, conn: int, record: PlayerRecord, token: str, now: int) -> None: ...
+
+        @abstractmethod  # loading.py
+        def _rebuild_room(
+            self, code: str, now: int, why: str, racers: dict[str, LogSnapshot | None] | None = None
+        ) -> None: ...
+
+        @abstractmethod  # lobby.py
+        def _close_room(self, room: RoomState, reason: str | None) -> None: ...
+
+        @abstractmethod  # lobby.py
+        def _join(self, conn: int, player: PlayerState, msg: p.Join, now: int, loaded: bool = False) -> None: ...
+
+        @abstractmethod  # lobby.py
+        def _remove_member(self, room: RoomState, pid: str, now: int) -> None: ...
+
+        @abstractmethod  # lobby.py
+        def _resume(self, conn: int, rec: PlayerRecord, token: str, now: int, keep_room: bool = False) -> None: ...
+
+        @abstractmethod  # race.py
+        def _begin(self, room: RoomState, now: int) -> None: ...
+
+        @abstractmethod  # race.py
+        def _cancel_countdown(self, room: RoomState) -> None: ...
+
+        @abstractmethod  # race.py
+        def _cancel_search(self, room: RoomState) -> None: ...
+
+        @abstractmethod  # race.py
+        def _check_race_over(self, room: RoomState, now: int) -> None: ...
+
+        @abstractmethod  # race.py
+        def _end_race(self, room: RoomState, now: int, why: str) -> None: ...
+
+        @abstractmethod  # race.py
+        def _end_request(self, conn: int, room: RoomState, pid: str, now: int) -> None: ...
+
+        @abstractmethod  # race.py
+        def _find_deal(self, room: RoomState) -> None: ...
+
+        @abstractmethod  # race.py
+        def _rematch(self, conn: int, room: RoomState, pid: str, deal: int | None, now: int) -> None: ...
+
+        @abstractmethod  # race.py
+        def _start(self, conn: int, room: RoomState, pid: str, now: int) -> None: ...
+
+        @abstractmethod  # ranking.py
+        def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard: ...
+
+        @abstractmethod  # ranking.py
+        def _results(self, room: RoomState) -> p.Results: ...
+
+        @abstractmethod  # ranking.py
+        def _rows(self, race: RaceState, final: bool) -> list[p.LeaderboardRow]: ...
+
+        @abstractmethod  # rebuild.py
+        def _race_from_record(
+            self, room: RoomState, record: RaceRecord, logs: dict[str, list[LogEntry]], now: int
+        ) -> RaceState: ...
+
+        @abstractmethod  # rebuild.py
+        def _record(self, room: RoomState) -> RoomRecord: ...
+
+        @abstractmethod  # rebuild.py
+        def _replay_racer(self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry]) -> RacerState: ...
+
+        @abstractmethod  # rebuild.py
+        def _room_from_record(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> RoomState: ...
+
+        @abstractmethod  # views.py
+        def _boards_message(self, room: RoomState, now: int, advance: bool) -> p.Boards | None: ...
+
+        @abstractmethod  # views.py
+        def _next_reveal(self, room: RoomState) -> int | None: ...
+
+        @abstractmethod  # views.py
+        def _race_start(self, room: RoomState, racer: RacerState | None, now: int) -> p.RaceStart: ...
+
+        @abstractmethod  # views.py
+        def _room_message(self, room: RoomState, recipient: str) -> p.Room: ...
+
+        @abstractmethod  # views.py
+        def _send_room(self, room: RoomState, droppable: bool) -> None: ...
+
+        @abstractmethod  # views.py
+        def _snapshot(self, conn: int, room: RoomState, player_id: str, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _carry_over(self, old: RacerState, racer: RacerState) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _clear_head(self, racer: RacerState) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _move(self, conn: int, player: PlayerState, msg: p.Move, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _pump(self, room: RoomState, racer: RacerState, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _racer_due(self, room: RoomState, racer: RacerState, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _reject(self, racer: RacerState, pending: PendingMove, code: str, reason: str) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _settle_blocked(self, room: RoomState, racer: RacerState, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _settle_head(self, room: RoomState, racer: RacerState, length_before: int, now: int) -> None: ...
+
+        @abstractmethod  # wal.py
+        def _system_entry(self, room: RoomState, racer: RacerState, move: str, now: int) -> None: ...

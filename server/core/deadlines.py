@@ -1,0 +1,133 @@
+"""Time: one table of a room's deadlines (:meth:`DeadlinesMixin._deadlines`) feeds both the tick,
+which fires those that are due, and the room's next wake-up, the earliest of them. A deadline
+added here is therefore both scheduled and handled, or neither."""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from server.core.base import CoreBase
+from server.core.state import LogState, RoomState
+from shared import protocol as p
+from shared.engine import RESIGN
+
+
+class Due(enum.Enum):
+    """What a deadline is for. The tick handles due deadlines in this order."""
+
+    START = "start"  # the countdown is over: the race begins
+    RACER_WRITE = "racer_write"  # a racer's failed write: retry after the back-off, or give up
+    FORFEIT = "forfeit"  # a racer disconnected past the grace period resigns
+    TIME_LIMIT = "time_limit"  # the race's time limit
+    LEADERBOARD = "leaderboard"  # a dirty leaderboard, at most one per interval
+    BOARDS = "boards"  # spectators' delayed boards reveal the next entries
+    MEMBER_GONE = "member_gone"  # a disconnected member (not racing) is removed
+    IDLE = "idle"  # a lobby or finished room nobody touches closes
+    SPECTATOR_COUNT = "spectator_count"  # the coalesced snapshot with the new spectator count
+
+
+ORDER = {due: i for i, due in enumerate(Due)}
+
+
+class Deadline(NamedTuple):  # a tuple: a table is built on every event that touches the room
+    at: int  # server ms
+    due: Due
+    subject: str | None = None  # the player it concerns, if any
+
+
+class DeadlinesMixin(CoreBase):
+    def _deadlines(self, room: RoomState) -> list[Deadline]:
+        table: list[Deadline] = []
+        race = room.race
+        config = self.config
+        if room.phase == p.COUNTDOWN and race is not None:
+            table.append(Deadline(race.record.starts_at, Due.START))
+        if room.phase == p.RACING and race is not None:
+            for pid, racer in race.racers.items():
+                if racer.state is LogState.RETRYING and racer.retry_at is not None:
+                    table.append(Deadline(racer.retry_at, Due.RACER_WRITE, pid))
+                elif racer.state is LogState.REREADING and racer.give_up_at is not None:
+                    table.append(Deadline(racer.give_up_at, Due.RACER_WRITE, pid))
+                if racer.forfeit_at is not None and not racer.game.over and not race.ending:
+                    table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))
+            if race.record.ends_at is not None and not race.ending:
+                table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
+            if race.lb_dirty:
+                table.append(Deadline(race.lb_last_ms + config.leaderboard_interval_ms, Due.LEADERBOARD))
+            reveal = self._next_reveal(room)
+            if reveal is not None:
+                table.append(Deadline(reveal, Due.BOARDS))
+        for pid, member in room.members.items():
+            if member.left_ms is not None:
+                racing = room.phase in (p.COUNTDOWN, p.RACING) and race is not None and pid in race.racers
+                if not racing:
+                    table.append(Deadline(member.left_ms + config.member_grace_ms, Due.MEMBER_GONE, pid))
+        if room.phase in (p.LOBBY, p.RESULTS):
+            table.append(Deadline(room.last_activity_ms + config.lobby_idle_ms, Due.IDLE))
+        if room.snapshot_dirty:
+            table.append(Deadline(room.snapshot_last_ms + config.spectators_interval_ms, Due.SPECTATOR_COUNT))
+        return table
+
+    def _next_wake(self, room: RoomState) -> int | None:
+        return min((d.at for d in self._deadlines(room)), default=None)
+
+    def _tick(self, code: str, now: int) -> None:
+        room = self.rooms.get(code)
+        if room is None:
+            return
+        self._touched.add(code)
+        room.wake_at = None  # this wake is spent; _finish schedules the next
+        due = sorted((d for d in self._deadlines(room) if d.at <= now), key=lambda d: ORDER[d.due])
+        for deadline in due:
+            if self.rooms.get(code) is not room:
+                return  # the room closed
+            self._fire(room, deadline, now)
+        if self.rooms.get(code) is room and room.phase == p.RACING:
+            self._check_race_over(room, now)
+
+    def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
+        race = room.race
+        due, pid = deadline.due, deadline.subject
+        if due is Due.START:
+            if room.phase == p.COUNTDOWN:
+                self._begin(room, now)
+        elif due is Due.RACER_WRITE:
+            racer = race.racers.get(pid) if race is not None and pid is not None else None
+            if racer is not None and room.phase == p.RACING:
+                self._racer_due(room, racer, now)
+        elif due is Due.FORFEIT:
+            racer = race.racers.get(pid) if race is not None and pid is not None else None
+            ending = race is None or race.ending
+            if racer is not None and racer.forfeit_at is not None and room.phase == p.RACING and not ending:
+                racer.forfeit_at = None
+                self._note("forfeit", room=room.code, player=pid)
+                self._system_entry(room, racer, RESIGN, now)
+        elif due is Due.TIME_LIMIT:
+            if room.phase == p.RACING and race is not None:
+                self._end_race(room, now, "time")
+        elif due is Due.LEADERBOARD:
+            if room.phase == p.RACING and race is not None and race.lb_dirty:
+                race.lb_dirty = False
+                race.lb_last_ms = now
+                self._send(room.member_ids(), self._leaderboard(race, final=False), droppable=True)
+        elif due is Due.BOARDS:
+            if room.phase == p.RACING and race is not None:
+                boards = self._boards_message(room, now, advance=True)
+                if boards is not None:
+                    race.boards_last_ms = now
+                    self._send(room.spectator_ids(), boards, droppable=True)
+        elif due is Due.MEMBER_GONE:
+            # Members who went away: removed after a grace period (racers of a running race stay:
+            # they forfeit instead, and may come back for the results).
+            if pid is not None and pid in room.members and room.members[pid].left_ms is not None:
+                self._remove_member(room, pid, now)
+        elif due is Due.IDLE:
+            if room.phase in (p.LOBBY, p.RESULTS):
+                self._close_room(room, reason="idle")
+        elif due is Due.SPECTATOR_COUNT and room.snapshot_dirty:
+            # The spectator count, coalesced: one snapshot for any number of comings and goings.
+            room.snapshot_dirty = False
+            room.snapshot_last_ms = now
+            self._send_room(room, droppable=True)
+

@@ -1,0 +1,174 @@
+"""Rooms read from the store on demand (LoadRoom / RoomLoaded), and the error state: a room whose
+handler failed is dropped from memory and rebuilt from the store, its racers resynchronised.
+
+A room is loaded when a join names a code this process does not hold, when a resuming player's
+room is not in memory, and after a failure. Joins and resumes that need it wait here (parked)
+until the store answers. A closed room (stored with no members) is never loaded again, and a
+loaded room counts toward ``CoreConfig.max_rooms`` like any other.
+"""
+
+from __future__ import annotations
+
+from server.core.base import CoreBase
+from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomLoaded, RoomsListed
+from server.core.records import PlayerRecord
+from server.core.state import Loading, LogSnapshot, LogState, RoomState, summary_from_record
+from shared import protocol as p
+
+
+class LoadingMixin(CoreBase):
+    # ---------------------------------------------------------------- asking
+
+    def _load(self, code: str, once: bool = True) -> Loading:
+        loading = self._loading.get(code)
+        if loading is None:
+            loading = self._loading[code] = Loading()
+            self._out.append(LoadRoom(code, once))
+        return loading
+
+    def _park_join(self, code: str, conn: int, msg: p.Join, now: int) -> None:
+        self._load(code).joins.append((conn, msg))
+
+    def _park_resume(self, code: str, conn: int, record: PlayerRecord, token: str, now: int) -> None:
+        self._load(code).resumes.append((conn, record, token))
+
+    def _loading_answer(self, code: str, player_id: str) -> None:
+        """A racer's write was answered while its room is being reloaded: re-read its log after."""
+        loading = self._loading.get(code)
+        if loading is not None:
+            loading.answered.add(player_id)
+
+    def _rebuild_room(self, code: str, now: int, why: str, racers: dict[str, LogSnapshot | None] | None = None) -> None:
+        """Drop a room from memory and load it again from the store (the error state). ``racers``:
+        its racers' write-ahead state to carry over (taken before the failed event; by default the
+        live one), so that queued moves and writes in flight are still answered."""
+        room = self.rooms.pop(code, None)
+        self._out.append(DropRoom(code))  # its timer goes; the rebuilt room schedules its own
+        loading = self._load(code, once=False)
+        loading.rebuild = why
+        self._note("room_rebuild", room=code, why=why, level="warning")
+        if room is None:
+            return
+        loading.members = list(room.members)
+        if room.race is not None and room.phase == p.RACING:
+            # Taken before the failed event where given, else as they are (untouched by it).
+            loading.racers = {pid: racer.log_snapshot() for pid, racer in room.race.racers.items()}
+            loading.racers.update(racers or {})
+
+    # ---------------------------------------------------------------- the answer
+
+    def _room_loaded(self, ev: RoomLoaded) -> None:
+        loading = self._loading.pop(ev.code, None) or Loading()
+        code = ev.code
+        if ev.failed:
+            if loading.rebuild is not None:
+                self._loading[code] = loading  # the shell retries with back-off until it answers
+                self._out.append(LoadRoom(code, once=False))
+                return
+            self._answer_parked(loading, ev.now, p.STORE_UNAVAILABLE, "the store did not answer: try again")
+            return
+        record = ev.record
+        if code in self.rooms:
+            room: RoomState | None = self.rooms[code]
+        elif record is None or record.closed or not record.members:
+            room = None
+            if loading.rebuild is not None:
+                self._room_gone(code, loading, ev.now)
+        elif loading.rebuild is None and len(self.rooms) + len(self._creating) >= self.config.max_rooms:
+            self._answer_parked(loading, ev.now, p.SERVER_FULL, "the server holds as many rooms as it may: try later")
+            return
+        else:
+            room = self._room_from_record(record, ev.logs, ev.now)
+            self.rooms[code] = room
+            self._touched.add(code)
+            self._note("room_loaded", room=code, phase=room.phase, race=room.race_number)
+            if room.phase == p.DEALING:
+                self._find_deal(room)  # the search of the process that stored it is gone: search again
+            if loading.rebuild is not None:
+                self._resync(room, loading, ev.now)
+            if room.race is not None:
+                # The replay decided blocked within the budget; what it left undecided is asked again.
+                for racer in room.race.racers.values():
+                    self._settle_blocked(room, racer, ev.now)
+        for conn, record_, token in loading.resumes:
+            if conn in self.conns and self.conns[conn] is None:
+                self._resume(conn, record_, token, ev.now)
+        for conn, msg in loading.joins:
+            pid = self.conns.get(conn)
+            player = self.players.get(pid) if pid is not None else None
+            if player is not None:
+                self._join(conn, player, msg, ev.now, loaded=True)
+
+    def _answer_parked(self, loading: Loading, now: int, code: str, why: str) -> None:
+        for conn, record, token in loading.resumes:
+            if conn in self.conns and self.conns[conn] is None:
+                self._resume(conn, record, token, now, keep_room=True)
+                self._error(conn, code, f"your room cannot be loaded now ({why})", "hello")
+        for conn, _msg in loading.joins:
+            if conn in self.conns:
+                self._error(conn, code, why, "join")
+
+    def _room_gone(self, code: str, loading: Loading, now: int) -> None:
+        """A dropped room the store no longer has: its members are told, and it is forgotten."""
+        self._note("room_gone", room=code, level="warning")
+        for pid in loading.members:
+            player = self.players.get(pid)
+            if player is None or player.room != code:
+                continue
+            player.room = None
+            self._send((pid,), p.Kicked(room=code, reason="gone"))
+            self._save_player(pid, None, player.name, player.bot, player.token_hash)
+            self._forget_if_idle(pid)
+
+    def _resync(self, room: RoomState, loading: Loading, now: int) -> None:
+        """A room rebuilt after a failure: carry each racer's queue and write-ahead state over, then
+        send every connected member a fresh snapshot (as a resuming client gets)."""
+        race = room.race
+        if race is not None and room.phase == p.RACING:
+            for pid, snapshot in loading.racers.items():
+                racer = race.racers.get(pid)
+                if racer is None:
+                    continue
+                racer.restore_log(snapshot)
+                if racer.state is LogState.WRITING and racer.log_length != racer.head_length:
+                    racer.state = LogState.REREADING  # the log just read moved past it: it decides now
+                if racer.state is LogState.WRITING and pid in loading.answered:
+                    # Its write was answered while the room was away (that answer is lost): re-read.
+                    racer.state = LogState.REREADING
+                    self._out.append(ReloadLog(room.code, race.record.number, pid))
+                elif racer.state in (LogState.REREADING, LogState.OUTAGE):
+                    self._settle_head(room, racer, racer.head_length, now)  # the log was just read
+        for pid in room.members:
+            player = self.players.get(pid)
+            if player is None:
+                continue
+            for conn in sorted(player.conns):
+                self._reply(conn, self._room_message(room, pid))
+                self._snapshot(conn, room, pid, now)
+        if race is not None:
+            for racer in race.racers.values():
+                self._pump(room, racer, now)
+            self._check_race_over(room, now)
+
+    # ---------------------------------------------------------------- room list
+
+    def _rooms_listed(self, ev: RoomsListed) -> None:
+        if ev.conn not in self.conns:
+            return
+        if ev.failed:
+            self._error(ev.conn, p.STORE_UNAVAILABLE, "the store did not answer: try again", "list_rooms")
+            return
+        rooms: list[p.RoomSummary] = []
+        for code in ev.codes:
+            room = self.rooms.get(code)
+            if room is not None:
+                summary = summary_from_record(self._record(room))
+            else:
+                record = ev.records.get(code)
+                if record is None or record.closed:
+                    continue
+                summary = summary_from_record(record)
+            if not summary.code or summary.racers + summary.spectators == 0:
+                continue
+            rooms.append(summary)
+        self._reply(ev.conn, p.RoomList(rooms=rooms))

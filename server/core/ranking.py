@@ -1,0 +1,66 @@
+"""Ranking (docs/rules.md), leaderboards and results."""
+
+from __future__ import annotations
+
+from server.core.base import CoreBase
+from server.core.state import (
+    RaceState,
+    RoomState,
+)
+from shared import protocol as p
+from shared.engine import PLAYING, WON
+
+
+class RankingMixin(CoreBase):
+    def _rows(self, race: RaceState, final: bool) -> list[p.LeaderboardRow]:
+        keyed: list[tuple[tuple[int, int, int, int], p.LeaderboardRow]] = []
+        for seat, (pid, racer) in enumerate(race.racers.items()):
+            game = racer.game
+            status = game.status
+            if final and status == PLAYING:
+                status = p.STOPPED
+            elapsed = racer.times[-1] if racer.times else 0
+            cards = game.foundation_cards
+            # docs/rules.md, Race ranking: winners by the time of their winning move; then by cards, most first,
+            # ties by the time the count was last reached. Seat order settles exact ties.
+            key = (0, elapsed, 0, seat) if game.status == WON else (1, -cards, racer.cards_ms, seat)
+            row = p.LeaderboardRow(
+                player_id=pid,
+                name=racer.info.name,
+                bot=racer.info.bot,
+                cards=cards,
+                moves=racer.log_length,
+                status=status,
+                elapsed_ms=elapsed,
+                rank=0,
+                connected=self._connected(pid),
+            )
+            keyed.append((key, row))
+        keyed.sort(key=lambda kr: kr[0])
+        rows = [row for _, row in keyed]
+        for i, row in enumerate(rows):
+            row.rank = i + 1
+        return rows
+
+    def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard:
+        return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=self._rows(race, final))
+
+    def _results(self, room: RoomState) -> p.Results:
+        race = room.race
+        assert race is not None
+        rec = race.record
+        rows = race.final_rows if race.final_rows is not None else self._rows(race, final=True)
+        records = {
+            pid: p.GameRecord(deal=rec.deal, moves=list(r.game.entries), undo=rec.undo)
+            for pid, r in race.racers.items()
+        }
+        return p.Results(
+            race=rec.number,
+            ranking=[row.player_id for row in rows],
+            racers=rows,
+            deal=rec.deal,
+            salt=rec.salt,
+            commitment=rec.commitment,
+            chosen_deal=rec.chosen_deal,
+            records=records,
+        )

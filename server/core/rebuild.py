@@ -1,0 +1,118 @@
+"""Rooms to and from their store records (the record plus the move logs rebuild a room)."""
+
+from __future__ import annotations
+
+from server.core.base import CoreBase
+from server.core.records import (
+    LogEntry,
+    MemberRecord,
+    RaceRecord,
+    RacerInfo,
+    RoomRecord,
+)
+from server.core.state import (
+    MemberState,
+    RacerState,
+    RaceState,
+    RoomState,
+)
+from shared import protocol as p
+from shared.engine import Game, IllegalMove
+
+
+class RebuildMixin(CoreBase):
+    def _record(self, room: RoomState) -> RoomRecord:
+        return RoomRecord(
+            code=room.code,
+            options=room.options,
+            host=room.host,
+            phase=room.phase,
+            version=room.version,
+            race_number=room.race_number,
+            members=[
+                MemberRecord(
+                    player_id=m.player_id,
+                    name=m.name,
+                    bot=m.bot,
+                    role=m.role,
+                    ready=m.ready,
+                    token_hash=m.token_hash,
+                    left_ms=m.left_ms,
+                )
+                for m in room.members.values()
+            ],
+            race=None if room.race is None else room.race.record,
+            pending_deal=room.pending_deal,
+            created_ms=room.created_ms,
+            last_activity_ms=room.last_activity_ms,
+        )
+
+    def _room_from_record(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> RoomState:
+        members = {
+            m.player_id: MemberState(
+                m.player_id,
+                m.name,
+                m.bot,
+                m.role,
+                m.ready,
+                m.token_hash,
+                # Loaded from the store: nobody is connected to this process yet.
+                m.left_ms if m.left_ms is not None else now,
+            )
+            for m in record.members
+        }
+        for pid in members:
+            player = self.players.get(pid)
+            if player is not None and player.conns and player.room == record.code:
+                members[pid].left_ms = None
+        room = RoomState(
+            code=record.code,
+            options=record.options,
+            host=record.host,
+            phase=record.phase,
+            version=record.version,
+            race_number=record.race_number,
+            members=members,
+            race=None,
+            pending_deal=record.pending_deal,
+            created_ms=record.created_ms,
+            last_activity_ms=max(record.last_activity_ms, now) if record.members else record.last_activity_ms,
+        )
+        if record.race is not None:
+            room.race = self._race_from_record(room, record.race, logs, now)
+            if record.phase == p.RESULTS:
+                room.race.final_rows = self._rows(room.race, final=True)
+        return room
+
+    def _race_from_record(
+        self, room: RoomState, record: RaceRecord, logs: dict[str, list[LogEntry]], now: int
+    ) -> RaceState:
+        racers: dict[str, RacerState] = {}
+        for info in record.racers:
+            racer = self._replay_racer(info, record, logs.get(info.player_id, []))
+            member = room.members.get(info.player_id)
+            if member is not None and member.left_ms is not None and room.phase == p.RACING and not racer.game.over:
+                racer.forfeit_at = max(now, member.left_ms) + self.config.grace_ms
+            racers[info.player_id] = racer
+        return RaceState(record=record, racers=racers, lb_last_ms=0)
+
+    def _replay_racer(self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry]) -> RacerState:
+        game = Game(record.deal, undo=record.undo, blocked_budget=self.config.blocked_budget)
+        racer = RacerState(info=info, game=game)
+        for entry in entries:
+            racer.log_length += 1
+            before = game.foundation_cards
+            try:
+                # Live play checked blocked after each entry; a stored log holds nothing after a
+                # blocked position (but while the check was pending), so checking once at the end
+                # (as replay does, within the budget: settle_status) is the same.
+                game.play(entry.move, check_blocked=False)
+            except IllegalMove:
+                continue  # an unreadable entry: skipped (never written by this server)
+            racer.times.append(entry.t_ms)
+            if game.foundation_cards != before:
+                racer.cards_ms = entry.t_ms
+            if entry.id is not None:
+                racer.ids[entry.id] = racer.log_length
+        game.settle_status()
+        return racer

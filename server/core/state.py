@@ -1,0 +1,299 @@
+"""The room core's configuration, randomness and in-memory state (plain data, no behaviour beyond queries)."""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+
+from server.core.records import (
+    PlayerRecord,
+    RaceRecord,
+    RacerInfo,
+    RoomRecord,
+)
+from shared import protocol as p
+from shared.engine import BLOCKED_BUDGET, Game
+from shared.fairplay import new_salt, random_deal
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    countdown_ms: int = 3000
+    grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
+    member_grace_ms: int = 120_000  # a disconnected lobby member / spectator is removed after this
+    lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
+    leaderboard_interval_ms: int = 100  # at most ~10 leaderboards per second per room
+    boards_interval_ms: int = 250  # live spectator boards, when the room allows them
+    # A spectator coming or going changes only the spectator count others see: that snapshot is
+    # coalesced, at most one per room per interval (latest wins), so n joins do not cost n² entries.
+    spectators_interval_ms: int = 100
+    max_rooms: int = 1000
+    room_ttl_s: float = 24 * 3600  # rooms, logs and results vanish from the store this long after use
+    # States the blocked check may spend per move on the event loop (shared.engine.BLOCKED_BUDGET);
+    # a position it cannot decide goes to the shell's worker process (CheckBlocked).
+    blocked_budget: int | None = BLOCKED_BUDGET
+    # A move whose write failed gets a definite answer this long after the first failure at the
+    # latest: played, or move_rejected store_unavailable (docs/protocol.md, section 5).
+    store_outage_ms: int = 10_000
+    retry_first_ms: int = 50  # the first retry of a failed write waits this long; each next one twice as long ...
+    retry_max_ms: int = 2000  # ... up to this
+    # A player made by hello alone is kept this long in the store, until it joins a room (then the
+    # store's own player lifetime applies): identity churn alone must not grow the store.
+    new_player_ttl_s: float = 3600.0
+
+
+class Entropy:
+    """Where the core's randomness comes from (tests inject a seeded one). Cryptographic by default."""
+
+    def room_code(self) -> str:
+        return "".join(secrets.choice(p.ROOM_CODE_ALPHABET) for _ in range(p.ROOM_CODE_LENGTH))
+
+    def deal(self) -> int:
+        return random_deal()
+
+    def salt(self) -> str:
+        return new_salt()
+
+    def player_id(self) -> str:
+        return "p" + secrets.token_hex(8)
+
+    def token(self) -> str:
+        return secrets.token_urlsafe(24)  # 192 bits
+
+
+@dataclass(slots=True)
+class PlayerState:
+    player_id: str
+    name: str
+    bot: bool
+    token_hash: str
+    room: str | None = None
+    conns: set[int] = field(default_factory=set)
+    created_ms: int = 0
+
+    def record(self) -> PlayerRecord:
+        return PlayerRecord(
+            player_id=self.player_id, name=self.name, bot=self.bot, room=self.room, created_ms=self.created_ms
+        )
+
+
+@dataclass(slots=True)
+class MemberState:
+    player_id: str
+    name: str
+    bot: bool
+    role: str
+    ready: bool
+    token_hash: str
+    left_ms: int | None = None
+
+
+@dataclass(slots=True)
+class PendingMove:
+    id: int | None  # None: a server-made entry (forfeit, leaving, kicked)
+    move: str
+    conn: int | None
+
+
+class LogState(enum.Enum):
+    """Where a racer's write-ahead log stands. One entry at a time is decided, the *head*: queued
+    moves behind it wait, in order, since moves are positional (``waste>t3`` means whatever card
+    is on the waste then). See :data:`LOG_TRANSITIONS` and docs/architecture.md."""
+
+    IDLE = "idle"  # no head: the next queued move is checked and written
+    WRITING = "writing"  # the head's append is in flight
+    REREADING = "rereading"  # the head's outcome is unknown or the log moved: the log is re-read
+    RETRYING = "retrying"  # the head is not in the log: written again at ``retry_at`` (back-off)
+    OUTAGE = "outage"  # the log could not be re-read by ``give_up_at``: moves are answered store_unavailable
+
+
+# What may follow what, and why. Anything else is a bug (the core raises, and the room is rebuilt).
+LOG_TRANSITIONS: dict[LogState, frozenset[LogState]] = {
+    LogState.IDLE: frozenset({LogState.WRITING}),  # a queued move passed its checks
+    LogState.WRITING: frozenset({LogState.IDLE, LogState.REREADING}),  # stored / uncertain, conflict, unplayable
+    LogState.REREADING: frozenset({LogState.IDLE, LogState.RETRYING, LogState.OUTAGE}),  # landed / not / no answer
+    LogState.RETRYING: frozenset({LogState.WRITING, LogState.IDLE}),  # back-off over / refused, given up, race over
+    LogState.OUTAGE: frozenset({LogState.IDLE}),  # the log was read at last: the racer is resynchronised
+}
+
+
+# A racer's write-ahead state, cheaply (no game): state, head, head_length, head_t, attempts,
+# last_failure, retry_at, give_up_at, queue. None: idle with nothing queued (the common case).
+LogSnapshot = tuple[
+    "LogState", "PendingMove | None", int, int, int, "str | None", "int | None", "int | None", tuple["PendingMove", ...]
+]
+
+
+@dataclass(slots=True)
+class RacerState:
+    info: RacerInfo
+    game: Game
+    times: list[int] = field(default_factory=list)  # accept time (ms from start) of each entry
+    log_length: int = 0  # entries in the store's log (== len(game.entries) unless a stored entry was unreadable)
+    ids: dict[int, int] = field(default_factory=dict)  # client move id -> seq it got
+    id_moves: dict[int, str] = field(default_factory=dict)  # client move id -> the move applied under it
+    pending_ids: dict[int, str] = field(default_factory=dict)  # ids queued or at the head -> their move
+    queue: deque[PendingMove] = field(default_factory=deque)
+    state: LogState = LogState.IDLE
+    head: PendingMove | None = None  # the entry being decided (WRITING, REREADING, RETRYING)
+    head_length: int = 0  # the log length its append expects
+    head_t: int = 0  # its accept time (ms from the start)
+    candidate: Game | None = None  # after an undo/resign head (a plain move is played on game once stored)
+    attempts: int = 0  # failed writes of the head so far (the back-off grows with them)
+    last_failure: str | None = None  # why its last write failed: uncertain, conflict
+    retry_at: int | None = None  # RETRYING: when the head is written again
+    give_up_at: int | None = None  # from the head's first failure: a definite answer by then
+    cards_ms: int = 0  # time of the entry that last changed the foundation count (docs/rules.md, Race ranking)
+    forfeit_at: int | None = None
+    delayed: Game | None = None  # spectators' delayed board (rooms that allow live boards)
+    delayed_n: int = 0
+    blocked_asked: int | None = None  # entries of the position whose exact blocked check is in flight
+    blocked_at: int | None = None  # entries of a position the exact check found blocked
+
+    @property
+    def busy(self) -> bool:
+        return self.state is not LogState.IDLE or bool(self.queue)
+
+    @property
+    def settled(self) -> bool:
+        """The in-memory game matches the store's log: nothing written, in doubt or unread."""
+        return self.state in (LogState.IDLE, LogState.RETRYING)
+
+    def log_snapshot(self) -> LogSnapshot | None:
+        if self.state is LogState.IDLE and not self.queue:
+            return None
+        return (
+            self.state,
+            self.head,
+            self.head_length,
+            self.head_t,
+            self.attempts,
+            self.last_failure,
+            self.retry_at,
+            self.give_up_at,
+            tuple(self.queue),
+        )
+
+    def restore_log(self, snapshot: LogSnapshot | None) -> None:
+        """Put a snapshot's write-ahead state on this racer (rebuilt from the log: its game is the log's)."""
+        if snapshot is None:
+            return
+        (state, head, self.head_length, self.head_t, self.attempts, self.last_failure, self.retry_at,
+         self.give_up_at, queue) = snapshot  # fmt: skip
+        self.state, self.head = state, head
+        self.queue = deque(queue)
+        self.pending_ids = {q.id: q.move for q in queue if q.id is not None}
+        if head is not None and head.id is not None:
+            self.pending_ids[head.id] = head.move
+
+    def move_to(self, state: LogState) -> None:
+        if state not in LOG_TRANSITIONS[self.state]:
+            change = f"{self.state.value} -> {state.value}"
+            raise RuntimeError(f"racer {self.info.player_id}: log state {change} is not allowed")
+        self.state = state
+
+
+@dataclass(slots=True)
+class Loading:
+    """A room being read from the store (LoadRoom), and what waits for it."""
+
+    joins: list[tuple[int, p.Join]] = field(default_factory=list)  # connection, its join
+    resumes: list[tuple[int, PlayerRecord, str]] = field(default_factory=list)  # connection, player, token
+    rebuild: str | None = None  # why it was dropped from memory (then its members are resynchronised)
+    members: list[str] = field(default_factory=list)  # members when dropped (told if the store has nothing)
+    racers: dict[str, LogSnapshot | None] = field(default_factory=dict)  # write-ahead state carried over
+    answered: set[str] = field(default_factory=set)  # racers whose write was answered meanwhile
+
+
+@dataclass(slots=True)
+class RaceState:
+    record: RaceRecord
+    racers: dict[str, RacerState]
+    lb_dirty: bool = True
+    lb_last_ms: int = 0
+    boards_dirty: bool = True
+    boards_last_ms: int = 0
+    ending: bool = False
+    final_rows: list[p.LeaderboardRow] | None = None
+
+    @property
+    def total_entries(self) -> int:
+        return sum(r.log_length for r in self.racers.values())
+
+
+@dataclass(slots=True)
+class RoomState:
+    code: str
+    options: p.RoomOptions
+    host: str
+    phase: str
+    version: int
+    race_number: int
+    members: dict[str, MemberState]
+    race: RaceState | None
+    pending_deal: int | None
+    created_ms: int
+    last_activity_ms: int
+    wake_at: int | None = None
+    needs_save: bool = False
+    search: int = 0  # the deal search in flight (phase dealing), 0: none
+    snapshot_dirty: bool = False  # members have not yet seen the latest spectator count
+    snapshot_last_ms: int = 0  # when the last coalesced snapshot went out
+
+    @property
+    def leak_proof(self) -> bool:
+        return self.options.spectator_boards == "after"
+
+    @property
+    def boards_delay_ms(self) -> int | None:
+        delay = self.options.spectator_boards
+        return None if isinstance(delay, str) else delay * 1000
+
+    @property
+    def chosen_deal(self) -> bool:
+        if self.race is not None:
+            return self.race.record.chosen_deal
+        return self.pending_deal is not None
+
+    def racer_ids(self) -> list[str]:
+        return [m.player_id for m in self.members.values() if m.role == p.RACER]
+
+    def spectator_ids(self) -> tuple[str, ...]:
+        return tuple(m.player_id for m in self.members.values() if m.role == p.SPECTATOR)
+
+    def member_ids(self) -> tuple[str, ...]:
+        return tuple(self.members)
+
+
+def rules_of(options: p.RoomOptions) -> p.RoomRules:
+    return p.RoomRules(
+        max_racers=options.max_racers,
+        undo=options.undo,
+        spectator_boards=options.spectator_boards,
+        private=options.private,
+        time_limit=options.time_limit,
+        bots_allowed=options.bots_allowed,
+        winnable_only=options.winnable_only,
+    )
+
+
+def summary_from_record(record: RoomRecord) -> p.RoomSummary:
+    """A room list line from a stored room (for rooms this process has not loaded)."""
+    host = next((m.name for m in record.members if m.player_id == record.host), "?")
+    chosen = record.race.chosen_deal if record.race is not None else record.pending_deal is not None
+    return p.RoomSummary(
+        code=record.code,
+        host_name=host,
+        phase=record.phase,
+        racers=sum(1 for m in record.members if m.role == p.RACER),
+        max_racers=record.options.max_racers,
+        spectators=sum(1 for m in record.members if m.role == p.SPECTATOR),
+        undo=record.options.undo,
+        chosen_deal=chosen,
+        leak_proof=record.options.spectator_boards == "after",
+        bots_allowed=record.options.bots_allowed,
+        time_limit=record.options.time_limit,
+        winnable_only=record.options.winnable_only,
+    )

@@ -1,0 +1,367 @@
+"""Helpers shared by the test modules, in one place (no test module imports another).
+
+- ``eventually`` / ``eventually_sync``: wait by condition, with a deadline, never a fixed sleep.
+- The core's test shell and its session helpers (re-exported from :mod:`server.core.testing`).
+- A real WebSocket ``Client`` and a real server on a free loopback port (``running_server``).
+- ``plot-server`` as a real process (``server_process``, ``wait_healthy``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import random
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from server.app import RaceServer, ServerConfig
+from server.core import CoreConfig, ServerCore
+from server.core.testing import DEAL, SeededEntropy, Shell, lobby, pid, racing
+from server.store.base import Store
+from server.store.memory import MemoryStore
+from shared import protocol as p
+from shared.engine import Game, View
+
+__all__ = [
+    "DEAL",
+    "FAST",
+    "SIZE",
+    "TLS",
+    "Client",
+    "SeededEntropy",
+    "Shell",
+    "eventually",
+    "eventually_sync",
+    "fast_config",
+    "health",
+    "latest",
+    "lobby",
+    "log_lines",
+    "make_room",
+    "message",
+    "pid",
+    "play",
+    "racing",
+    "room_phase",
+    "running_server",
+    "screen_text",
+    "server_process",
+    "start_race",
+    "until",
+    "url",
+    "view_game",
+    "wait_for_file",
+    "wait_healthy",
+]
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0, interval: float = 0.02, what: str = ""
+) -> None:
+    """Poll ``check`` (a plain or an async predicate) until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition still false after {timeout} s" + (f": {what}" if what else ""))
+        await asyncio.sleep(interval)
+
+
+def eventually_sync(check: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02, what: str = "") -> None:
+    """``eventually`` outside an event loop (a subprocess, a file)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition still false after {timeout} s" + (f": {what}" if what else ""))
+        time.sleep(interval)
+
+
+# ====================================================================== the real server over WebSockets
+
+M = TypeVar("M", bound=p.ServerMessage)
+
+FAST = CoreConfig(countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50)
+
+
+def fast_config(**overrides: Any) -> ServerConfig:
+    core = overrides.pop("core", FAST)
+    base = ServerConfig(host="127.0.0.1", port=0, rate_per_s=1000, burst=2000, flush_timeout_s=2.0, core=core)
+    return replace(base, **overrides)
+
+
+@asynccontextmanager
+async def running_server(
+    store: Store | None = None, config: ServerConfig | None = None, core: ServerCore | None = None
+) -> AsyncIterator[RaceServer]:
+    server = RaceServer(store or MemoryStore(), config or fast_config(), core=core)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def url(server: RaceServer) -> str:
+    return f"ws://127.0.0.1:{server.port}"
+
+
+class Client:
+    """A real WebSocket client that records every frame it receives, in order."""
+
+    def __init__(self, ws: ClientConnection, label: str = "") -> None:
+        self.ws = ws
+        self.label = label
+        self.frames: list[bytes] = []
+        self.messages: list[p.ServerMessage] = []
+        self._queue: asyncio.Queue[p.ServerMessage | None] = asyncio.Queue()
+        self._reader = asyncio.ensure_future(self._read())
+        self.welcome: p.Welcome | None = None
+        self.closed_code: int | None = None
+
+    @classmethod
+    async def open(cls, server: RaceServer | str, label: str = "", **kwargs: Any) -> Client:
+        address = server if isinstance(server, str) else url(server)
+        return cls(await connect(address, compression=None, **kwargs), label)
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                assert isinstance(frame, bytes), "the server sends binary frames only"
+                self.frames.append(frame)
+                msg = p.decode_server(frame)
+                self.messages.append(msg)
+                await self._queue.put(msg)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.closed_code = self.ws.close_code
+            await self._queue.put(None)
+
+    async def send(self, msg: p.ClientMessage) -> None:
+        await self.ws.send(p.encode(msg))
+
+    async def send_raw(self, data: bytes | str) -> None:
+        await self.ws.send(data)
+
+    async def expect(self, kind: type[M], timeout: float = 5.0) -> M:
+        """The next message of this type (others are skipped, but stay recorded)."""
+
+        async def wait() -> M:
+            while True:
+                msg = await self._queue.get()
+                if msg is None:
+                    raise ConnectionError(
+                        f"{self.label}: closed ({self.closed_code}) while waiting for {kind.__name__}"
+                    )
+                if isinstance(msg, kind):
+                    return msg
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    async def hello(self, name: str, token: str | None = None, bot: bool = False) -> p.Welcome:
+        await self.send(p.Hello(v=p.PROTOCOL_VERSION, name=name, token=token, bot=bot))
+        self.welcome = await self.expect(p.Welcome)
+        return self.welcome
+
+    @property
+    def pid(self) -> str:
+        assert self.welcome is not None
+        return self.welcome.player_id
+
+    async def close(self) -> None:
+        await self.ws.close()
+        with contextlib.suppress(Exception):
+            await self._reader
+
+    async def closed(self, timeout: float = 5.0) -> int | None:
+        await asyncio.wait_for(self._reader, timeout)
+        return self.closed_code
+
+
+def view_game(view: View) -> Game:
+    """A Game with the position a view shows (the stock's cards unknown): for choosing legal moves
+    on the client side, as a client without the deal must."""
+    game = Game(0)
+    game.stock = [0] * view.stock
+    game.waste = list(view.waste)
+    game.reserve = [0] * (view.reserve_count - 1) + ([view.reserve_top] if view.reserve_top is not None else [])
+    game.foundations = [list(f) for f in view.foundations]
+    game.tableau = [list(t) for t in view.tableau]
+    game.base = view.base_rank
+    game.foundation_cards = view.foundation_cards
+    game.status = view.status
+    return game
+
+
+def latest(client: Client, kind: type[M]) -> M:
+    """The last message of this type the client has received so far."""
+    for msg in reversed(client.messages):
+        if isinstance(msg, kind):
+            return msg
+    raise AssertionError(f"{client.label} has no {kind.__name__}")
+
+
+async def make_room(server: RaceServer | str, names: list[str], **options: Any) -> tuple[list[Client], str]:
+    clients = [await Client.open(server, name) for name in names]
+    for client, name in zip(clients, names, strict=True):
+        await client.hello(name)
+    await clients[0].send(p.CreateRoom(options=p.RoomOptions(**options)))
+    code = (await clients[0].expect(p.Room)).code
+    for client in clients[1:]:
+        await client.send(p.Join(code=code))
+        await client.expect(p.Room)
+        await client.send(p.Ready(ready=True))
+    return clients, code
+
+
+async def start_race(clients: list[Client]) -> list[p.RaceStart]:
+    # Everyone but the host must be ready: wait until the host's snapshot says so.
+    host = clients[0]
+    while True:
+        room = latest(host, p.Room)
+        if all(m.ready for m in room.members if m.player_id != host.pid and m.role == p.RACER):
+            break
+        await host.expect(p.Room)
+    await clients[0].send(p.Start())
+    return [await c.expect(p.RaceStart) for c in clients]
+
+
+async def play(client: Client, view: View, moves: int, rng: random.Random, first_id: int = 1) -> tuple[View, int]:
+    """Play up to ``moves`` random legal moves (foundation moves preferred), waiting for each ack."""
+    move_id = first_id
+    for _ in range(moves):
+        if view.status != "playing":
+            break
+        legal = view_game(view).legal_moves()
+        if not legal:
+            break
+        up = [m for m in legal if ">f" in m]
+        move = rng.choice(up) if up else rng.choice(legal)
+        await client.send(p.Move(id=move_id, move=move))
+        reply = await client.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
+        assert isinstance(reply, p.MoveOk), reply
+        assert reply.id == move_id
+        view = reply.view
+        move_id += 1
+    return view, move_id
+
+
+async def wait_for_file(path: Path, timeout: float = 30.0) -> str:
+    """The text of a file another process writes, once it has some."""
+    await eventually(lambda: path.exists() and bool(path.read_text()), timeout, what=f"{path.name} written")
+    return path.read_text()
+
+
+async def room_phase(client: Client, phase: str) -> p.Room:
+    while True:
+        room = latest(client, p.Room)
+        if room.phase == phase:
+            return room
+        await client.expect(p.Room)
+
+
+# ====================================================================== plot-server as a process
+
+TLS = Path(__file__).parent / "tls"
+
+
+@contextmanager
+def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
+    environment["PLOT_WEB_PORT"] = "0"  # no spectator page unless a test asks (--web-port): no port clashes
+    environment.update(env or {})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def health(port: int, scheme: str = "http") -> tuple[int, dict[str, Any]]:
+    context = ssl.create_default_context(cafile=str(TLS / "localhost.pem")) if scheme == "https" else None
+    try:
+        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/healthz", timeout=2, context=context) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def wait_healthy(proc: subprocess.Popen[str], port: int, scheme: str = "http") -> dict[str, Any]:
+    """Wait until the process answers /healthz with 200 (fail at once if it exits)."""
+    answer: dict[str, Any] = {}
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"plot-server exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            status, body = health(port, scheme)
+        except (OSError, ValueError):
+            return False
+        answer.update(body)
+        return status == 200
+
+    eventually_sync(healthy, 15.0, 0.05, "plot-server did not come up")
+    return answer
+
+
+def log_lines(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    assert proc.stderr is not None
+    return [json.loads(line) for line in proc.stderr.read().splitlines() if line.strip()]
+
+
+# ====================================================================== the terminal client under test
+
+SIZE = (100, 40)  # the terminal size the client tests run at
+
+
+def screen_text(app: Any) -> str:
+    """What a running Textual app shows, as plain text."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def message(app: Any) -> str:
+    """The race app's message line."""
+    return str(app.screen.query_one("#message").render())
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """``eventually``, in the argument order the client tests use."""
+    await eventually(condition, timeout, what=what)
+
+
+# The reachable blocked position of tests/vectors_blocked.json: its deal, the record reaching it,
+# and a blocked-check budget too small to decide its last position (every earlier one it decides).
+BLOCKED_VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors_blocked.json").read_text())
+BLOCKED_DEAL: int = BLOCKED_VECTOR["deal"]
+BLOCKED_MOVES: list[str] = BLOCKED_VECTOR["moves"]
+BLOCKED_TINY: int = BLOCKED_VECTOR["test_budget"]

@@ -1,0 +1,440 @@
+"""The room core's failure paths (issue 9): a handler that raises, writes whose outcome is
+unknown, rooms that must stay closed or count toward the limit, players that must be forgotten,
+and the move-id rules of docs/protocol.md.
+
+Core-level tests drive the package's test shell (server.core.testing.Shell); the room-lifecycle
+ones run the real server on a loopback port with real WebSocket clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from support import Client, SeededEntropy, Shell, eventually, fast_config, lobby, make_room, pid, racing, running_server
+
+from server.core import CoreConfig, ServerCore
+from server.core.deadlines import Due
+from server.core.events import (
+    DropRoom,
+    LoadRoom,
+    LogReloaded,
+    MovePersistFailed,
+    Note,
+    PersistMove,
+    RegisterPlayer,
+    SavePlayer,
+)
+from server.core.race import PHASE_TRANSITIONS
+from server.core.state import LOG_TRANSITIONS, LogState
+from server.store.base import Store
+from server.store.memory import MemoryStore
+from shared import protocol as p
+from shared.engine import Game
+
+
+def notes(shell: Shell, event: str, start: int = 0) -> list[Note]:
+    return [e for e in shell.effects[start:] if isinstance(e, Note) and e.event == event]
+
+
+def replies(shell: Shell, conn: int) -> dict[int, p.MoveOk | p.MoveRejected]:
+    return {m.id: m for m in shell.inbox[conn] if isinstance(m, p.MoveOk | p.MoveRejected)}
+
+
+# ====================================================================== a handler that raises
+
+
+def test_a_handler_that_raises_drops_the_room_and_rebuilds_it_from_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    shell.move(conns[0], 1, "stock>waste")
+    # Fault injection: the next board view fails, after the move's write landed and the racer's
+    # game took it (the half-changed state the issue describes: a racer left in flight).
+    real_view = Game.view
+    calls = {"n": 0}
+
+    def failing_view(game: Game) -> object:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected failure")
+        return real_view(game)
+
+    monkeypatch.setattr(Game, "view", failing_view)
+    start = len(shell.effects)
+    shell.take(conns[0])
+    shell.move(conns[0], 2, "stock>waste")  # must not raise out of the core
+    failures = notes(shell, "core_failed", start)
+    assert len(failures) == 1, "the failure is logged once"
+    assert failures[0].level == "error" and "injected failure" in str(failures[0].fields["error"])
+    effects = shell.effects[start:]
+    assert any(isinstance(e, DropRoom) and e.code == code for e in effects)
+    assert any(isinstance(e, LoadRoom) and e.code == code for e in effects)
+    # Rebuilt from the store: both entries are in the log and in the rebuilt racer's game.
+    racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    assert [e.id for e in shell.logs[(code, 1, ann)]] == [1, 2] and racer.log_length == 2
+    # The racers are resynchronised: a fresh board (race_start with the log's seq), and the move
+    # in flight is answered from the log.
+    got = shell.take(conns[0])
+    starts = [m for m in got if isinstance(m, p.RaceStart)]
+    assert starts and starts[-1].seq == 2
+    assert any(isinstance(m, p.MoveOk) and m.id == 2 for m in got)
+    assert any(isinstance(m, p.RaceStart) for m in shell.take(conns[1]))
+    # Nothing is stuck: more moves play, and the race still ends.
+    ok = shell.move(conns[0], 3, "stock>waste")
+    assert isinstance(ok, p.MoveOk) and ok.seq == 3
+    shell.move(conns[0], 4, "resign")
+    shell.move(conns[1], 1, "resign")
+    results = shell.last(conns[0], p.Results)
+    assert isinstance(results, p.Results) and set(results.ranking) == {ann, bob}
+
+
+def test_a_client_message_that_makes_a_handler_raise_is_answered_internal(monkeypatch: pytest.MonkeyPatch) -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"))
+
+    def boom(*_args: object) -> None:
+        raise ValueError("ready broke")
+
+    monkeypatch.setattr(type(shell.core), "_ready", boom)
+    shell.take(conns[1])
+    shell.send(conns[1], p.Ready(ready=False))
+    got = shell.take(conns[1])
+    (err,) = [m for m in got if isinstance(m, p.Error)]
+    assert err.code == p.INTERNAL and err.ref == "ready"
+    assert isinstance(got[-1], p.Room), "resynchronised with the rebuilt room"
+    monkeypatch.undo()
+    assert code in shell.core.rooms  # rebuilt at once from the store
+    shell.send(conns[1], p.Ready(ready=False))
+    assert not next(m for m in shell.room(conns[1]).members if m.name == "Bob").ready
+
+
+# ====================================================================== the racer's write-ahead log
+
+
+def test_moves_queued_behind_an_uncertain_write_wait_for_its_verdict() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    for move_id in (1, 2, 3):
+        shell.send(conns[0], p.Move(id=move_id, move="stock>waste"))
+    (first,) = shell.held  # one write per racer in flight; 2 and 3 wait in its queue
+    shell.held.clear()
+    # The store stopped answering mid-write; the re-read log shows the entry did not land.
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
+    assert shell.held == []
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    assert shell.held == [], "nothing queued behind the move in doubt is written before it"
+    shell.hold_persists = False
+    shell.advance(shell.config.store_outage_ms // 2)  # the retry comes after a back-off
+    assert [e.id for e in shell.logs[(code, 1, ann)]] == [1, 2, 3], "moves land in the order sent"
+    got = replies(shell, conns[0])
+    assert all(isinstance(got[i], p.MoveOk) for i in (1, 2, 3))
+    assert first.entry.id == 1
+
+
+def test_a_move_in_doubt_gets_a_definite_answer_within_the_outage_limit() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    shell.send(conns[0], p.Move(id=2, move="stock>waste"))
+    (held,) = shell.held
+    shell.held.clear()
+    shell.logs[(code, 1, ann)].append(held.entry)  # it did land; the answer was lost
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
+    # The store stays down: the log cannot be read. Within the outage limit, a definite answer.
+    shell.advance(shell.config.store_outage_ms)
+    got = replies(shell, conns[0])
+    first, second = got.get(1), got.get(2)
+    assert isinstance(first, p.MoveRejected) and first.code == p.STORE_UNAVAILABLE and "may or may not" in first.reason
+    assert isinstance(second, p.MoveRejected) and second.code == p.STORE_UNAVAILABLE
+    shell.send(conns[0], p.Move(id=3, move="stock>waste"))
+    assert isinstance(replies(shell, conns[0]).get(3), p.MoveRejected), "answered at once during the outage"
+    shell.take(conns[0])
+    # The store is back: the log is read, the racer gets its board as the log has it.
+    shell.hold_persists = False
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    resync = shell.last(conns[0], p.RaceStart)
+    assert isinstance(resync, p.RaceStart) and resync.seq == 1
+    dup = shell.move(conns[0], 1, "stock>waste")  # resent with the same id: applied once only
+    assert isinstance(dup, p.MoveOk) and dup.duplicate and dup.seq == 1
+    ok = shell.move(conns[0], 2, "stock>waste")
+    assert isinstance(ok, p.MoveOk) and ok.seq == 2
+
+
+def test_retries_back_off() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    gaps = []
+    last = shell.now
+    for _ in range(4):
+        shell.held.clear()
+        shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
+        shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+        while not shell.held:
+            shell.advance(10)
+        gaps.append(shell.now - last)
+        last = shell.now
+    assert gaps == sorted(gaps) and gaps[-1] > gaps[0], gaps
+
+
+def test_a_race_gone_from_the_store_is_not_retried_and_the_room_closes() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    shell.held.clear()
+    del shell.rooms[code]  # expired or deleted under us
+    start = len(shell.effects)
+    shell.run(MovePersistFailed(code, 1, ann, "gone", shell.now))
+    assert not any(isinstance(e, PersistMove) for e in shell.effects[start:])
+    assert code not in shell.core.rooms
+    kicked = shell.last(conns[1], p.Kicked)
+    assert isinstance(kicked, p.Kicked) and kicked.room == code
+
+
+# ====================================================================== rooms and players
+
+
+def test_players_without_a_connection_or_a_room_are_forgotten() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"))
+    bob = pid(shell, conns[1])
+    shell.disconnect(conns[1])
+    assert bob in shell.core.players  # still a member, within its grace period
+    shell.advance(shell.config.member_grace_ms)
+    assert bob not in shell.core.rooms[code].members
+    assert bob not in shell.core.players
+    alone = shell.hello("Cy")
+    cy = pid(shell, alone)
+    shell.disconnect(alone)
+    assert cy not in shell.core.players
+
+
+def test_a_hello_alone_gets_a_short_store_lifetime_until_it_joins_a_room() -> None:
+    shell = Shell()
+    conn = shell.hello("Ann")
+    (register,) = [e for e in shell.effects if isinstance(e, RegisterPlayer)]
+    assert register.ttl_s == shell.config.new_player_ttl_s < 24 * 3600
+    start = len(shell.effects)
+    shell.send(conn, p.CreateRoom())
+    saves = [e for e in shell.effects[start:] if isinstance(e, SavePlayer)]
+    assert saves and saves[-1].record.room is not None and saves[-1].ttl_s is None
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    if request.param == "memory":
+        made: Store = MemoryStore()
+    else:
+        from server.store.redis import RedisStore
+
+        made = RedisStore(request.getfixturevalue("redis_url"), namespace="ttl")
+    yield made
+    await made.close()
+
+
+async def test_put_player_takes_a_lifetime(store: Store) -> None:
+    await store.put_player("pshort", "a" * 64, b"short", ttl_s=0.2)
+    await store.put_player("plong", "b" * 64, b"long")
+    assert await store.player_by_token("a" * 64) == "pshort"
+
+    async def gone() -> bool:
+        return await store.get_player("pshort") is None and await store.player_by_token("a" * 64) is None
+
+    await eventually(gone, timeout=5.0)
+    assert await store.get_player("plong") == b"long"
+
+
+async def test_a_closed_room_stays_closed() -> None:
+    async with running_server() as server:
+        (ann,), code = await make_room(server, ["Ann"])
+        await ann.send(p.Leave())
+        await ann.expect(p.Left)
+        bob = await Client.open(server, "Bob")
+        await bob.hello("Bob")
+        await bob.send(p.Join(code=code))
+        err = await bob.expect(p.Error)
+        assert err.code == p.UNKNOWN_ROOM, err
+        assert not any(isinstance(m, p.Room) for m in bob.messages)
+        await ann.close()
+        await bob.close()
+
+
+async def test_a_room_loaded_from_the_store_counts_toward_the_room_limit() -> None:
+    store = MemoryStore()
+    async with running_server(store) as first:
+        (ann,), code = await make_room(first, ["Ann"])
+        limited = fast_config(core=CoreConfig(countdown_ms=100, max_rooms=1))
+        async with running_server(store, limited) as second:
+            (cy,), _own = await make_room(second, ["Cy"])
+            bob = await Client.open(second, "Bob")
+            await bob.hello("Bob")
+            await bob.send(p.Join(code=code))
+            err = await bob.expect(p.Error)
+            assert err.code == p.SERVER_FULL, err
+            await eventually(lambda: len(second.core.rooms) == 1)
+            for client in (ann, cy, bob):
+                await client.close()
+
+
+# ====================================================================== protocol: move ids and codes
+
+
+def test_an_error_about_a_move_carries_its_id() -> None:
+    shell = Shell()
+    conn = shell.connect()
+    shell.send(conn, p.Move(id=77, move="stock>waste"))
+    err = shell.error(conn)
+    assert err.code == p.WRONG_PHASE and err.ref == "move" and err.id == 77
+
+
+def test_move_codes_for_spectators_finished_games_and_finished_races() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    watcher = shell.hello("Sue")
+    shell.send(watcher, p.Join(code=code, role=p.SPECTATOR))
+    rejected = shell.move(watcher, 1, "stock>waste")
+    assert isinstance(rejected, p.MoveRejected) and rejected.code == p.WRONG_PHASE
+    shell.move(conns[0], 1, "resign")
+    after_own = shell.move(conns[0], 2, "stock>waste")
+    assert isinstance(after_own, p.MoveRejected) and after_own.code == p.WRONG_PHASE
+    assert "your game is over" in after_own.reason
+    shell.move(conns[1], 1, "resign")
+    after_race = shell.move(conns[1], 2, "stock>waste")
+    assert isinstance(after_race, p.MoveRejected) and after_race.code == p.WRONG_PHASE
+    assert "race is over" in after_race.reason
+
+
+def test_move_id_rules() -> None:
+    shell = Shell()
+    conns, _code = racing(shell, ("Ann", "Bob"))
+    # A rejected id may be used again: nothing was applied under it.
+    refused = shell.move(conns[0], 5, "t1>t1")
+    assert isinstance(refused, p.MoveRejected) and refused.code == p.ILLEGAL_MOVE
+    ok = shell.move(conns[0], 5, "stock>waste")
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1
+    # Ids need not increase.
+    ok = shell.move(conns[0], 2, "stock>waste")
+    assert isinstance(ok, p.MoveOk) and ok.seq == 2
+    # The same applied id again with the same text: a duplicate, answered from the log.
+    dup = shell.move(conns[0], 5, "stock>waste")
+    assert isinstance(dup, p.MoveOk) and dup.duplicate
+    # ... with another text: refused, never reported as a success.
+    other = shell.move(conns[0], 5, "resign")
+    assert isinstance(other, p.MoveRejected) and other.code == p.BAD_FIELD and other.id == 5
+    assert shell.core.rooms[_code].race.racers[pid(shell, conns[0])].game.status == "playing"  # type: ignore[union-attr]
+
+
+# ====================================================================== the transition tables
+
+
+def test_the_transition_tables_refuse_what_they_do_not_list() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    room = shell.core.rooms[code]
+    racer = room.race.racers[pid(shell, conns[0])]  # type: ignore[union-attr]
+    assert racer.state is LogState.IDLE
+    with pytest.raises(RuntimeError, match="idle -> outage"):
+        racer.move_to(LogState.OUTAGE)
+    with pytest.raises(RuntimeError, match="racing -> lobby"):
+        shell.core._set_phase(room, p.LOBBY)
+    assert PHASE_TRANSITIONS[p.RACING] == {p.RESULTS}
+    # Every state and phase is in its table, and every target is a known one.
+    assert set(LOG_TRANSITIONS) == set(LogState)
+    assert all(targets <= set(LogState) for targets in LOG_TRANSITIONS.values())
+    assert all(targets <= set(PHASE_TRANSITIONS) for targets in PHASE_TRANSITIONS.values())
+
+
+def test_the_deadline_table_feeds_both_the_tick_and_the_wake() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    room = shell.core.rooms[code]
+    shell.disconnect(conns[1])
+    table = shell.core._deadlines(room)
+    assert shell.wakes[code] == min(d.at for d in table)
+    forfeit = next(d for d in table if d.due is Due.FORFEIT)
+    shell.advance(forfeit.at - shell.now)
+    bob = pid(shell, conns[1])
+    assert shell.logs[(code, 1, bob)][-1].move == "resign"
+    assert not any(d.due is Due.FORFEIT for d in shell.core._deadlines(room))
+
+
+def test_a_race_gone_from_the_store_while_the_room_is_there_rebuilds_it_from_the_store() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    shell.held.clear()
+    shell.run(MovePersistFailed(code, 1, ann, "gone", shell.now))
+    assert code in shell.core.rooms, "rebuilt from the stored record"
+    (reread,) = [r for r in shell.reloads if r.player_id == ann]
+    shell.hold_persists = False
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    shell.advance(shell.config.store_outage_ms // 2)
+    ok = replies(shell, conns[0])[1]
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and reread.code == code
+
+
+def test_a_move_whose_handler_raises_is_answered_internal_with_its_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+
+    def boom(*_args: object) -> bool:
+        raise ValueError("check broke")
+
+    monkeypatch.setattr(type(shell.core), "_check_head", boom)
+    shell.take(conns[0])
+    shell.send(conns[0], p.Move(id=9, move="stock>waste"))
+    (err,) = [m for m in shell.take(conns[0]) if isinstance(m, p.Error)]
+    assert err.code == p.INTERNAL and err.ref == "move" and err.id == 9
+    monkeypatch.undo()
+    ok = shell.move(conns[0], 9, "stock>waste")  # nothing happened under id 9: it plays now
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and code in shell.core.rooms
+
+
+# ====================================================================== store reads are effects
+
+
+def test_a_resume_loads_its_room_from_the_store_through_an_effect() -> None:
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    token = shell.welcome(conns[0]).token
+    shell.move(conns[0], 1, "stock>waste")
+    shell.core = ServerCore(shell.config, SeededEntropy(seed=2))  # a restart: same store, empty memory
+    shell.conns_of.clear()
+    start = len(shell.effects)
+    conn = shell.hello("Ann", token=token)
+    assert [e.code for e in shell.effects[start:] if isinstance(e, LoadRoom)] == [code]
+    welcome = shell.welcome(conn)
+    assert welcome.resumed and welcome.room == code
+    start_msg = shell.last(conn, p.RaceStart)
+    assert isinstance(start_msg, p.RaceStart) and start_msg.seq == 1
+
+
+def test_store_reads_that_fail_are_answered_store_unavailable() -> None:
+    shell = Shell()
+    conns, _code = lobby(shell, ("Ann",))
+    token = shell.welcome(conns[0]).token
+    shell.store_down = True
+    shell.send(conns[0], p.ListRooms())
+    assert shell.error(conns[0]).code == p.STORE_UNAVAILABLE
+    again = shell.hello("Ann", token=token)
+    assert shell.error(again).code == p.STORE_UNAVAILABLE and shell.core.conns[again] is None
+    other = shell.hello("Bob")
+    shell.send(other, p.Join(code="ZZZZZ"))
+    assert shell.error(other).code == p.STORE_UNAVAILABLE
+    shell.store_down = False
+    shell.send(other, p.Join(code="ZZZZZ"))
+    assert shell.error(other).code == p.UNKNOWN_ROOM
+    shell.send(other, p.ListRooms())
+    listing = shell.inbox[other][-1]
+    assert isinstance(listing, p.RoomList) and [r.host_name for r in listing.rooms] == ["Ann"]
