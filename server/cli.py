@@ -73,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--host", default=_env("PLOT_HOST", "127.0.0.1"), help="address to listen on [PLOT_HOST] (127.0.0.1)")
     add("--port", type=int, default=int(_env("PLOT_PORT", "8765") or 8765), help="port [PLOT_PORT] (8765)")
-    add("--redis", default=_env("REDIS_URL"), metavar="URL", help="Redis URL, e.g. redis://127.0.0.1:6379/0 "
-        "[REDIS_URL]; without it the embedded in-memory store is used")  # fmt: skip
+    add("--redis", default=_env("REDIS_URL"), metavar="URL", help="Redis URL, e.g. redis://127.0.0.1:6379/0, "
+        "or redis+cluster://host:port for a Redis Cluster [REDIS_URL]; without it the embedded in-memory store "
+        "is used")  # fmt: skip
     add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"],
         help="[PLOT_LOG_LEVEL] (info)")  # fmt: skip
     add("--tls-cert", default=_env("PLOT_TLS_CERT"), metavar="PEM", help="serve wss:// with this certificate chain "

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis_fixture import RedisServer
+from redis_cluster_fixture import LocalRedisCluster
+from redis_fixture import RedisServer, free_port
 from support import eventually
 
 from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
@@ -22,7 +23,7 @@ from server.store.base import DEFAULT_FINISHED_ROOM_TTL, AppendRequest, AppendRe
 
 APPENDED, LENGTH_MISMATCH, NO_SUCH_RACE = AppendResult.APPENDED, AppendResult.LENGTH_MISMATCH, AppendResult.NO_SUCH_RACE
 
-IMPLEMENTATIONS = ["memory", "redis"]
+IMPLEMENTATIONS = ["memory", "redis", "cluster"]  # cluster: three masters, tests/redis_cluster_fixture.py
 
 StoreFactory = Callable[..., Awaitable[Store]]
 
@@ -41,7 +42,8 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFacto
                 memory.append(MemoryStore(**options))
             store = memory[0]
         else:
-            store = RedisStore(request.getfixturevalue("redis_url"), namespace="contract", **options)
+            url = request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
+            store = RedisStore(url, namespace="contract", **options)
         made.append(store)
         return store
 
@@ -666,3 +668,154 @@ async def test_a_batch_to_a_stopped_redis_reports_every_entry_unknown(own_redis_
         assert "cannot reach Redis" in str(results[0])
     finally:
         await store.close()
+
+
+# Redis and the cluster: what makes the scripts single-slot ---------------------------------------
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def any_redis_url(request: pytest.FixtureRequest) -> str:
+    url: str = request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
+    return url
+
+
+async def test_a_token_the_player_record_does_not_name_is_no_token(any_redis_url: str) -> None:
+    """put_player writes the token's key, then the player's record, then retires the old token:
+    three slots on a cluster. A put stopped after its first step leaves a token key behind that
+    must not authenticate anyone; one stopped before retiring leaves an old token that must not."""
+    store = RedisStore(any_redis_url, namespace="steps")
+    try:
+        await store.put_player("p1", "current", b"v1")
+        await store._redis.set(store.token_key("half-written"), "p1")  # step one of a put that stopped
+        await store._redis.set(store.token_key("retired"), "p1")  # a retirement that never happened
+        assert await store.player_by_token("half-written") is None
+        assert await store.player_by_token("retired") is None
+        assert await store.player_by_token("current") == "p1"
+        await store.put_player("p1", "half-written", b"v2")  # the put completed later: now it counts
+        assert await store.player_by_token("half-written") == "p1"
+        assert await store.player_by_token("current") is None
+        assert await store._redis.exists(store.token_key("current")) == 0  # retired, not just ignored
+    finally:
+        await store.close()
+
+
+async def test_pruning_a_gone_room_keeps_a_room_listed_again_since(any_redis_url: str) -> None:
+    """listed_rooms prunes codes whose room is gone, but the room may be created and listed again
+    between its look and its prune (other slots, so no one script can check): the new listing stays."""
+    store = RedisStore(any_redis_url, namespace="prune")
+    try:
+        assert await store.create_room("OLD", b"x")
+        await store.set_listed("OLD", True)
+        await store._redis.delete(store.room_key("OLD"))  # gone without delete_room, as by expiry
+        stale = await store._redis.zscore(store._listed_key, "OLD")
+        assert await store.create_room("OLD", b"again")
+        await store.set_listed("OLD", True)  # listed anew: a later score
+        assert await store._redis.zscore(store._listed_key, "OLD") != stale
+        await store._prune_listed(keys=[store._listed_key], args=["OLD", repr(stale)])  # the late prune
+        assert await store.listed_rooms() == ["OLD"]
+        await store._redis.delete(store.room_key("OLD"))
+        assert await store.listed_rooms() == []  # and a truly gone room is pruned
+        assert await store._redis.zcard(store._listed_key) == 0
+    finally:
+        await store.close()
+
+
+async def test_rooms_spread_over_the_cluster_s_masters(redis_cluster: Any, redis_cluster_url: str) -> None:
+    store = RedisStore(redis_cluster_url, namespace="spread")
+    codes = [f"R{index}" for index in range(12)]
+    try:
+        for code in codes:
+            assert await store.create_room(code, code.encode(), open_race=0)
+            await store.set_listed(code, True)
+            assert await store.append_moves([AppendRequest(code, 0, "p1", 0, b"m")]) == [APPENDED]
+        assert await store.listed_rooms() == codes
+        # Twelve hash tags on three masters: each master holds some (all on one: odds of 3 in 3^12).
+        assert all(node.command("DBSIZE") for node in redis_cluster.nodes)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "fault"),
+    [
+        ("redis+cluster://", "no host"),
+        ("redis+cluster://racer:hunter2@127.0.0.1:7000/3", "db"),
+        ("redis+cluster://127.0.0.1:port", "integer"),
+    ],
+)
+def test_a_bad_cluster_url_is_a_clear_error_without_its_password(url: str, fault: str) -> None:
+    with pytest.raises(ValueError, match="bad Redis Cluster URL") as refused:
+        RedisStore(url)
+    assert fault in str(refused.value) and "hunter2" not in str(refused.value)
+
+
+async def test_an_unreachable_cluster_raises_store_unavailable() -> None:
+    store = open_store(f"redis+cluster://127.0.0.1:{free_port()}", connect_timeout=0.5, retries=0)
+    try:
+        with pytest.raises(StoreUnavailable, match=r"Redis Cluster at redis\+cluster://127\.0\.0\.1"):
+            await store.ping()
+    finally:
+        await store.close()
+
+
+async def test_a_busy_cluster_store_queues_past_its_connections_instead_of_failing(redis_cluster_url: str) -> None:
+    store = RedisStore(redis_cluster_url, namespace="busy", max_connections=2)
+    try:
+        codes = [f"B{index}" for index in range(8)]
+        for code in codes:
+            assert await store.create_room(code, b"x", open_race=0)
+        appends = [store.append_move(code, 0, f"p{racer}", 0, b"m") for code in codes for racer in range(10)]
+        assert await asyncio.gather(*appends) == [APPENDED] * len(appends)
+    finally:
+        await store.close()
+
+
+async def test_a_dead_master_stops_only_its_own_rooms() -> None:
+    """One of three masters killed (no replica; cluster-require-full-coverage no, as docs/scaling.md
+    advises): rooms on the other two go on, rooms on it fail with StoreUnavailable instead of
+    hanging, and once it is back (empty: no disk) the cluster serves every slot again."""
+    with LocalRedisCluster() as cluster:
+        for node in cluster.nodes:
+            node.command("CONFIG", "SET", "cluster-require-full-coverage", "no")
+        store = RedisStore(cluster.url, namespace="dead", socket_timeout=0.5, connect_timeout=0.5, retries=1)
+        try:
+            codes = [f"D{index}" for index in range(12)]
+            for code in codes:
+                assert await store.create_room(code, b"x", open_race=0)
+            victim = cluster.nodes[2]
+            on_victim = [code for code in codes if cluster.node_of(store.room_key(code)) is victim]
+            elsewhere = [code for code in codes if code not in on_victim]
+            assert on_victim and elsewhere
+            victim.kill()
+            for code in on_victim:
+                with pytest.raises(StoreUnavailable, match="cannot reach Redis"):
+                    await asyncio.wait_for(store.append_move(code, 0, "p1", 0, b"m"), 10)
+
+            async def others_go_on() -> bool:  # the first call may land in the client's slot-map refresh
+                try:
+                    results = [await store.append_move(code, 0, "p1", 0, b"m") for code in elsewhere]
+                except StoreUnavailable:
+                    return False
+                assert set(results) <= {APPENDED, LENGTH_MISMATCH}  # a retried call may have landed before
+                return True
+
+            await eventually(others_go_on)
+            assert all([await store.load_moves(code, 0, "p1") == [b"m"] for code in elsewhere])
+            # A batch over every room (the group commit): one result per entry, never a raise; the
+            # dead master's entries fail (the live ones may too, see docs/scaling.md).
+            batch = [AppendRequest(code, 0, "p1", 1, b"m2") for code in codes]
+            results = await asyncio.wait_for(store.append_moves(batch), 10)
+            assert len(results) == len(codes)
+            assert all(isinstance(results[codes.index(code)], StoreUnavailable) for code in on_victim)
+            victim.start()  # same port and nodes.conf: it rejoins with its slots, without its data
+            await asyncio.to_thread(cluster.wait_ok, 20.0)
+
+            async def victim_serves() -> bool:
+                try:
+                    return await store.create_room(on_victim[0], b"again", open_race=0)
+                except StoreUnavailable:
+                    return False
+
+            await eventually(victim_serves, timeout=20)
+        finally:
+            await store.close()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_FINISHED_ROOM_TTL", "MemoryStore", "RedisStore", "Store", "StoreUnavailable", "open_store"]
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
 def __getattr__(name: str) -> Any:
@@ -37,7 +37,8 @@ def _redis_store_class() -> type[RedisStore]:
 
 
 def open_store(url: str | None, **options: Any) -> Store:
-    """The store for ``url``: None (or empty) -> MemoryStore; redis://, rediss://, unix:// -> RedisStore.
+    """The store for ``url``: None (or empty) -> MemoryStore; redis://, rediss://, unix:// -> RedisStore
+    on one Redis; redis+cluster://host:port, rediss+cluster:// -> RedisStore on a Redis Cluster.
 
     ``options`` go to the store's constructor (for example ``finished_room_ttl``, or ``namespace``
     for Redis). Connecting happens lazily, on the first call: ``await store.ping()`` to check."""
@@ -46,4 +47,7 @@ def open_store(url: str | None, **options: Any) -> Store:
     if url.startswith(REDIS_SCHEMES):
         return _redis_store_class()(url, **options)
     scheme = url.split("://", 1)[0] if "://" in url else ""  # never echo the rest: it may hold a password
-    raise ValueError(f"unsupported store URL (scheme {scheme!r}): expected redis://, rediss:// or unix://")
+    raise ValueError(
+        f"unsupported store URL (scheme {scheme!r}): expected redis://, rediss://, unix://, "
+        "redis+cluster:// or rediss+cluster://"
+    )

@@ -1,31 +1,36 @@
-"""The Redis store: shared by every server process, durable with Redis persistence.
+"""The Redis store: shared by every server process, durable with Redis persistence; runs on one
+Redis (``redis://``, ``rediss://``, ``unix://``) or on a Redis Cluster (``redis+cluster://host:port``,
+``rediss+cluster://``: any node of the cluster; the client finds the others).
 
 Talks to Redis through ``redis.asyncio`` (hiredis parses replies when installed). Every write
 that needs atomicity is one Lua script (registered with ``register_script``, so one EVALSHA round
 trip): the move-log append is a compare-and-set on the list length, the room save a
-compare-and-set on a version. docs/store.md lists every key and script.
+compare-and-set on a version. Every script touches the keys of one hash slot only, so the same
+scripts run on a cluster; docs/store.md lists every key and script and what the cluster changes.
 
 Keys (``ns`` is the namespace, ``{code}`` a Redis Cluster hash tag, so one room's keys share a slot):
 
 - ``ns:room:{code}``            hash  data, version
 - ``ns:logs:{code}``            set   the room's move-log keys (so delete/expiry need no SCAN)
 - ``ns:log:{code}:race:player`` list  move entries, oldest first
-- ``ns:rooms:listed``           zset  listed room codes, scored by listing time
-- ``ns:player:id``              hash  data, token (the token hash)
-- ``ns:token:hash``             string player id
+- ``ns:rooms:listed``           zset  listed room codes, scored by listing time (one slot of its own)
+- ``ns:player:id``              hash  data, token (the token hash): the record of which token is current
+- ``ns:token:hash``             string player id (a token is valid only while the player's ``token`` is it)
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
@@ -61,15 +66,15 @@ end
 return 1
 """
 
-# KEYS: room, log index, listed set. ARGV: code, data, open race ('' for none). 1 created; 0 the
-# code is taken. Leftover logs of an earlier room with this code (there should be none) are cleared.
+# KEYS: room, log index. ARGV: code, data, open race ('' for none). 1 created; 0 the code is
+# taken. Leftover logs of an earlier room with this code (there should be none) are cleared. The
+# listing lives in another slot: create_room unlists the code in a second call.
 CREATE_ROOM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', 1)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
-redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 
@@ -85,11 +90,12 @@ if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'race') else redis.call('HSET'
 return new
 """
 
-# KEYS: room, log index, listed set. ARGV: code.
+# KEYS: room, log index. The log keys in the index share the room's hash tag, so its slot.
+# delete_room unlists the code afterwards (another slot); a listing left behind is pruned by
+# listed_rooms.
 DELETE_ROOM = """
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 
@@ -106,35 +112,38 @@ end
 return 1
 """
 
-# KEYS: listed set, then one room key per code in ARGV. Unlists the codes whose room is gone,
-# checking again here so a room created since the caller looked is not unlisted by mistake.
+# KEYS: listed set. ARGV: code, score, code, score... of listings whose room the caller found gone.
+# Each is unlisted only if its score is still the one seen: a room created again since then and
+# listed anew has a new score and stays (the rooms live in other slots, so this cannot check them).
 PRUNE_LISTED = """
-for i, code in ipairs(ARGV) do
-  if redis.call('EXISTS', KEYS[i + 1]) == 0 then redis.call('ZREM', KEYS[1], code) end
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) == tonumber(ARGV[i + 1]) then redis.call('ZREM', KEYS[1], ARGV[i]) end
 end
 return 1
 """
 
-# KEYS: player, token. ARGV: player id, token hash, data, ttl ms (<= 0: forever), token key prefix.
-# A new token retires the player's old one. The old token's key is built here (not in KEYS): fine
-# on one Redis; a Cluster deployment would need the token keys hash-tagged with the player id.
+# KEYS: player. ARGV: token hash, data, ttl ms (<= 0: forever). The old token hash, or false.
+# The player's `token` field is what makes a token current; the token keys live in other slots.
 PUT_PLAYER = """
 local old = redis.call('HGET', KEYS[1], 'token')
-if old and old ~= ARGV[2] then
-  local old_key = ARGV[5] .. old
-  if redis.call('GET', old_key) == ARGV[1] then redis.call('DEL', old_key) end
-end
-redis.call('HSET', KEYS[1], 'data', ARGV[3], 'token', ARGV[2])
-redis.call('SET', KEYS[2], ARGV[1])
-local ttl = tonumber(ARGV[4])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-else
-  redis.call('PERSIST', KEYS[1])
-end
+redis.call('HSET', KEYS[1], 'data', ARGV[2], 'token', ARGV[1])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', KEYS[1]) end
+return old
+"""
+
+# KEYS: an old token. ARGV: player id. Deletes it if it still names that player.
+RETIRE_TOKEN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0] in CLUSTER_SCHEMES
 
 
 def redact_url(url: str) -> str:
@@ -165,7 +174,8 @@ APPEND_RESULTS = {1: AppendResult.APPENDED, 0: AppendResult.LENGTH_MISMATCH, -1:
 
 
 class RedisStore(Store):
-    """A store on one Redis (or Valkey) server. Connects lazily; ``await ping()`` to check it answers.
+    """A store on one Redis (or Valkey) server, or on a Redis Cluster (a ``redis+cluster://`` URL).
+    Connects lazily; ``await ping()`` to check it answers.
 
     ``retries`` re-sends a command after a dropped connection (for example the first call after
     Redis restarted); the Lua compare-and-sets make a re-sent write harmless."""
@@ -188,23 +198,47 @@ class RedisStore(Store):
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
         self._where = redact_url(url)
-        # A blocking pool: past max_connections, a command waits (up to socket_timeout) for a free
-        # connection. redis-py's default pool fails it at once ("Too many connections"), which under
-        # load turned into StoreUnavailable for most moves (bench/run_load.py paced, 1,000 racers).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=connect_timeout,
-            retry=Retry(
-                ExponentialBackoff(cap=0.5, base=0.05),
-                retries,
-                supported_errors=(redis.exceptions.ConnectionError,),
-            ),
-            **redis_options,
+        retry = Retry(
+            ExponentialBackoff(cap=0.5, base=0.05), retries, supported_errors=(redis.exceptions.ConnectionError,)
         )
-        self._redis = aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
+        self.cluster = is_cluster_url(url)
+        self._redis: aioredis.Redis | RedisCluster
+        if self.cluster:
+            scheme, rest = url.split("://", 1)
+            # The cluster client keeps a pool per node and finds the nodes from this one (CLUSTER
+            # SLOTS); it follows MOVED/ASK redirections and re-reads the map after a failover.
+            try:
+                if not urlsplit(url).hostname:
+                    raise ValueError("no host")
+                self._redis = RedisCluster.from_url(
+                    f"{CLUSTER_SCHEMES[scheme]}://{rest}",
+                    max_connections=max_connections,
+                    socket_timeout=socket_timeout,
+                    socket_connect_timeout=connect_timeout,
+                    retry=retry,
+                    **redis_options,
+                )
+            except (ValueError, redis.exceptions.RedisClusterException) as error:
+                raise ValueError(
+                    f"bad Redis Cluster URL {self._where}: expected {scheme}://[user:password@]host:port "
+                    f"naming any node of the cluster, database 0 ({error})"
+                ) from None
+        else:
+            # A blocking pool: past max_connections, a command waits (up to socket_timeout) for a free
+            # connection. redis-py's default pool fails it at once ("Too many connections"), which under
+            # load turned into StoreUnavailable for most moves (bench/run_load.py paced, 1,000 racers).
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url,
+                max_connections=max_connections,
+                timeout=socket_timeout,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=connect_timeout,
+                retry=retry,
+                **redis_options,
+            )
+            self._redis = aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
+        self._permits = asyncio.Semaphore(max_connections) if self.cluster else None
+        self._permit_timeout = socket_timeout
         self._closed = False
         self._append_move = self._redis.register_script(APPEND_MOVE)
         self._create_room = self._redis.register_script(CREATE_ROOM)
@@ -213,6 +247,7 @@ class RedisStore(Store):
         self._expire_room = self._redis.register_script(EXPIRE_ROOM)
         self._prune_listed = self._redis.register_script(PRUNE_LISTED)
         self._put_player = self._redis.register_script(PUT_PLAYER)
+        self._retire_token = self._redis.register_script(RETIRE_TOKEN)
         self._listed_key = f"{namespace}:rooms:listed"
 
     # Keys --------------------------------------------------------------------
@@ -239,16 +274,50 @@ class RedisStore(Store):
         """Turn every way Redis can fail us into StoreUnavailable, with a message saying where and what."""
         if self._closed:
             raise StoreUnavailable(f"the Redis store for {self._where} is closed ({operation})")
+        async with self._cluster_permit(operation):
+            try:
+                yield
+            except redis.exceptions.TimeoutError as error:
+                raise StoreUnavailable(
+                    f"Redis at {self._where} did not answer in time ({operation}): {error}"
+                ) from error
+            except redis.exceptions.ConnectionError as error:
+                raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
+            except redis.exceptions.RedisError as error:
+                raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
+            except redis.exceptions.RedisClusterException as error:  # no node reachable, a slot not covered...
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} failed {operation}: {error}") from error
+            except (OSError, TimeoutError) as error:
+                raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
+            except AttributeError as error:
+                if not self.cluster:
+                    raise
+                # redis-py 8.1's cluster client can close a connection under a concurrent command
+                # while it re-reads the slot map after a node failed ("'NoneType' object has no
+                # attribute 'writelines'"): the command's outcome is unknown, as after a drop.
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} dropped {operation}: {error}") from error
+
+    @asynccontextmanager
+    async def _cluster_permit(self, operation: str) -> AsyncIterator[None]:
+        """On a cluster, one of max_connections permits per store operation. The cluster client's
+        per-node pools fail at once when full (MaxConnectionsError), where the one-Redis store's
+        blocking pool waits; an operation uses at most one connection per node at a time, so
+        bounding the operations bounds every node's pool, and a full store waits as on one Redis."""
+        if self._permits is None:
+            yield
+            return
+        try:
+            async with asyncio.timeout(self._permit_timeout):
+                await self._permits.acquire()
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"no free connection to the Redis Cluster at {self._where} "
+                f"within {self._permit_timeout} s ({operation})"
+            ) from None
         try:
             yield
-        except redis.exceptions.TimeoutError as error:
-            raise StoreUnavailable(f"Redis at {self._where} did not answer in time ({operation}): {error}") from error
-        except redis.exceptions.ConnectionError as error:
-            raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
-        except redis.exceptions.RedisError as error:
-            raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
-        except (OSError, TimeoutError) as error:
-            raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
+        finally:
+            self._permits.release()
 
     async def ping(self) -> None:
         async with self._talking("ping"):
@@ -262,15 +331,22 @@ class RedisStore(Store):
     # Players -----------------------------------------------------------------
 
     async def put_player(self, player_id: str, token_hash: str, data: bytes, ttl_s: float | None = None) -> None:
+        """Three single-slot steps, each safe to stop after: the new token's key, then the player's
+        record naming it current, then the old token's key deleted (player_by_token ignores a
+        token the record does not name, so a step left undone never revives an old token)."""
         check_identifier("player id", player_id)
         check_identifier("token hash", token_hash)
         check_bytes("player data", data)
         ttl_ms = self._player_ttl_ms if ttl_s is None else milliseconds(check_seconds(ttl_s) or 0.0)
         async with self._talking("put_player"):
-            await self._put_player(
-                keys=[self.player_key(player_id), self.token_key(token_hash)],
-                args=[player_id, token_hash, data, ttl_ms, self.token_key("")],
-            )
+            token_key = self.token_key(token_hash)
+            if ttl_ms > 0:
+                await self._redis.set(token_key, player_id, px=ttl_ms)
+            else:
+                await self._redis.set(token_key, player_id)
+            old = await self._put_player(keys=[self.player_key(player_id)], args=[token_hash, data, ttl_ms])
+            if isinstance(old, bytes) and old != token_hash.encode():
+                await self._retire_token(keys=[self.token_key(old.decode())], args=[player_id])
 
     async def get_player(self, player_id: str) -> bytes | None:
         if not is_identifier(player_id):
@@ -283,8 +359,12 @@ class RedisStore(Store):
         if not is_identifier(token_hash):
             return None
         async with self._talking("player_by_token"):
-            player_id = await self._redis.get(self.token_key(token_hash))
-        return None if player_id is None else as_bytes(player_id).decode()
+            found = await self._redis.get(self.token_key(token_hash))
+            if found is None:
+                return None
+            player_id = as_bytes(found).decode()
+            current = await self._redis.hget(self.player_key(player_id), "token")
+        return player_id if current is not None and as_bytes(current) == token_hash.encode() else None
 
     # Rooms -------------------------------------------------------------------
 
@@ -294,8 +374,10 @@ class RedisStore(Store):
         race = race_argument(open_race)
         async with self._talking("create_room"):
             created = await self._create_room(
-                keys=[self.room_key(code), self.log_index_key(code), self._listed_key], args=[code, data, race]
+                keys=[self.room_key(code), self.log_index_key(code)], args=[code, data, race]
             )
+            if created == 1:  # a new room starts unlisted, even if an earlier one of this code was listed
+                await self._redis.zrem(self._listed_key, code)
         return bool(created == 1)
 
     async def load_room(self, code: str) -> tuple[bytes, int] | None:
@@ -323,7 +405,8 @@ class RedisStore(Store):
         if not is_identifier(code):
             return
         async with self._talking("delete_room"):
-            await self._delete_room(keys=[self.room_key(code), self.log_index_key(code), self._listed_key], args=[code])
+            await self._delete_room(keys=[self.room_key(code), self.log_index_key(code)])
+            await self._redis.zrem(self._listed_key, code)
 
     async def set_listed(self, code: str, listed: bool) -> None:
         check_identifier("room code", code)
@@ -335,18 +418,23 @@ class RedisStore(Store):
 
     async def listed_rooms(self) -> list[str]:
         async with self._talking("listed_rooms"):
-            members = await self._redis.zrange(self._listed_key, 0, -1)
-            codes = [member.decode() for member in members if isinstance(member, bytes)]
-            if not codes:
+            members = cast(
+                list[tuple[bytes, float]], await self._redis.zrange(self._listed_key, 0, -1, withscores=True)
+            )
+            listed = [(as_bytes(member).decode(), float(score)) for member, score in members]
+            if not listed:
                 return []
+            # On a cluster the pipeline is split per node: one round trip to each node holding a room.
             async with self._redis.pipeline(transaction=False) as pipe:
-                for code in codes:
+                for code, _score in listed:
                     pipe.exists(self.room_key(code))
                 exists = await pipe.execute()
-            gone = [code for code, found in zip(codes, exists, strict=True) if not found]
+            gone = [(code, score) for (code, score), found in zip(listed, exists, strict=True) if not found]
             if gone:  # rooms that expired or vanished: tidy the listing
-                await self._prune_listed(keys=[self._listed_key, *map(self.room_key, gone)], args=gone)
-        return [code for code, found in zip(codes, exists, strict=True) if found]
+                await self._prune_listed(
+                    keys=[self._listed_key], args=[part for code, score in gone for part in (code, repr(score))]
+                )
+        return [code for (code, _score), found in zip(listed, exists, strict=True) if found]
 
     async def expire_room(self, code: str, seconds: float | None) -> None:
         ttl = check_seconds(seconds)
@@ -379,8 +467,39 @@ class RedisStore(Store):
 
     async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
         """One pipeline of APPEND_MOVE calls: one round trip for the whole batch (EVALSHA; a
-        second one only after Redis lost its script cache, for the entries it refused unrun)."""
+        second one only after Redis lost its script cache, for the entries it refused unrun).
+        On a cluster, one such pipeline per master, in parallel: a master down fails only the
+        entries of its rooms (the cluster client's own pipeline fails the whole batch)."""
         requests = [check_request(request) for request in batch]
+        results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
+        try:
+            groups = await self._groups_by_node(requests)
+        except StoreUnavailable as error:
+            return [error] * len(requests)
+        parts = await asyncio.gather(
+            *(self._append_group([requests[i] for i in indexes], node) for node, indexes in groups.items())
+        )
+        for indexes, part in zip(groups.values(), parts, strict=True):
+            for index, result in zip(indexes, part, strict=True):
+                results[index] = result
+        return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
+
+    async def _groups_by_node(self, requests: list[AppendRequest]) -> dict[ClusterNode | None, list[int]]:
+        """The indexes of the requests, by the master holding their room (one group on one Redis).
+        A stale slot map only misgroups: the cluster pipeline still follows MOVED."""
+        if not isinstance(self._redis, RedisCluster):
+            return {None: list(range(len(requests)))}
+        async with self._talking("append_moves"):
+            await self._redis.initialize()  # the slot map (a no-op once read)
+            groups: dict[ClusterNode | None, list[int]] = {}
+            for index, request in enumerate(requests):
+                node = self._redis.get_node_from_key(self.room_key(request.code))
+                groups.setdefault(node, []).append(index)
+        return groups
+
+    async def _append_group(
+        self, requests: list[AppendRequest], node: ClusterNode | None
+    ) -> list[AppendResult | StoreUnavailable]:
         results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
         todo = list(range(len(requests)))
         for attempt in range(2):
@@ -400,8 +519,16 @@ class RedisStore(Store):
                         results[index] = error
             if not again:
                 break
-            async with self._talking("append_moves"):
-                await self._redis.script_load(APPEND_MOVE)
+            try:
+                async with self._talking("append_moves"):
+                    if isinstance(self._redis, RedisCluster) and node is not None:
+                        await self._redis.execute_command("SCRIPT LOAD", APPEND_MOVE, target_nodes=node)
+                    else:
+                        await self._redis.script_load(APPEND_MOVE)
+            except StoreUnavailable as error:
+                for index in again:  # they never ran
+                    results[index] = error
+                break
             todo = again
         return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
 
@@ -412,7 +539,8 @@ class RedisStore(Store):
             async with self._talking("append_moves"), self._redis.pipeline(transaction=False) as pipe:
                 for request in requests:
                     keys, args = self._append_keys_and_args(request)
-                    pipe.evalsha(self._append_move.sha, len(keys), *keys, *args)
+                    # execute_command: the cluster pipeline blocks its evalsha method, not the command
+                    pipe.execute_command("EVALSHA", self._append_move.sha, len(keys), *keys, *args)
                 replies: list[object] = await pipe.execute(raise_on_error=False)
         except StoreUnavailable as error:
             return [error] * len(requests)

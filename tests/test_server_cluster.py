@@ -1,0 +1,135 @@
+"""The server on a three-master Redis Cluster (tests/redis_cluster_fixture.py): the same race as on
+one Redis, and a server killed mid-race whose racers resume on a fresh process, all through the
+real ``plot-server --redis redis+cluster://...`` and real WebSocket clients; and bench/cluster_bench.py
+runs (its figures are in docs/scaling.md, never asserted here)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import test_server_e2e as one_redis
+from redis_cluster_fixture import LocalRedisCluster
+from redis_fixture import free_port
+from support import Client, make_room, play, server_process, start_race, wait_healthy
+
+from server.core.records import decode_entry
+from server.store.redis import RedisStore
+from shared import protocol as p
+from shared.engine import replay
+
+
+def nodes_holding_keys(cluster: LocalRedisCluster) -> int:
+    return sum(1 for node in cluster.nodes if node.command("DBSIZE"))
+
+
+async def stored_moves(url: str, code: str, race: int, player_id: str) -> list[Any]:
+    store = RedisStore(url)
+    try:
+        return [decode_entry(b) for b in await store.load_moves(code, race, player_id)]
+    finally:
+        await store.close()
+
+
+async def test_whole_race_with_a_spectator_on_a_cluster(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    store = RedisStore(redis_cluster_url)  # test_server_e2e imported as a module: its test is not collected twice
+    try:
+        assert store.cluster
+        await one_redis.test_whole_race_three_racers_and_a_spectator(store)
+    finally:
+        await store.close()
+    # The room's keys share one slot; the players' and tokens' keys hash anywhere: the race used
+    # several masters (all of seven-odd keys on one master has odds of about 1 in 2,000).
+    assert nodes_holding_keys(redis_cluster) >= 2
+
+
+async def test_server_killed_mid_race_resumes_from_the_cluster(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    rng = random.Random(11)
+    port = free_port()
+    args = ("--port", str(port), "--redis", redis_cluster_url, "--countdown", "0.1", "--rate", "1000")
+    address = f"ws://127.0.0.1:{port}"
+    with server_process(*args) as first:
+        health = await asyncio.to_thread(wait_healthy, first, port)
+        assert "redis+cluster://" in str(health), health
+        racers, code = await make_room(address, ["Ann", "Bob"])
+        starts = await start_race(racers)
+        progress = []
+        for client, start in zip(racers, starts, strict=True):
+            assert start.view is not None
+            progress.append(await play(client, start.view, 8, rng))
+        tokens = [c.welcome.token for c in racers if c.welcome]
+        acked = {c.pid: [m for m in c.messages if isinstance(m, p.MoveOk)] for c in racers}
+        first.send_signal(signal.SIGKILL)  # a crash: no goodbye, no flush
+        await asyncio.to_thread(first.wait, 10)
+    assert nodes_holding_keys(redis_cluster) >= 2
+    with server_process(*args) as second:
+        await asyncio.to_thread(wait_healthy, second, port)
+        # A fresh process lists the room from the cluster (the listing's slot, then the room's).
+        lister = await Client.open(address, "Lister")
+        await lister.hello("Lister")
+        await lister.send(p.ListRooms())
+        listing = (await lister.expect(p.RoomList)).rooms
+        assert [(r.code, r.phase, r.racers) for r in listing] == [(code, p.RACING, 2)]
+        await lister.close()
+        back = []
+        for client, token, (view, next_id) in zip(racers, tokens, progress, strict=True):
+            again = await Client.open(address, client.label)
+            welcome = await again.hello(client.label, token=token)
+            assert welcome.resumed and welcome.player_id == client.pid and welcome.room == code
+            snapshot = await again.expect(p.RaceStart)
+            assert snapshot.seq == len(acked[client.pid]) and snapshot.view == view
+            await again.send(p.Move(id=next_id - 1, move="stock>waste"))  # resent: applies nothing
+            assert (await again.expect(p.MoveOk)).duplicate
+            back.append((again, view, next_id))
+        for again, view, next_id in back:
+            view, next_id = await play(again, view, 4, rng, first_id=next_id)
+            await again.send(p.Move(id=next_id, move="resign"))
+        results = [await again.expect(p.Results) for again, _, _ in back]
+        assert results[0] == results[1]
+        for again, _, _ in back:
+            record = results[0].records[again.pid]
+            entries = await stored_moves(redis_cluster_url, code, 1, again.pid)
+            assert [e.move for e in entries] == record.moves
+            ids = [e.id for e in entries if e.id is not None]
+            assert len(ids) == len(set(ids)) == len(record.moves)
+            game, outcome = replay(results[0].deal, record.moves)
+            assert outcome.ok and game.status == "resigned"
+            await again.close()
+        second.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(second.wait, 10) == 0
+
+
+def test_the_cluster_bench_compares_one_redis_with_the_cluster(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    bench = Path(__file__).resolve().parent.parent / "bench" / "cluster_bench.py"
+    command = [sys.executable, str(bench), "--runs", "1", "--rooms", "2", "--racers", "4", "--moves", "2"]
+    done = subprocess.run([*command, "--batch", "8", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    medians = json.loads(out.read_text())["medians"]
+    assert set(medians) == {"one redis", "cluster (3 masters)"}
+    for figures in medians.values():
+        assert figures["appends_per_s"] > 0 and figures["redis_cpu_us_per_append"] > 0
+    assert "Redis CPU" in done.stdout
+
+
+def test_the_cluster_load_bench_drives_a_real_server_on_each_store(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    bench = Path(__file__).resolve().parent.parent / "bench" / "cluster_load.py"
+    command = [sys.executable, str(bench), "--racers", "8", "--duration", "1", "--warmup", "0.5", "--runs", "1"]
+    done = subprocess.run([*command, "--json", str(out)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert set(runs) == {"one redis", "cluster (3 masters)"}
+    for (figures,) in runs.values():
+        assert figures["accepted_moves"] > 0 and figures["errors"] == 0
+        assert figures["ack_latency_ms"]["count"] == figures["accepted_moves"]
