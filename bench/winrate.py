@@ -168,7 +168,7 @@ def write_report(rows: list[dict[str, Any]], doc: Path, chart: Path, command: st
     out = [
         "# The Plot: win rate",
         "",
-        f"The first published win rate of The Plot (rules as in SPEC.md, which keep the rule that nothing is "
+        f"The first published win rate of The Plot (rules as in docs/rules.md, which keep the rule that nothing is "
         f"built on a base-rank card): deals {first}..{last} ({n:,} deals), each solved with full knowledge "
         "of the deal by `shared/solver.py` (how it works, and its API: [solver.md](solver.md)).",
         "",

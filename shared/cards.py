@@ -1,4 +1,4 @@
-"""Cards of The Plot (SPEC section 1): 104 integer ids, two 52-card decks.
+"""Cards of The Plot (docs/rules.md, "Cards"): 104 integer ids, two 52-card decks.
 
 A card id ``c`` in ``0..103``: deck ``c // 52``, suit ``(c % 52) // 13``
 (clubs, diamonds, hearts, spades), rank ``c % 13 + 1`` (Ace = 1 .. King = 13).
@@ -42,7 +42,7 @@ def next_rank(r: int) -> int:
 
 
 def card_name(card: int, with_deck: bool = True) -> str:
-    """Text name per SPEC: ``Th1`` is the ten of hearts of the second deck."""
+    """Text name per docs/rules.md: ``Th1`` is the ten of hearts of the second deck."""
     if not 0 <= card < CARD_COUNT:
         raise ValueError(f"card id {card} is out of range 0..103")
     name = RANK_LETTERS[card % 13] + SUIT_LETTERS[suit(card)]

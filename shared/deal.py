@@ -1,4 +1,4 @@
-"""Deal numbers to layouts (SPEC section 2): SplitMix64 and an unbiased Fisher-Yates.
+"""Deal numbers to layouts (docs/rules.md, "Deal numbers"): SplitMix64 and an unbiased Fisher-Yates.
 
 The same number gives the same layout everywhere, forever: never change this file's output.
 """

@@ -1,4 +1,4 @@
-"""The Plot's rules (SPEC sections 3-5): a pure game engine, no I/O.
+"""The Plot's rules (docs/rules.md (Piles, The rules, Undo)): a pure game engine, no I/O.
 
 A game's state is a function of its deal number and its list of entries (moves in
 text form ``SRC>DST``, ``undo``, ``resign``), so a game can be stored as a log and
@@ -74,7 +74,8 @@ class IllegalMove(ValueError):
 
 
 class View(msgspec.Struct, kw_only=True):
-    """What a player may see (SPEC section 3), and nothing more: no stock order, no deal number."""
+    """What a player may see (docs/rules.md, "Piles, what a player sees, and moves"), and nothing
+    more: no stock order, no deal number."""
 
     stock: int
     waste: list[int]
@@ -443,14 +444,14 @@ class Game:
     # ---------------------------------------------------------------- blocked
 
     def is_blocked(self) -> bool:
-        """SPEC section 4, exactly (no budget, however long it takes): see :meth:`blocked_status`."""
+        """docs/rules.md, "The rules", exactly (no budget, however long it takes): see :meth:`blocked_status`."""
         return self.blocked_status(None) is True
 
     def blocked_status(self, max_states: int | None) -> bool | None:
         """Is the position blocked? True or False (exact), or None when the search would need
         more than ``max_states`` states (None: no limit, never None).
 
-        SPEC section 4: the stock is empty and no sequence of legal moves can
+        docs/rules.md, "The rules": the stock is empty and no sequence of legal moves can
         put another card on a foundation.
 
         Why this reduces to digging the waste: a tableau pile is a run down by one, so a
@@ -531,7 +532,7 @@ class Game:
         return cards
 
     def record(self) -> dict[str, object]:
-        """The game record (SPEC section 3) of what was played so far."""
+        """The game record (docs/rules.md, "Piles, what a player sees, and moves") of what was played so far."""
         rec: dict[str, object] = {"deal": self.deal, "moves": list(self.entries)}
         if not self.undo_enabled:
             rec["undo"] = False
@@ -937,7 +938,7 @@ class IllegalEntry(msgspec.Struct, kw_only=True):
 
 
 class NotARecord(ValueError):
-    """The input is not a game record object (SPEC section 3)."""
+    """The input is not a game record object (docs/rules.md, "Piles, what a player sees, and moves")."""
 
 
 def parse_record(data: object) -> tuple[int, list[object], bool]:

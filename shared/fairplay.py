@@ -1,4 +1,4 @@
-"""Fair play (SPEC section 6): commit to a deal before the race, reveal it after."""
+"""Fair play (docs/rules.md, "Fair play"): commit to a deal before the race, reveal it after."""
 
 from __future__ import annotations
 

@@ -191,12 +191,12 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     moves: int  # accepted entries in the racer's log (moves, undos, resign)
     status: str  # playing | won | blocked | resigned | stopped
     elapsed_ms: int  # time of the racer's last accepted entry, from the start signal
-    rank: int  # 1-based, SPEC section 7
+    rank: int  # 1-based, docs/rules.md, "Race ranking"
     connected: bool
 
 
 class GameRecord(msgspec.Struct, kw_only=True):
-    """A game record (SPEC section 3): replayable with ``plot verify``."""
+    """A game record (docs/rules.md, "Piles, what a player sees, and moves"): replayable with ``plot verify``."""
 
     deal: DealNumber
     moves: list[str]
@@ -336,7 +336,7 @@ class RaceStart(msgspec.Struct, tag="race_start", tag_field="type", kw_only=True
     """The race is on: sent at the start signal, and again as a fresh snapshot (resume, late spectator)."""
 
     race: int
-    commitment: str  # SPEC section 6: sha256("the-plot:<deal>:<salt>"), revealed in results
+    commitment: str  # docs/rules.md, "Fair play": sha256("the-plot:<deal>:<salt>"), revealed in results
     chosen_deal: bool
     started_at: int  # server ms
     ends_at: int | None  # server ms, when there is a time limit

@@ -1,6 +1,6 @@
-"""A second, deliberately simple and slow implementation of The Plot's move rules (SPEC section 4).
+"""A second, deliberately simple and slow implementation of The Plot's move rules (docs/rules.md, "The rules").
 
-Written from the SPEC text, not from ``shared/engine.py``, and with its own representation:
+Written from the rules text (docs/rules.md), not from ``shared/engine.py``, and with its own representation:
 a position is a dict from pile name to a list of card ids, bottom first (the stock too: its
 *first* element is the next card to turn). Every (source, destination) pair of pile names is
 tested against the rules one by one; nothing is clever or fast. The tests compare the engine
@@ -46,7 +46,7 @@ def is_restricted(pos: Position) -> bool:
 
 
 def move_is_legal(pos: Position, src: str, dst: str) -> bool:
-    """May the top card of ``src`` go to ``dst`` now? Straight from SPEC sections 3 and 4."""
+    """May the top card of ``src`` go to ``dst`` now? Straight from docs/rules.md (Piles, The rules)."""
     if src == "stock":
         # stock>waste turns the next card; there is no redeal.
         return dst == "waste" and len(pos["stock"]) > 0

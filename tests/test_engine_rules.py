@@ -1,4 +1,4 @@
-"""Every rule of SPEC section 4 (and the undo rules of section 5), one test each.
+"""Every rule of docs/rules.md, "The rules" (and the rules of "Undo"), one test each.
 
 Positions are either a real deal (deal 5: f0 Kh1 so the base rank is King; tableau t0 8d0,
 t1 Tc0, t3 2h1, t6 9d0, t9 Ad1, t11 Ac1; reserve top 6c1) or built directly with
@@ -323,7 +323,7 @@ def test_moves_that_do_not_parse_or_name_no_pile() -> None:
     assert reject(game, "WASTE>T0").startswith("unknown pile 'WASTE'")
 
 
-# ---------------------------------------------------------------- undo (SPEC section 5)
+# ---------------------------------------------------------------- undo (docs/rules.md, "Undo")
 
 
 def test_undo_takes_back_the_last_moves_one_by_one() -> None:

@@ -1,4 +1,4 @@
-"""The hidden-card frame scan (SPEC section 6): record every frame the server sends to each client
+"""The hidden-card frame scan (docs/rules.md, "Fair play"): record every frame the server sends to each client
 during a whole race on a random 64-bit deal, decode each one, and check every card it carries
 against what that recipient may see at that moment. No hidden card, no deal number before the
 results, no field the protocol does not declare. Test doubles with a deliberately planted leak

@@ -1,4 +1,4 @@
-"""``plot deal N [--json]``: the layout of deal number N (SPEC section 2)."""
+"""``plot deal N [--json]``: the layout of deal number N (docs/rules.md, "Deal numbers")."""
 
 from __future__ import annotations
 

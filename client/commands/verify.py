@@ -2,7 +2,8 @@
 
 Exit 0 when every entry is legal (and the commitment, if given, matches); 1 at the first
 illegal entry (later entries are not applied) or on a commitment mismatch; 2 when the
-record cannot be read or is not a game record (SPEC section 3), with the reason on stderr.
+record cannot be read or is not a game record (docs/rules.md, "Piles, what a player sees,
+and moves"), with the reason on stderr.
 """
 
 from __future__ import annotations

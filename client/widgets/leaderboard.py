@@ -1,6 +1,6 @@
 """The live leaderboard: every racer's progress (cards home of 104), moves, status, time, rank.
 
-It never shows a card (SPEC §6): progress only. Names are other people's text, so they go
+It never shows a card (docs/rules.md, "Fair play"): progress only. Names are other people's text, so they go
 through :func:`client.widgets.plain.plain`.
 """
 

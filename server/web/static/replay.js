@@ -56,7 +56,7 @@ export function replayRecord(deal, moves) {
     const src = PILE_NAMES.indexOf(srcName), dst = PILE_NAMES.indexOf(dstName);
     if (src < 0 || dst < 0 || piles[src].length === 0) throw new Error(`cannot replay entry ${entry}`);
     piles[dst].push(piles[src].pop());
-    if (src === STOCK || src === RESERVE) undoStack = []; // neither can be undone (SPEC section 5)
+    if (src === STOCK || src === RESERVE) undoStack = []; // neither can be undone (docs/rules.md, "Undo")
     else undoStack.push([src, dst]);
   }
   const foundations = piles.slice(F0, T0);
