@@ -12,8 +12,6 @@ import functools
 import importlib.util
 import logging
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import pytest
 from support import BLOCKED_DEAL as DEAL
 from support import BLOCKED_MOVES as MOVES
 from support import BLOCKED_TINY as TINY
-from support import FAST, Client, fast_config, latest, make_room, room_phase, running_server, wait_for_file
+from support import FAST, Client, eventually, fast_config, latest, make_room, room_phase, running_server, wait_for_file
 from winnable_sources import gated_random_deal
 
 from server.app import ServerConfig
@@ -176,21 +174,21 @@ async def test_the_finder_keeps_one_search_per_key_and_drops_unwanted_ones(tmp_p
         held = asyncio.ensure_future(finder.find("A"))
         await wait_for_file(Path(str(gate) + ".pid"))
         first_b = asyncio.ensure_future(finder.find("B"))
-        await until(lambda: finder.queued() == ["B"])
+        await eventually(lambda: finder.queued() == ["B"], timeout=10.0)
         second_b = asyncio.ensure_future(finder.find("B"))  # the newer search of B replaces the waiting one
         replaced = await first_b
         assert replaced.cancelled and replaced.deal is None and "replaced" in replaced.detail
-        await until(lambda: finder.queued() == ["B"])
+        await eventually(lambda: finder.queued() == ["B"], timeout=10.0)
         room_c_waits = True
         gone_c = asyncio.ensure_future(finder.find("C", lambda: room_c_waits))
-        await until(lambda: finder.queued() == ["B", "C"])
+        await eventually(lambda: finder.queued() == ["B", "C"], timeout=10.0)
         refused = await finder.find("D")  # the queue of two is full
         assert refused.busy and refused.deal is None and "2 rooms" in refused.detail
         room_c_waits = False  # C's room stops waiting: the next search asked for takes its place
         late_d = asyncio.ensure_future(finder.find("D"))
         dropped = await gone_c
         assert dropped.cancelled and dropped.candidates == 0 and "stopped waiting" in dropped.detail
-        await until(lambda: finder.queued() == ["B", "D"])
+        await eventually(lambda: finder.queued() == ["B", "D"], timeout=10.0)
         gate.write_text("open")
         for search in (held, second_b, late_d):
             outcome = await asyncio.wait_for(search, 30.0)
@@ -206,13 +204,6 @@ async def test_the_finder_keeps_one_search_per_key_and_drops_unwanted_ones(tmp_p
 
 def _broken_room() -> bool:
     raise RuntimeError("room gone")
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for a condition"
-        await asyncio.sleep(0.01)
 
 
 def test_server_flags_and_environment_set_the_queues(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,6 @@ that overwrote another writer.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -17,27 +16,13 @@ from dataclasses import replace
 
 import pytest
 from redis_fixture import RedisServer
-from support import FAST, Client, fast_config, make_room, play, running_server, start_race, view_game
+from support import FAST, Client, eventually, fast_config, make_room, play, running_server, start_race, view_game
 
 from server.core.records import decode_entry, decode_room
 from server.store.base import AppendRequest, AppendResult, StoreUnavailable
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 10.0) -> None:
-    """Poll ``check`` until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        outcome = check()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition still false after {timeout} s")
-        await asyncio.sleep(0.02)
 
 
 def evalsha_calls(redis_server: RedisServer) -> int:
@@ -79,7 +64,8 @@ async def test_a_race_outliving_the_room_ttl_keeps_every_acknowledged_move(
             assert starts[0].view is not None
             view, next_id = await play(ann, starts[0].view, 3, rng)
             raced_from = time.monotonic()
-            await eventually(lambda: time.monotonic() > raced_from + 3 * ttl_s)  # the race outlives the TTL
+            # the race outlives the TTL
+            await eventually(lambda: time.monotonic() > raced_from + 3 * ttl_s, timeout=10.0)
             calls_before = evalsha_calls(redis_server)
             view, next_id = await play(ann, view, 3, rng, first_id=next_id)
             assert evalsha_calls(redis_server) - calls_before <= 3 * 2  # no retry storm (a save may ride along)
@@ -96,7 +82,7 @@ async def test_a_race_outliving_the_room_ttl_keeps_every_acknowledged_move(
                 ttl = redis_server.command("PTTL", room_key)
                 return isinstance(ttl, int) and ttl > 0
 
-            await eventually(expiring)  # finished: now it may expire
+            await eventually(expiring, timeout=10.0)  # finished: now it may expire
             for client in (ann, bob):
                 await client.close()
     finally:
@@ -126,7 +112,7 @@ async def test_a_room_gone_from_the_store_mid_race_is_never_read_as_a_conflict(
                     isinstance(m, p.MoveRejected | p.Error | p.Kicked) for m in ann.messages
                 )
 
-            await eventually(answered)
+            await eventually(answered, timeout=10.0)
             assert not [m for m in ann.messages if isinstance(m, p.MoveOk) and m.id == next_id]
             # Before: the append was retried about 2,000 times a second and never answered.
             assert evalsha_calls(redis_server) - calls_before <= 4
@@ -156,7 +142,7 @@ async def test_an_unexpected_room_write_error_is_logged_and_later_writes_still_l
             loaded = await store.load_room(code)
             return loaded is not None and len(decode_room(loaded[0]).members) == 2
 
-        await eventually(both_stored)
+        await eventually(both_stored, timeout=10.0)
         failures = logged(caplog, "room_write_failed")
         assert failures and "injected listing failure" in str(getattr(failures[0], "fields", {}))
         for client in (ann, bob):
@@ -186,7 +172,7 @@ async def test_an_unexpected_player_write_error_is_logged_and_the_worker_carries
     store = PlayerSaveFailsOnce()
     async with running_server(store, fast_config()) as server:
         (ann,), code = await make_room(server, ["Ann"])
-        await eventually(lambda: bool(logged(caplog, "player_write_failed")))
+        await eventually(lambda: bool(logged(caplog, "player_write_failed")), timeout=10.0)
         await ann.send(p.Leave())
         await ann.expect(p.Left)
 
@@ -196,7 +182,7 @@ async def test_an_unexpected_player_write_error_is_logged_and_the_worker_carries
             data = await store.get_player(ann.pid)
             return data is not None and decode_player(data).room is None
 
-        await eventually(left_stored)
+        await eventually(left_stored, timeout=10.0)
         assert code
         await ann.close()
 
@@ -211,7 +197,7 @@ async def test_room_reads_come_after_the_room_s_pending_writes(redis_server: Red
                 loaded = await store.load_room(code)
                 return 0 if loaded is None else len(decode_room(loaded[0]).members)
 
-            await eventually(lambda: members_equal(members, 2))
+            await eventually(lambda: members_equal(members, 2), timeout=10.0)
             carl = await Client.open(server, "Carl")
             await carl.hello("Carl")
             redis_server.command("CLIENT", "PAUSE", "700", "WRITE")  # writes wait; reads go on
@@ -238,7 +224,7 @@ async def test_the_race_record_is_stored_before_any_racer_sees_its_commitment(
     try:
         async with running_server(store, fast_config()) as server:
             (ann, bob), code = await make_room(server, ["Ann", "Bob"])
-            await eventually(lambda: bob_ready(ann))
+            await eventually(lambda: bob_ready(ann), timeout=10.0)
             redis_server.command("CLIENT", "PAUSE", "600", "WRITE")  # the countdown (0.1 s) ends first
             await ann.send(p.Start())
             start = await ann.expect(p.RaceStart)
@@ -265,7 +251,7 @@ async def test_a_room_save_never_overwrites_another_writer(redis_url: str, caplo
     try:
         async with running_server(store, fast_config()) as server:
             (ann, bob), code = await make_room(server, ["Ann", "Bob"])
-            await eventually(lambda: bob_ready(ann))
+            await eventually(lambda: bob_ready(ann), timeout=10.0)
 
             async def settled() -> bool:
                 loaded = await store.load_room(code)
@@ -273,12 +259,12 @@ async def test_a_room_save_never_overwrites_another_writer(redis_url: str, caplo
                     m.ready for m in decode_room(loaded[0]).members if m.player_id != ann.pid
                 )
 
-            await eventually(settled)
+            await eventually(settled, timeout=10.0)
             loaded = await store.load_room(code)
             assert loaded is not None
             assert await other.save_room(code, b"foreign record", loaded[1]) == loaded[1] + 1
             await bob.send(p.Ready(ready=False))  # a change: the server saves the room
-            await eventually(lambda: bool(logged(caplog, "room_save_conflict")))
+            await eventually(lambda: bool(logged(caplog, "room_save_conflict")), timeout=10.0)
             await server.flush(2.0)
             assert await store.load_room(code) == (b"foreign record", loaded[1] + 1)
             for client in (ann, bob):
@@ -348,12 +334,12 @@ async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent
             redis_server.command("CLIENT", "PAUSE", "600", "WRITE")
             sent = time.monotonic()
             await ann.send(p.Move(id=1, move=ann_move))  # its batch waits in the store
-            await eventually(lambda: server._append_backlog >= 1 and time.monotonic() > sent + 0.1)
+            await eventually(lambda: server._append_backlog >= 1 and time.monotonic() > sent + 0.1, timeout=10.0)
             await bob.send(p.Move(id=1, move=bob_move))
             busy = await bob.expect(p.MoveRejected, timeout=0.4)  # before the store answers
             assert busy.id == 1 and busy.code == p.BUSY and "retry_ms=100" in busy.reason
             assert (await ann.expect(p.MoveOk)).id == 1
-            await eventually(lambda: server._append_backlog == 0)
+            await eventually(lambda: server._append_backlog == 0, timeout=10.0)
             await bob.send(p.Move(id=1, move=bob_move))  # resent, same id
             assert (await bob.expect(p.MoveOk)).seq == 1
             assert len(await store.load_moves(code, 1, bob.pid)) == 1
@@ -372,10 +358,11 @@ async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
             (ann, bob), code = await make_room(server, ["Ann", "Bob"])
             redis_server.command("CLIENT", "PAUSE", "1500", "WRITE")
             await bob.send(p.Ready(ready=False))  # a room save, stuck in Redis
-            await eventually(lambda: code in server._room_workers)
+            await eventually(lambda: code in server._room_workers, timeout=10.0)
             with pytest.raises(StoreUnavailable, match="pending writes did not land"):
                 await server.read_room(code)
-            await eventually(lambda: code not in server._room_workers)  # the pause is over, the save landed
+            # the pause is over, the save landed
+            await eventually(lambda: code not in server._room_workers, timeout=10.0)
             read = await server.read_room(code)
             assert read is not None and decode_room(read[0]).members[1].ready is False
             for client in (ann, bob):
