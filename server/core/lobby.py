@@ -363,8 +363,8 @@ class LobbyMixin(CoreBase):
     def _pass_host(self, room: RoomState) -> None:
         members = list(room.members.values())
         order = (
-            [m for m in members if m.role == p.RACER and self._connected(m.player_id)]
-            + [m for m in members if self._connected(m.player_id)]
+            [m for m in members if m.role == p.RACER and self._present(m, m.player_id)]
+            + [m for m in members if self._present(m, m.player_id)]
             + members
         )
         if order:
