@@ -130,3 +130,18 @@ async def test_two_plot_server_processes_share_a_race(own_redis_server: RedisSer
         await asyncio.to_thread(wait_healthy, first, ports[0])
         await asyncio.to_thread(wait_healthy, second, ports[1])
         await spread_race(f"ws://127.0.0.1:{ports[0]}", f"ws://127.0.0.1:{ports[1]}")
+
+
+def test_multi_node_needs_one_redis_and_says_so() -> None:
+    cases = [
+        (("--multi-node",), {}, "--multi-node needs --redis URL"),
+        ((), {"PLOT_MULTI_NODE": "1"}, "--multi-node needs --redis URL"),
+        (("--multi-node", "--redis", "redis+cluster://127.0.0.1:7000"), {}, "not on a Redis Cluster yet"),
+        ((), {"PLOT_MULTI_NODE": "maybe", "REDIS_URL": "redis://127.0.0.1:1/0"}, "PLOT_MULTI_NODE='maybe'"),
+    ]
+    for args, env, said in cases:
+        with server_process("--port", str(free_port()), *args, env=env) as proc:
+            _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 2, (args, env, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], err
