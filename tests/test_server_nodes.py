@@ -82,8 +82,10 @@ async def spread_race(a: RaceServer | str, b: RaceServer | str) -> None:
     await eve.expect(p.RaceStart)
     assert len({s.race for s in starts}) == 1
     # Moves on both nodes; the spectator on B sees A's racer's progress, and A's host sees B's racer.
-    view_ann, _ = await play(ann, starts[1].view, 12, rng)
-    view_bob, _ = await play(bob, starts[2].view, 9, rng)
+    views = [s.view for s in starts]
+    assert views[1] is not None and views[2] is not None
+    await play(ann, views[1], 12, rng)
+    await play(bob, views[2], 9, rng)
     ann_moves = latest(ann, p.MoveOk).seq
     bob_moves = latest(bob, p.MoveOk).seq
     await eventually(lambda: moves_of(eve, ann.pid) == ann_moves, what="ann's progress seen on node B")
