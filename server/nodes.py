@@ -75,10 +75,13 @@ class NodeLink:
         on_message: Callable[[str, RoomVersion | Appended], None],
         on_missed: Callable[[], None],
         *,
+        node_id: str | None = None,
         heartbeat_s: float = 0.5,
+        alive_ttl_s: float = 3.0,
         subscribe_timeout_s: float = 2.0,
     ) -> None:
-        self.node_id = secrets.token_hex(6)
+        self.node_id = node_id or secrets.token_hex(6)
+        self.alive_ttl_s = alive_ttl_s
         self._store = store
         self._on_message = on_message
         self._on_missed = on_missed
@@ -180,8 +183,17 @@ class NodeLink:
         while not self._closed:
             self._seq += 1  # counted even when the publish fails: the gap is then seen
             with contextlib.suppress(StoreUnavailable):
+                await self._store.mark_alive(self.node_id, int(self.alive_ttl_s * 1000))
                 await self._store.publish([(self._own, _encoder.encode(Heartbeat(self.node_id, self._seq)))])
             await asyncio.sleep(self._heartbeat_s)
+
+    async def gone(self, nodes: set[str]) -> set[str]:
+        """Which of these nodes have let their liveness key expire (none if Redis does not answer)."""
+        try:
+            alive = await self._store.nodes_alive(sorted(nodes))
+        except StoreUnavailable:
+            return set()
+        return nodes - alive
 
     async def _listen(self) -> None:
         delay = 0.05

@@ -185,3 +185,46 @@ async def test_dropped_subscriptions_catch_up_mid_race(own_redis_server: RedisSe
         await eventually(lambda: moves_of(host, bob.pid) == bob_moves, what="bob's moves on A")
         await eventually(lambda: latest(eve, p.Room).spectators == 2, what="the second spectator counted on B")
         await finish_race([host, ann, bob, eve, sam], {host.pid: 0, ann.pid: ann_moves, bob.pid: bob_moves})
+
+
+async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_server: RedisServer) -> None:
+    """kill -9 of node A mid-race: ann (on A) resumes on node B with her token and finds every
+    acknowledged move; the host (on A) never comes back: node B sees A's liveness lapse, and the
+    host forfeits after the grace period on B's timer; the race finishes."""
+    rng = random.Random(3)
+    ports = free_port(), free_port()
+    common = ("--redis", own_redis_server.url, "--multi-node", "--countdown", "0.1", "--rate", "1000", "--grace", "1")
+    with (
+        server_process("--port", str(ports[0]), *common) as first,
+        server_process("--port", str(ports[1]), *common) as second,
+    ):
+        await asyncio.to_thread(wait_healthy, first, ports[0])
+        await asyncio.to_thread(wait_healthy, second, ports[1])
+        node_b = f"ws://127.0.0.1:{ports[1]}"
+        clients, starts = await spread_room(f"ws://127.0.0.1:{ports[0]}", node_b)
+        host, ann, bob, eve = clients
+        assert starts[1].view is not None and starts[2].view is not None
+        await play(ann, starts[1].view, 10, rng)
+        acked = latest(ann, p.MoveOk)
+        await play(bob, starts[2].view, 5, rng)
+        first.kill()  # SIGKILL: no shutdown message, no flush, no disconnect saved
+        assert ann.welcome is not None
+        again = await Client.open(node_b, "ann again")
+        welcome = await again.hello("ann", token=ann.welcome.token)
+        assert welcome.resumed and welcome.player_id == ann.pid
+        board = await again.expect(p.RaceStart)
+        assert (board.seq, board.view_hash) == (acked.seq, acked.view_hash)  # no acknowledged move lost
+        assert board.view is not None
+        await play(again, board.view, 4, rng, first_id=500)
+        ann_moves = latest(again, p.MoveOk).seq
+        bob_moves = latest(bob, p.MoveOk).seq
+        for racer in (again, bob):
+            await racer.send(p.Move(id=1000, move="resign"))
+        # The host, left on the dead node, forfeits on node B (liveness lapse, then the grace).
+        results = [await c.expect(p.Results, timeout=15) for c in (again, bob, eve)]
+        assert all(r == results[0] for r in results)
+        rows = {row.player_id: row for row in results[0].racers}
+        assert rows[host.pid].status == "resigned" and not rows[host.pid].connected
+        assert (rows[ann.pid].moves, rows[bob.pid].moves) == (ann_moves + 1, bob_moves + 1)
+        for client in (again, bob, eve, host, ann):
+            await client.close()
