@@ -271,6 +271,24 @@ class RedisStore(Store):
 
     @asynccontextmanager
     async def _talking(self, operation: str) -> AsyncIterator[None]:
+        """One call to Redis (a round trip, a pipeline, or the few steps of one operation), told to
+        the observer (the node's metrics) with its duration and whether it failed."""
+        observer = self.observer
+        if observer is None:
+            async with self._talking_unobserved(operation):
+                yield
+            return
+        started = time.perf_counter()
+        failed = True
+        try:
+            async with self._talking_unobserved(operation):
+                yield
+            failed = False
+        finally:
+            observer(operation, time.perf_counter() - started, failed)
+
+    @asynccontextmanager
+    async def _talking_unobserved(self, operation: str) -> AsyncIterator[None]:
         """Turn every way Redis can fail us into StoreUnavailable, with a message saying where and what."""
         if self._closed:
             raise StoreUnavailable(f"the Redis store for {self._where} is closed ({operation})")
