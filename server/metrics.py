@@ -27,7 +27,6 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 ACK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 STORE_BUCKETS = (0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 PUBSUB_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5)
-PUBSUB_DIRECTIONS = ("published", "received")
 
 
 @dataclass
@@ -43,6 +42,9 @@ class Snapshot:
     slow_disconnects: int = 0
     rate_limited: int = 0
     connections_total: int = 0
+    pubsub_published: int = 0  # several nodes (server/nodes.py); 0 on a single node
+    pubsub_received: int = 0
+    pubsub_gaps: int = 0
 
 
 class _Levels(Collector):
@@ -67,6 +69,15 @@ class _Levels(Collector):
             counter = CounterMetricFamily(name, text)
             counter.add_metric([], value)
             yield counter
+        pubsub = CounterMetricFamily(
+            "plot_pubsub_messages", "Room events over Redis pub/sub between nodes, by direction", labels=["direction"]
+        )
+        pubsub.add_metric(["published"], now.pubsub_published)
+        pubsub.add_metric(["received"], now.pubsub_received)
+        yield pubsub
+        gaps = CounterMetricFamily("plot_pubsub_gaps", "Pub/sub gaps seen (every room held read back from Redis)")
+        gaps.add_metric([], now.pubsub_gaps)
+        yield gaps
 
 
 def _gauge(name: str, text: str, label: str, values: Mapping[str, int]) -> GaugeMetricFamily:
@@ -105,14 +116,8 @@ class Metrics:
             "plot_store_call_seconds", "Duration of calls to Redis, by store operation", ["op"],
             buckets=STORE_BUCKETS, registry=r,
         )  # fmt: skip
-        self.pubsub_messages = Counter(
-            "plot_pubsub_messages", "Room events over Redis pub/sub, by direction (none until nodes share Redis)",
-            ["direction"], registry=r,
-        )  # fmt: skip
-        for direction in PUBSUB_DIRECTIONS:
-            self.pubsub_messages.labels(direction)  # shown as 0 from the start
         self.pubsub_lag = Histogram(
-            "plot_pubsub_lag_seconds", "From a room event published to its receipt on this node",
+            "plot_pubsub_lag_seconds", "A heartbeat's trip through Redis pub/sub, publish to receipt (several nodes)",
             buckets=PUBSUB_BUCKETS, registry=r,
         )  # fmt: skip
         r.register(_Levels(snapshot))
@@ -147,10 +152,3 @@ class Metrics:
         children[1].observe(seconds)
         if failed:
             self.store_errors.labels(op).inc()
-
-    def pubsub_published(self) -> None:
-        self.pubsub_messages.labels("published").inc()
-
-    def pubsub_received(self, lag_seconds: float) -> None:
-        self.pubsub_messages.labels("received").inc()
-        self.pubsub_lag.observe(lag_seconds)

@@ -7,14 +7,17 @@ import asyncio
 import random
 import urllib.error
 import urllib.request
+from dataclasses import replace
 
 import pytest
 from redis_fixture import free_port
 from support import (
+    FAST,
     Client,
     Samples,
     eventually,
     fast_config,
+    latest,
     make_room,
     metric,
     metrics,
@@ -190,3 +193,46 @@ def test_a_bad_metrics_setting_is_refused_in_one_line(args: list[str], env: dict
         assert proc.stderr is not None
         lines = proc.stderr.read().strip().splitlines()
         assert len(lines) == 1 and "--metrics" in lines[0] and "on or off" in lines[0], lines
+
+
+async def test_pubsub_between_two_nodes_is_counted(redis_url: str) -> None:
+    """Two nodes sharing rooms on one Redis (docs/scaling.md, "Several nodes"): the moves played on
+    A are published and received on B; each node's heartbeat times its trip through pub/sub."""
+    shared = fast_config(core=replace(FAST, shared_rooms=True))
+    a_store, b_store = RedisStore(redis_url), RedisStore(redis_url)
+    try:
+        async with running_server(a_store, shared) as a, running_server(b_store, shared) as b:
+            host = await Client.open(a, "host")
+            await host.hello("host")
+            await host.send(p.CreateRoom(options=p.RoomOptions()))
+            code = (await host.expect(p.Room)).code
+            bob = await Client.open(b, "bob")
+            await bob.hello("bob")
+            await bob.send(p.Join(code=code))  # node B loads the room node A created
+            await bob.expect(p.Room)
+            await bob.send(p.Ready(ready=True))
+            await eventually(
+                lambda: any(m.ready for m in latest(host, p.Room).members if m.player_id == bob.pid),
+                what="bob (on B) ready, seen on A",
+            )
+            starts = await start_race([host, bob])
+            _view, next_id = await play(host, board(starts[0]), 4, random.Random(2))
+
+            async def counted() -> bool:
+                one, two = await scrape(a), await scrape(b)
+                return (
+                    metric(one, "plot_pubsub_messages_total", direction="published") >= next_id - 1
+                    and metric(two, "plot_pubsub_messages_total", direction="received") >= next_id - 1
+                    and metric(one, "plot_pubsub_lag_seconds_count") >= 1
+                    and metric(two, "plot_pubsub_lag_seconds_count") >= 1
+                )
+
+            await eventually(counted, timeout=10, what="A's moves published, received on B, heartbeats timed")
+            one = await scrape(a)
+            assert metric(one, "plot_pubsub_gaps_total") == 0
+            assert metric(one, "plot_store_calls_total", op="publish") >= 1
+            await host.close()
+            await bob.close()
+    finally:
+        await a_store.close()
+        await b_store.close()
