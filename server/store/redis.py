@@ -264,6 +264,31 @@ class RedisStore(Store):
     def token_key(self, token_hash: str) -> str:
         return f"{self.namespace}:token:{token_hash}"
 
+    def events_channel(self, code: str) -> str:
+        """A room's pub/sub channel (several nodes: docs/scaling.md, "Several nodes")."""
+        return f"{self.namespace}:events:{{{code}}}"
+
+    def process_channel(self, node: str) -> str:
+        """One node's own pub/sub channel (its heartbeats)."""
+        return f"{self.namespace}:process:{node}"
+
+    # Pub/sub (several nodes) -------------------------------------------------
+
+    def pubsub(self) -> aioredis.client.PubSub:
+        """A pub/sub connection of its own (one Redis; the nodes refuse a cluster for now)."""
+        if isinstance(self._redis, RedisCluster):
+            raise ValueError("pub/sub between nodes is not built for a Redis Cluster yet")
+        return self._redis.pubsub()
+
+    async def publish(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        """PUBLISH each (channel, payload), in order, in one round trip."""
+        if not messages:
+            return
+        async with self._talking("publish"), self._redis.pipeline(transaction=False) as pipe:
+            for channel, payload in messages:
+                pipe.publish(channel, payload)
+            await pipe.execute()
+
     # Errors ------------------------------------------------------------------
 
     @asynccontextmanager
