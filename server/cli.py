@@ -198,14 +198,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def make_store(redis_url: str | None, room_ttl: float) -> tuple[Store, str]:
+def make_store(redis_url: str | None) -> tuple[Store, str]:
     if redis_url:
         from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
 
-        return RedisStore(redis_url, finished_room_ttl=room_ttl), f"redis {redact_url(redis_url)}"
+        return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
     from server.store.memory import MemoryStore
 
-    return MemoryStore(finished_room_ttl=room_ttl), "memory"
+    return MemoryStore(), "memory"
 
 
 def setup_logging(level: str) -> None:
@@ -219,7 +219,7 @@ def setup_logging(level: str) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    store, store_name = make_store(args.redis, args.room_ttl)
+    store, store_name = make_store(args.redis)
     server = RaceServer(store, config, store_name=store_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -35,7 +35,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from server.store.base import (
-    DEFAULT_FINISHED_ROOM_TTL,
     DEFAULT_PLAYER_TTL,
     AppendRequest,
     AppendResult,
@@ -185,7 +184,6 @@ class RedisStore(Store):
         url: str,
         *,
         namespace: str = "plot",
-        finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL,
         player_ttl: float | None = DEFAULT_PLAYER_TTL,
         socket_timeout: float = 2.0,
         connect_timeout: float = 2.0,
@@ -194,7 +192,6 @@ class RedisStore(Store):
         **redis_options: Any,
     ) -> None:
         self.namespace = check_identifier("namespace", namespace)
-        self.finished_room_ttl = finished_room_ttl
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
         self._where = redact_url(url)
