@@ -79,6 +79,7 @@ class NodeLink:
         heartbeat_s: float = 0.5,
         alive_ttl_s: float = 3.0,
         subscribe_timeout_s: float = 2.0,
+        on_lag: Callable[[float], None] | None = None,
     ) -> None:
         self.node_id = node_id or secrets.token_hex(6)
         self.alive_ttl_s = alive_ttl_s
@@ -97,7 +98,14 @@ class NodeLink:
         self._seq = 0
         self._heard = 0
         self._heard_at = time.monotonic()
-        self.missed = 0  # times a gap was seen (tests and logs)
+        self.missed = 0  # times a gap was seen (tests, logs and metrics)
+        # For the node's metrics (server/metrics.py): room events published, room events of other
+        # nodes received, and each heartbeat's trip through Redis (``on_lag``, seconds): the wait
+        # every room event has between its publish and its receipt, measured on one clock.
+        self.published = 0
+        self.received = 0
+        self._on_lag = on_lag
+        self._beats: dict[int, float] = {}  # heartbeat seq -> when it was published
 
     async def start(self) -> None:
         self._tasks = [asyncio.ensure_future(self._listen()), asyncio.ensure_future(self._beat())]
@@ -170,6 +178,8 @@ class NodeLink:
             await self._store.publish([(self._channel(code), _encoder.encode(msg)) for code, msg in messages])
         except StoreUnavailable as exc:
             _log(logging.WARNING, "node_publish_failed", messages=len(messages), error=str(exc))
+        else:
+            self.published += len(messages)
 
     def room_version(self, version: int) -> RoomVersion:
         return RoomVersion(self.node_id, version)
@@ -182,9 +192,14 @@ class NodeLink:
     async def _beat(self) -> None:
         while not self._closed:
             self._seq += 1  # counted even when the publish fails: the gap is then seen
+            if self._on_lag is not None:
+                if len(self._beats) > 64:  # heartbeats lost on the way: never kept for ever
+                    self._beats.clear()
+                self._beats[self._seq] = time.perf_counter()
             with contextlib.suppress(StoreUnavailable):
-                await self._store.mark_alive(self.node_id, int(self.alive_ttl_s * 1000))
                 await self._store.publish([(self._own, _encoder.encode(Heartbeat(self.node_id, self._seq)))])
+            with contextlib.suppress(StoreUnavailable):  # after the heartbeat: its trip is the lag measured
+                await self._store.mark_alive(self.node_id, int(self.alive_ttl_s * 1000))
             await asyncio.sleep(self._heartbeat_s)
 
     async def gone(self, nodes: set[str]) -> set[str]:
@@ -256,6 +271,9 @@ class NodeLink:
             if decoded.node != self.node_id:
                 return
             self._heard_at = time.monotonic()
+            sent = self._beats.pop(decoded.seq, None)
+            if sent is not None and self._on_lag is not None:
+                self._on_lag(time.perf_counter() - sent)
             gap = self._heard != 0 and decoded.seq != self._heard + 1
             self._heard = decoded.seq
             if gap:
@@ -267,4 +285,5 @@ class NodeLink:
             return  # our own
         code = self._code(channel)
         if code is not None:
+            self.received += 1
             self._on_message(code, decoded)
