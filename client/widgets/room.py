@@ -16,7 +16,8 @@ from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
 from shared.engine import replay
-from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
+from shared.protocol import DEALING, NAME_MAX, RACER, SPECTATOR, Results, Room
+from shared.textwidth import fit_cells
 
 
 def rules_text(room: Room) -> Text:
@@ -139,9 +140,8 @@ class ResultsPanel(Widget):
         out = span(f"Results of race {results.race}\n", "bold underline")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
-            out.append_text(
-                plain(row.name[:24].ljust(24), style="bold reverse" if row.player_id == model.player_id else "bold")
-            )
+            style = "bold reverse" if row.player_id == model.player_id else "bold"
+            out.append_text(plain(fit_cells(clean(row.name), NAME_MAX), style=style))  # by terminal cells
             out.append(" ⚙" if row.bot else "  ", style="dim")
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} moves  {clock(row.elapsed_ms)}\n")
         out.append("\nDeal ", style="bold")
