@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--blocked-queue", type=int, default=int(_env("PLOT_BLOCKED_QUEUE", str(DEFAULT_BLOCKED_QUEUE)) or 0),
         metavar="N", help="exact blocked checks in flight; past it a check is answered 'unknown' and asked "
         f"again on the racer's next move [PLOT_BLOCKED_QUEUE] ({DEFAULT_BLOCKED_QUEUE})")  # fmt: skip
+    add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the game port, "
+        "in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
     return parser
 
 
@@ -150,6 +152,9 @@ def multi_node(args: argparse.Namespace) -> bool:
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    if args.metrics not in ("on", "off"):
+        print(f"plot-server: --metrics {args.metrics!r}: expected on or off (PLOT_METRICS too)", file=sys.stderr)
+        raise SystemExit(2)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("plot-server: --tls-cert and --tls-key go together")
     winnable = WinnableConfig(
@@ -189,17 +194,18 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         tls_key=args.tls_key,
         core=core,
         winnable=winnable,
+        metrics=args.metrics == "on",
     )
 
 
-def make_store(redis_url: str | None, room_ttl: float) -> tuple[Store, str]:
+def make_store(redis_url: str | None) -> tuple[Store, str]:
     if redis_url:
         from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
 
-        return RedisStore(redis_url, finished_room_ttl=room_ttl), f"redis {redact_url(redis_url)}"
+        return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
     from server.store.memory import MemoryStore
 
-    return MemoryStore(finished_room_ttl=room_ttl), "memory"
+    return MemoryStore(), "memory"
 
 
 def setup_logging(level: str) -> None:
@@ -213,7 +219,7 @@ def setup_logging(level: str) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    store, store_name = make_store(args.redis, args.room_ttl)
+    store, store_name = make_store(args.redis)
     server = RaceServer(store, config, store_name=store_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

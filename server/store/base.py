@@ -16,13 +16,9 @@ from __future__ import annotations
 import abc
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-# How long a finished room (its logs and listing too) is kept before it expires, unless the
-# server is configured otherwise: stores take it as ``finished_room_ttl`` and expose it so the
-# server can call ``expire_room(code, store.finished_room_ttl)``.
-DEFAULT_FINISHED_ROOM_TTL = 24 * 3600.0
 # A player record (and its token index) lives this long after its last put_player.
 DEFAULT_PLAYER_TTL = 7 * 24 * 3600.0
 
@@ -64,6 +60,12 @@ class AppendResult(enum.Enum):
     NO_SUCH_RACE = "no such race"
 
 
+# Told of each call a store makes to its server (Redis): the store operation, how long it took
+# in seconds, and whether it failed (StoreUnavailable). The node's metrics (server/metrics.py)
+# set one; the in-memory store makes no calls to tell of.
+StoreObserver = Callable[[str, float, bool], None]
+
+
 @dataclass(frozen=True, slots=True)
 class AppendRequest:
     """One entry of a batch for :meth:`Store.append_moves`: a compare-and-set on one move log."""
@@ -78,7 +80,7 @@ class AppendRequest:
 class Store(abc.ABC):
     """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
 
-    finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL
+    observer: StoreObserver | None = None  # see StoreObserver
 
     @abc.abstractmethod
     async def ping(self) -> None:
