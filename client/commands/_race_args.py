@@ -74,11 +74,19 @@ def check_name_or_exit(name: str, command: str) -> str | None:
 def run_race_app(config: object) -> int:
     """Run the race app for ``config`` (a RaceConfig); prints where things are afterwards."""
     from client.tui.race import RaceApp, RaceConfig
-    from client.widgets.room import verify_command
 
     assert isinstance(config, RaceConfig)
     app = RaceApp(config)
     app.run()
+    return finish(app)
+
+
+def finish(app: object) -> int:
+    """After the race app: print where things are and what is true of the seat; the exit code."""
+    from client.tui.race import RaceApp
+    from client.widgets.room import verify_command
+
+    assert isinstance(app, RaceApp)
     model = app.model
     if app.exit_note:
         print(app.exit_note)
