@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
+from server.limits import LimitsConfig
 from server.store.base import Store
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url
@@ -37,6 +38,8 @@ from server.winnable import (
     DEFAULT_WORKERS,
     WinnableConfig,
 )
+
+DEFAULT_WRITE_LIMIT = ServerConfig().write_hard_limit
 
 # Attributes of a LogRecord that are not extra fields.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -198,6 +201,25 @@ def build_parser() -> argparse.ArgumentParser:
     number("--blocked-queue", "PLOT_BLOCKED_QUEUE", int, DEFAULT_BLOCKED_QUEUE, 1, "exact blocked checks in "
            "flight; past it a check is answered 'unknown' and asked again on the racer's next move "
            f"[PLOT_BLOCKED_QUEUE] ({DEFAULT_BLOCKED_QUEUE})")  # fmt: skip
+    limits = LimitsConfig()
+    number("--hello-timeout", "PLOT_HELLO_TIMEOUT", float, limits.hello_timeout_s, 0, "seconds a new connection "
+           f"has to send hello before it is closed (1008) [PLOT_HELLO_TIMEOUT] ({limits.hello_timeout_s:g})",
+           low_open=True)  # fmt: skip
+    number("--max-conns-per-address", "PLOT_MAX_CONNS_PER_ADDRESS", int, limits.conns_per_address, 0,
+           "open connections per client address (IPv6: per /64); past it the upgrade is refused with HTTP 429; "
+           f"0: no cap [PLOT_MAX_CONNS_PER_ADDRESS] ({limits.conns_per_address})")  # fmt: skip
+    number("--hellos-per-minute", "PLOT_HELLOS_PER_MINUTE", int, limits.hellos_per_minute, 0, "hellos per "
+           "address and minute (bursts of as many); past it: error rate_limited with retry_ms; 0: no cap "
+           f"[PLOT_HELLOS_PER_MINUTE] ({limits.hellos_per_minute})")  # fmt: skip
+    number("--rooms-per-minute", "PLOT_ROOMS_PER_MINUTE", int, limits.rooms_per_minute, 0, "rooms created per "
+           f"address and minute; 0: no cap [PLOT_ROOMS_PER_MINUTE] ({limits.rooms_per_minute})")  # fmt: skip
+    number("--join-failures-per-minute", "PLOT_JOIN_FAILURES_PER_MINUTE", int, limits.join_failures_per_minute, 0,
+           "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
+           "private codes); 0: no cap "
+           f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
+           "sent to one connection before it is cut as too slow, checked every second "
+           f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
     return parser
 
 
@@ -260,6 +282,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_connections=args.max_connections,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        write_hard_limit=args.max_write_buffer,
+        limits=LimitsConfig(
+            hello_timeout_s=args.hello_timeout,
+            conns_per_address=args.max_conns_per_address,
+            hellos_per_minute=args.hellos_per_minute,
+            rooms_per_minute=args.rooms_per_minute,
+            join_failures_per_minute=args.join_failures_per_minute,
+        ),
         core=core,
         winnable=winnable,
     )
