@@ -179,7 +179,7 @@ async def test_identity_churn_leaves_nothing_behind(redis_url: str) -> None:
     async with running_server(store, fast_config()) as server:
         drifter = await Client.open(server)
         await drifter.hello("Drifter")
-        ttl = await store._redis.pttl(store.player_key(drifter.pid))  # type: ignore[union-attr]
+        ttl = await store._redis.pttl(store.player_key(drifter.pid))
         assert 0 < ttl <= 3600 * 1000
         roomer = await Client.open(server)
         await roomer.hello("Roomer")
