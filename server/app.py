@@ -286,6 +286,10 @@ class RaceServer:
         self._searches: set[asyncio.Task[None]] = set()
         self.limits = AddressLimits(self.config.limits)
         self._buffer_watch: asyncio.Task[None] | None = None
+        # The store as last seen: None (not asked yet), True, or False with when it went.
+        self.store_ok: bool | None = None
+        self._store_down_since: float | None = None
+        self._store_watch: asyncio.Task[None] | None = None
 
     # ================================================================ lifecycle
 
@@ -309,6 +313,7 @@ class RaceServer:
             create_connection=PlotConnection,
         )
         self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
+        self._store_watch = asyncio.ensure_future(self._watch_store())
         log_event(
             logging.INFO,
             "server_started",
@@ -324,6 +329,48 @@ class RaceServer:
         for sock in self._server.sockets:
             return int(sock.getsockname()[1])
         raise RuntimeError("the server is not listening")
+
+    async def _ping_store(self) -> str | None:
+        """None when the store answers a ping, else the cause."""
+        try:
+            await asyncio.wait_for(self.store.ping(), 2.0)
+        except (StoreUnavailable, TimeoutError, OSError) as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
+    def _store_seen(self, cause: str | None) -> None:
+        """Log the store's transitions once each: store_unreachable (with the cause) and
+        store_reachable (with how long it was away); a watcher retries while it is away."""
+        if cause is None:
+            if self.store_ok is False:
+                down = time.monotonic() - (self._store_down_since or time.monotonic())
+                log_event(logging.INFO, "store_reachable", store=self.store_name, down_s=round(down, 1))
+            self.store_ok = True
+            self._store_down_since = None
+            return
+        if self.store_ok is not False:
+            self._store_down_since = time.monotonic()
+            log_event(
+                logging.ERROR,
+                "store_unreachable",
+                store=self.store_name,
+                cause=cause,
+                action="clients get store_unavailable; retrying with back-off",
+            )
+        self.store_ok = False
+        if not self._closing and (self._store_watch is None or self._store_watch.done()):
+            self._store_watch = asyncio.ensure_future(self._watch_store())
+
+    async def _watch_store(self) -> None:
+        """Ask the store until it answers: at start-up, and again whenever it is found away
+        (back-off from 0.5 s doubling up to 30 s)."""
+        backoff = Backoff(first=0.5, cap=30.0)
+        while not self._closing:
+            cause = await self._ping_store()
+            self._store_seen(cause)
+            if cause is None:
+                return
+            await backoff.wait()
 
     async def serve_forever(self) -> None:
         assert self._server is not None
@@ -342,6 +389,8 @@ class RaceServer:
         self._timers.clear()
         if self._buffer_watch is not None:
             self._buffer_watch.cancel()
+        if self._store_watch is not None:
+            self._store_watch.cancel()
         for search in self._searches:
             search.cancel()  # a room still dealing is stored so: a restarted server searches again
         self.deal_finder.shutdown()
@@ -369,15 +418,16 @@ class RaceServer:
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
         if path == "/healthz":
-            healthy = True
-            try:
-                await asyncio.wait_for(self.store.ping(), 2.0)
-            except (StoreUnavailable, TimeoutError, OSError):
-                healthy = False
+            cause = await self._ping_store()
+            if cause is not None or self.store_ok is False:
+                self._store_seen(cause)
+            healthy = cause is None
+            down = self._store_down_since
             body = {
                 "status": "ok" if healthy else "unavailable",
                 "store": self.store_name,
                 "store_ok": healthy,
+                "store_down_s": None if down is None else round(time.monotonic() - down, 1),
                 "connections": len(self._conns),
                 "rooms": len(self.core.rooms),
                 "protocol": p.PROTOCOL_VERSION,
@@ -471,8 +521,7 @@ class RaceServer:
         elif isinstance(msg, p.CreateRoom):
             wait, what, per = self.limits.take_room(conn.address), "rooms created", limits.rooms_per_minute
         elif isinstance(msg, p.Join):
-            wait, what = self.limits.join_wait(conn.address), "joins of rooms that do not exist"
-            per = limits.join_failures_per_minute
+            wait, what, per = self.limits.take_join(conn.address), "failed joins", limits.join_failures_per_minute
         else:
             return None
         if wait == 0.0:
@@ -486,6 +535,10 @@ class RaceServer:
             f"try again in {wait:.1f} s; retry_ms={retry_ms}",
             ref=p.message_type(msg),
         )
+
+    def _member_of(self, conn: Conn, code: str) -> bool:
+        room = self.core.rooms.get(code)
+        return room is not None and conn.player is not None and conn.player in room.members
 
     async def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
         ref: str | None = None
@@ -511,6 +564,8 @@ class RaceServer:
                 self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
                 return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
+            if isinstance(msg, p.Join) and self._member_of(conn, msg.code):
+                self.limits.join_succeeded(conn.address)  # only failed joins spend the budget
         except p.ProtocolError as exc:
             self._reply(conn, exc.to_message())
         except StoreUnavailable as exc:
@@ -551,8 +606,6 @@ class RaceServer:
             elif isinstance(effect, Reply):
                 target = self._conns.get(effect.conn)
                 if target is not None:
-                    if isinstance(effect.message, p.Error) and effect.message.code == p.UNKNOWN_ROOM:
-                        self.limits.join_failed(target.address)  # the code-guessing budget
                     self._reply(target, effect.message)
             elif isinstance(effect, PersistMove):
                 self._enqueue_append(effect)

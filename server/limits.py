@@ -28,7 +28,7 @@ class LimitsConfig:
     conns_per_address: int = 64  # open WebSocket connections per address; past it: HTTP 429
     hellos_per_minute: int = 60  # hellos per address (a burst of that many, refilled per minute)
     rooms_per_minute: int = 10  # create_room per address
-    join_failures_per_minute: int = 10  # joins answered unknown_room per address; then joins wait
+    join_failures_per_minute: int = 10  # joins that fail (unknown_room, ...) per address; then joins wait
 
     @classmethod
     def per_address_off(cls, hello_timeout_s: float = 10.0) -> LimitsConfig:
@@ -80,10 +80,10 @@ class Budget:
             self.tokens -= 1.0
         return wait
 
-    def charge(self, now: float) -> None:
-        """Take a token whether or not there is one (down to zero)."""
+    def refund(self, now: float) -> None:
+        """Give back a token taken for something that turned out not to count."""
         self._refill(now)
-        self.tokens = max(0.0, self.tokens - 1.0)
+        self.tokens = min(float(self.per_minute), self.tokens + 1.0)
 
     def full(self, now: float) -> bool:
         self._refill(now)
@@ -170,12 +170,13 @@ class AddressLimits:
         budget = self._entry(key).rooms
         return 0.0 if budget is None else budget.take(self.clock())
 
-    def join_wait(self, key: str) -> float:
-        """Has this address any join failures left? (A join is let through while it has.)"""
+    def take_join(self, key: str) -> float:
+        """A join takes a token of the failure budget up front (so joins sent at once over many
+        connections cannot overdraw it); ``join_succeeded`` gives it back."""
         budget = self._entry(key).joins
-        return 0.0 if budget is None else budget.wait(self.clock())
+        return 0.0 if budget is None else budget.take(self.clock())
 
-    def join_failed(self, key: str) -> None:
+    def join_succeeded(self, key: str) -> None:
         budget = self._entry(key).joins
         if budget is not None:
-            budget.charge(self.clock())
+            budget.refund(self.clock())

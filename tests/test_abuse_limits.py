@@ -119,6 +119,18 @@ async def test_joins_of_unknown_rooms_have_a_budget_per_address() -> None:
             await client.close()
 
 
+async def test_joins_sent_at_once_over_many_connections_cannot_overdraw_the_budget() -> None:
+    async with running_server(config=limited(join_failures_per_minute=3)) as server:
+        guessers = [await Client.open(server) for _ in range(6)]
+        for i, guesser in enumerate(guessers):
+            await guesser.hello(f"G{i}")
+        await asyncio.gather(*(guesser.send(p.Join(code="22222")) for guesser in guessers))
+        codes = sorted([(await guesser.expect(p.Error)).code for guesser in guessers])
+        assert codes == [p.RATE_LIMITED] * 3 + [p.UNKNOWN_ROOM] * 3
+        for guesser in guessers:
+            await guesser.close()
+
+
 async def test_websocket_pings_count_in_the_message_rate() -> None:
     async with running_server(config=fast_config(rate_per_s=5, burst=10)) as server:
         client = await Client.open(server)

@@ -178,3 +178,23 @@ def test_store_bench_compares_the_clients_on_the_move_append() -> None:
     assert {("redis-py", "single"), ("redis-py", "pipelined"), ("RedisStore", "single")} <= measured
     for row in rows[1:]:
         assert float(row[2].replace(",", "")) > 0  # appends/s
+
+
+# ---------------------------------------------------------------- bench/attacks.py (issue 9)
+
+
+def test_the_attack_bench_runs_and_the_limits_hold() -> None:
+    """bench/attacks.py, briefly, so it cannot rot (its figures: docs/reliability.md, Limits)."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "attacks.py"), "--only", "rooms,guess", "--seconds", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    rooms, guess = (json.loads(line) for line in out.stdout.splitlines())
+    assert 1 <= rooms["rooms_created"] <= 11 and rooms["honest"]["ok"]
+    assert 1 <= guess["wrong_guesses"] <= 11

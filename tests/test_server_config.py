@@ -3,13 +3,19 @@ starts, and a bad one ends in one line on stderr and exit 2, never a traceback (
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
-from support import server_process
+from redis_fixture import RedisServer, free_port
+from support import eventually, health, log_lines, server_process
+from websockets.asyncio.client import connect
 
 from server.cli import NUMBERS, ConfigError, build_parser, config_from_args, main
+from shared import protocol as p
 
 
 def refused(args: list[str], env: dict[str, str] | None = None) -> str:
@@ -77,3 +83,40 @@ def test_the_help_still_works() -> None:
         [sys.executable, "-m", "server.cli", "--help"], capture_output=True, text=True, timeout=30, check=False
     )
     assert result.returncode == 0 and "PLOT_PORT" in result.stdout
+
+
+async def test_an_unreachable_store_at_start_is_logged_retried_and_seen_coming_back(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    redis = redis_server_factory()
+    redis.stop()  # its port is kept: nothing listens there now
+    port = free_port()
+
+    def status() -> int:
+        try:
+            return health(port)[0]
+        except OSError:
+            return 0  # not listening yet
+
+    with server_process("--port", str(port), "--redis", redis.url) as proc:
+        await eventually(lambda: status() == 503, 15, what="/healthz answers 503 while the store is away")
+        _status, body = health(port)
+        assert body["store_ok"] is False and body["store_down_s"] is not None
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Ann")))
+            error = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 10))
+            assert isinstance(error, p.Error) and error.code == p.STORE_UNAVAILABLE
+        redis.start()
+        await eventually(lambda: status() == 200, 30, what="/healthz answers 200 once the store is back")
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Ann")))
+            assert isinstance(p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 10)), p.Welcome)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 15) == 0
+        lines = log_lines(proc)
+    events = [line["event"] for line in lines]
+    unreachable = next(line for line in lines if line["event"] == "store_unreachable")
+    assert "refused" in unreachable["cause"].lower() or "connect" in unreachable["cause"].lower(), unreachable
+    assert events.count("store_unreachable") == 1
+    assert events.index("store_unreachable") < events.index("store_reachable")
+    assert next(line for line in lines if line["event"] == "store_reachable")["down_s"] >= 0
