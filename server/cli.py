@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--redis", default=_env("REDIS_URL"), metavar="URL", help="Redis URL, e.g. redis://127.0.0.1:6379/0, "
         "or redis+cluster://host:port for a Redis Cluster [REDIS_URL]; without it the embedded in-memory store "
         "is used")  # fmt: skip
+    add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
+        "nodes on the same Redis: any node serves any racer (needs --redis; one Redis, not a cluster yet) "
+        "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
     add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), help="debug, info, warning or error "
         "[PLOT_LOG_LEVEL] (info)")  # fmt: skip
     add("--tls-cert", default=_env("PLOT_TLS_CERT"), metavar="PEM", help="serve wss:// with this certificate chain "
@@ -247,6 +250,21 @@ def check_redis_url(url: str) -> str:
     return url
 
 
+def multi_node(args: argparse.Namespace) -> bool:
+    """--multi-node, else PLOT_MULTI_NODE (1/0, true/false, yes/no, on/off); checked against --redis."""
+    if args.multi_node:
+        wanted = True
+    else:
+        text = (_env("PLOT_MULTI_NODE") or "0").strip().lower()
+        if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            raise ConfigError(f"PLOT_MULTI_NODE={text!r}: expected 1 or 0")
+        wanted = text in ("1", "true", "yes", "on")
+    if wanted and not args.redis:
+        raise ConfigError("--multi-node needs --redis URL: the nodes share their rooms through one Redis")
+    if wanted and "+cluster://" in args.redis:
+        raise ConfigError("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
+    return wanted
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """The server's configuration from parsed arguments; ConfigError on any bad value."""
     resolve_numbers(args)
@@ -272,6 +290,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         grace_ms=int(args.grace * 1000),
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
+        shared_rooms=multi_node(args),
     )
     return ServerConfig(
         host=args.host,
@@ -295,17 +314,17 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def make_store(redis_url: str | None, room_ttl: float) -> tuple[Store, str]:
+def make_store(redis_url: str | None) -> tuple[Store, str]:
     if redis_url:
         from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
 
         try:
-            return RedisStore(redis_url, finished_room_ttl=room_ttl), f"redis {redact_url(redis_url)}"
+            return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
         except ValueError as exc:  # redis-py refused the URL
             raise ConfigError(f"--redis / REDIS_URL: {exc}") from None
     from server.store.memory import MemoryStore
 
-    return MemoryStore(finished_room_ttl=room_ttl), "memory"
+    return MemoryStore(), "memory"
 
 
 def setup_logging(level: str) -> None:
@@ -318,7 +337,7 @@ def setup_logging(level: str) -> None:
 
 
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
-    store, store_name = make_store(args.redis, args.room_ttl)
+    store, store_name = make_store(args.redis)
     server = RaceServer(store, config, store_name=store_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -406,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as exc:
                 raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None
         if args.redis:
-            make_store(args.redis, args.room_ttl)  # redis-py's own URL checks (it connects lazily)
+            make_store(args.redis)  # redis-py's own URL checks (it connects lazily)
     except ConfigError as exc:
         print(f"plot-server: {exc}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ from websockets.exceptions import InvalidStatus
 
 from server.app import ServerConfig
 from server.limits import AddressLimits, LimitsConfig, address_key
+from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
 
@@ -129,6 +130,27 @@ async def test_joins_sent_at_once_over_many_connections_cannot_overdraw_the_budg
         assert codes == [p.RATE_LIMITED] * 3 + [p.UNKNOWN_ROOM] * 3
         for guesser in guessers:
             await guesser.close()
+
+
+async def test_a_join_that_loads_its_room_from_the_store_and_succeeds_gives_its_token_back() -> None:
+    store = MemoryStore()
+    strict = limited(join_failures_per_minute=1)
+    async with running_server(store, limited()) as first, running_server(store, strict) as second:
+        host = await Client.open(first)
+        await host.hello("Host")
+        await host.send(p.CreateRoom())
+        code = (await host.expect(p.Room)).code
+        joiner = await Client.open(second)
+        await joiner.hello("Joiner")
+        assert not second.core.has_room(code)
+        await joiner.send(p.Join(code=code))  # the second server loads the room from the store
+        await joiner.expect(p.Room)
+        await joiner.send(p.Leave())
+        await joiner.expect(p.Left)
+        await joiner.send(p.Join(code="22222" if code != "22222" else "33333"))
+        assert (await joiner.expect(p.Error)).code == p.UNKNOWN_ROOM  # the one token was given back
+        for client in (host, joiner):
+            await client.close()
 
 
 async def test_websocket_pings_count_in_the_message_rate() -> None:
