@@ -223,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
            "sent to one connection before it is cut as too slow, checked every second "
            f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
+    add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the game port, "
+        "in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
     return parser
 
 
@@ -270,6 +272,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     resolve_numbers(args)
     if args.log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level / PLOT_LOG_LEVEL {args.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
+    if args.metrics not in ("on", "off"):
+        raise ConfigError(f"--metrics / PLOT_METRICS {args.metrics!r}: expected on or off")
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ConfigError("--tls-cert and --tls-key go together")
     for flag, path in (("--tls-cert / PLOT_TLS_CERT", args.tls_cert), ("--tls-key / PLOT_TLS_KEY", args.tls_key)):
@@ -311,6 +315,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         ),
         core=core,
         winnable=winnable,
+        metrics=args.metrics == "on",
     )
 
 
