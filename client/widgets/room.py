@@ -225,7 +225,8 @@ class ResultsPanel(Widget):
         out.append_text(plain(row.name if row else model.member_name(player_id), style="bold reverse"))
         if row is not None:
             place = results.ranking.index(player_id) + 1 if player_id in results.ranking else row.rank
-            out.append(f" · {ordinal(place)} · {clean(row.status)} · {row.cards}/104 · {row.moves} move{'' if row.moves == 1 else 's'}")
+            moves = f"{row.moves} move" + ("" if row.moves == 1 else "s")
+            out.append(f" · {ordinal(place)} · {clean(row.status)} · {row.cards}/104 · {moves}")
             out.append(f" · {clock(row.elapsed_ms)}")
         bad = [c for c in self.checks(results) if not c.ok]
         if bad:
