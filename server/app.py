@@ -36,6 +36,7 @@ from server.core.events import (
     BlockedChecked,
     CheckBlocked,
     ClientEvent,
+    CloseConnection,
     Connected,
     CreateRoomRecord,
     DealFound,
@@ -457,6 +458,8 @@ class RaceServer:
                 if bound is not None:
                     bound.player = effect.player_id
                     self._player_conns.setdefault(effect.player_id, set()).add(effect.conn)
+            elif isinstance(effect, CloseConnection):
+                self._close_conn(effect)
             elif isinstance(effect, SavePlayer):
                 self._save_player(effect)
             elif isinstance(effect, RegisterPlayer):
@@ -497,6 +500,26 @@ class RaceServer:
                     self._forget_room_store_state(effect.code)
             else:
                 assert_never(effect)
+
+    def _close_conn(self, effect: CloseConnection) -> None:
+        """Unbind the connection (no fan-out reaches it any more), then close it after what was
+        already written to it (the frames before the close frame are delivered)."""
+        conn = self._conns.get(effect.conn)
+        if conn is None:
+            return
+        if conn.player is not None:
+            conns = self._player_conns.get(conn.player)
+            if conns is not None:
+                conns.discard(conn.id)
+                if not conns:
+                    del self._player_conns[conn.player]
+            conn.player = None
+        self._spawn(self._close_ws(conn.ws, effect.code, effect.reason))
+
+    @staticmethod
+    async def _close_ws(ws: ServerConnection, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await ws.close(code, reason)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

@@ -219,6 +219,17 @@ class Bind:
 
 
 @dataclass(frozen=True, slots=True)
+class CloseConnection:
+    """Close this connection with a WebSocket close ``code`` and ``reason``, after the frames
+    already sent to it. The core has forgotten it already: the Disconnected that follows is a
+    no-op, and nothing more is sent to it."""
+
+    conn: int
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterPlayer:
     """Store a new player, then hand the core PlayerRegistered (or RegisterFailed). ``ttl_s``: its
     store lifetime (a player made by hello alone is kept briefly until it joins a room)."""
@@ -366,6 +377,7 @@ Effect = (
     | Reply
     | Send
     | Bind
+    | CloseConnection
     | RegisterPlayer
     | SavePlayer
     | CreateRoomRecord

@@ -8,6 +8,7 @@ from server.core.base import CoreBase
 from server.core.events import (
     Bind,
     ClientEvent,
+    CloseConnection,
     CreateRoomRecord,
     Disconnected,
     DropRoom,
@@ -157,6 +158,7 @@ class LobbyMixin(CoreBase):
         if player is None:
             player = PlayerState(rec.player_id, rec.name, rec.bot, hash_token(token), rec.room, set(), rec.created_ms)
             self.players[rec.player_id] = player
+        self._supersede(player)
         player.conns.add(conn)
         self.conns[conn] = player.player_id
         self._out.append(Bind(conn, player.player_id))
@@ -193,6 +195,21 @@ class LobbyMixin(CoreBase):
                 self._spectators_changed(room, counted=False)  # back: only its own snapshot shows it
             self._reply(conn, self._room_message(room, player.player_id))
         self._snapshot(conn, room, player.player_id, now)
+
+    def _supersede(self, player: PlayerState) -> None:
+        """One connection per player: the newer resume wins. Each older connection is told why
+        (``superseded``), closed (4001) and forgotten here, so its later frames and its
+        disconnection change nothing. Its unanswered moves stay queued and are answered to it
+        (the shell drops those): the newer connection resends its own."""
+        for old in sorted(player.conns):
+            why = "another window or device resumed your seat: this connection is closed (it acts for you no more)"
+            self._error(old, p.SUPERSEDED, why, "hello")
+            self._out.append(CloseConnection(old, p.CLOSE_SUPERSEDED, "superseded by a newer connection"))
+            self.conns.pop(old, None)
+            self._creating.pop(old, None)
+            self._hellos.pop(old, None)
+            self._note("connection_superseded", player=player.player_id, conn=old)
+        player.conns.clear()
 
     def _create_room(self, conn: int, player: PlayerState, options: p.RoomOptions, now: int) -> None:
         if player.room is not None:
@@ -362,8 +379,11 @@ class LobbyMixin(CoreBase):
 
     def _pass_host(self, room: RoomState) -> None:
         members = list(room.members.values())
+        # A racer before a spectator: a connected racer, any racer, a connected member, anyone.
+        racers = [m for m in members if m.role == p.RACER]
         order = (
-            [m for m in members if m.role == p.RACER and self._connected(m.player_id)]
+            [m for m in racers if self._connected(m.player_id)]
+            + racers
             + [m for m in members if self._connected(m.player_id)]
             + members
         )

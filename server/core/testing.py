@@ -18,6 +18,7 @@ from server.core.events import (
     Bind,
     CheckBlocked,
     ClientEvent,
+    CloseConnection,
     Connected,
     CreateRoomRecord,
     Disconnected,
@@ -109,6 +110,7 @@ class Shell:
         self.held_loads: list[LoadRoom] = []
         self.store_down = False
         self.dropped: list[int] = []  # droppable frames counted
+        self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
         self._next_conn = 0
         self.effects: list[Effect] = []
 
@@ -133,6 +135,12 @@ class Shell:
                     self.inbox[conn].append(effect.message)
         elif isinstance(effect, Bind):
             self.conns_of[effect.player_id].add(effect.conn)
+        elif isinstance(effect, CloseConnection):
+            # As server/app.py: unbound at once, closed, and then the socket's end is an event.
+            self.closed[effect.conn] = (effect.code, effect.reason)
+            for conns in self.conns_of.values():
+                conns.discard(effect.conn)
+            self.run(Disconnected(effect.conn, self.now))
         elif isinstance(effect, RegisterPlayer):
             self.players[effect.record.player_id] = effect.record
             self.player_ttls[effect.record.player_id] = effect.ttl_s
