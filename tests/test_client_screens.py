@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import Client, running_server, screen_text, until, url
 
-import client.viewmodel
+import shared.engine
 from client.tui.game import help_rows
 from client.tui.practice import attach_hint, embedded_server, practice_config
 from client.tui.race import GIVEN_PRACTICE_DEAL, HOST, RANDOM_PRACTICE_DEAL, RaceApp, RaceConfig, RaceScreen
@@ -55,13 +55,13 @@ async def test_results_at_80x24_name_each_board_keep_the_check_and_replay_each_r
     monkeypatch: pytest.MonkeyPatch, state_dir: Path
 ) -> None:
     replays: list[int] = []
-    real_replay = client.viewmodel.replay
+    real_replay = shared.engine.replay
 
     def counting_replay(deal: int, entries: list[object], **kwargs: object) -> tuple[object, ReplayResult]:
         replays.append(deal)
         return real_replay(deal, entries, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(client.viewmodel, "replay", counting_replay)
+    monkeypatch.setattr("client.viewmodel.replay", counting_replay)
     async with running_server() as server:
         app = RaceApp(RaceConfig(url=url(server), name="Ann", mode=HOST, options=p.RoomOptions(deal=4242)))
         async with app.run_test(size=SMALL) as pilot:
