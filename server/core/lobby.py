@@ -382,9 +382,9 @@ class LobbyMixin(CoreBase):
         # A racer before a spectator: a connected racer, any racer, a connected member, anyone.
         racers = [m for m in members if m.role == p.RACER]
         order = (
-            [m for m in racers if self._connected(m.player_id)]
+            [m for m in racers if self._present(m, m.player_id)]
             + racers
-            + [m for m in members if self._connected(m.player_id)]
+            + [m for m in members if self._present(m, m.player_id)]
             + members
         )
         if order:
