@@ -190,7 +190,7 @@ class RaceScreen(GameScreen):
             [
                 ("Enter", "lobby: ready / not ready"),
                 ("s", "lobby, host: start the race"),
-                ("Shift+E", "host: end the race now"),
+                ("Shift+E", "host: end the race now (asks first)"),
                 ("n", "results, host: a new race in this room"),
                 ("[ ]", "the previous / next board (results, watching)"),
             ]
