@@ -15,7 +15,9 @@ from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
-from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
+from client.words import plural
+from shared.protocol import DEALING, NAME_MAX, RACER, SPECTATOR, Results, Room
+from shared.textwidth import fit_cells
 
 
 def ordinal(n: int) -> str:
@@ -129,9 +131,11 @@ def check_records(results: Results, replayed: dict[str, ReplayedRecord] | None =
             error = result.error
             checks.append(RecordCheck(name, False, f"illegal entry {error.index if error else '?'}"))
         elif row is not None and row.cards != game.foundation_cards:
-            checks.append(RecordCheck(name, False, f"replays to {game.foundation_cards} cards, board says {row.cards}"))
+            checks.append(
+                RecordCheck(name, False, f"replays to {plural(game.foundation_cards, 'card')}, board says {row.cards}")
+            )
         else:
-            checks.append(RecordCheck(name, True, f"{game.foundation_cards} cards, {game.status}"))
+            checks.append(RecordCheck(name, True, f"{plural(game.foundation_cards, 'card')}, {game.status}"))
     return checks
 
 
@@ -169,11 +173,11 @@ class ResultsPanel(Widget):
         out = span(f"Results of race {results.race}\n", "bold underline")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
-            out.append_text(
-                plain(row.name[:24].ljust(24), style="bold reverse" if row.player_id == model.player_id else "bold")
-            )
+            style = "bold reverse" if row.player_id == model.player_id else "bold"
+            out.append_text(plain(fit_cells(clean(row.name), NAME_MAX), style=style))  # by terminal cells
             out.append(" ⚙" if row.bot else "  ", style="dim")
-            out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} moves  {clock(row.elapsed_ms)}\n")
+            moves = "move " if row.moves == 1 else "moves"
+            out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms)}\n")
         out.append("\nDeal ", style="bold")
         out.append(str(results.deal))
         if results.chosen_deal and self.deal_note is not None:
@@ -188,7 +192,10 @@ class ResultsPanel(Widget):
         checks = self.checks(results)
         bad = [c for c in checks if not c.ok]
         if checks and not bad:
-            out.append(f"\n✓ all {len(checks)} records replayed here agree with the ranking", style="green")
+            agree = f"all {len(checks)} records replayed here agree"
+            if len(checks) == 1:
+                agree = "the record replayed here agrees"
+            out.append(f"\n✓ {agree} with the ranking", style="green")
         for check in bad:
             out.append("\n✗ ", style="bold red")
             out.append_text(plain(check.name))
