@@ -634,9 +634,7 @@ class RaceServer:
         bucket = ws.bucket if isinstance(ws, PlotConnection) else None
         address = ws.address if isinstance(ws, PlotConnection) else "local"
         conn = Conn(next(self._ids), ws, bucket or TokenBucket(self.config.rate_per_s, self.config.burst), address)
-        deadline = asyncio.get_running_loop().call_later(
-            self.config.limits.hello_timeout_s, self._hello_overdue, conn
-        )
+        deadline = asyncio.get_running_loop().call_later(self.config.limits.hello_timeout_s, self._hello_overdue, conn)
         if self.config.socket_sndbuf is not None:
             sock = ws.transport.get_extra_info("socket")
             if sock is not None:
@@ -970,7 +968,7 @@ class RaceServer:
             broadcast(targets, frame)
 
     def _buffer_state(self, conn: Conn, clock: float) -> str:
-        """"ok"; "over" the soft limit (progress frames are skipped); or "cut": over the hard
+        """ "ok"; "over" the soft limit (progress frames are skipped); or "cut": over the hard
         limit, or over the soft one for longer than slow_grace_s (the connection is aborted)."""
         buffered = conn.ws.transport.get_write_buffer_size()
         if buffered <= self.config.write_soft_limit:

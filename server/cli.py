@@ -267,6 +267,7 @@ def multi_node(args: argparse.Namespace) -> bool:
         raise ConfigError("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
     return wanted
 
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """The server's configuration from parsed arguments; ConfigError on any bad value."""
     resolve_numbers(args)

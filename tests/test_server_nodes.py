@@ -228,3 +228,26 @@ async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_serve
         assert (rows[ann.pid].moves, rows[bob.pid].moves) == (ann_moves + 1, bob_moves + 1)
         for client in (again, bob, eve, host, ann):
             await client.close()
+
+
+async def test_a_resume_on_another_node_supersedes_the_older_connection(redis_url: str) -> None:
+    async with node(redis_url) as a, node(redis_url) as b:
+        host, ann = await hello(a, "host"), await hello(a, "ann")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        await ann.send(p.Join(code=code))
+        await ann.expect(p.Room)
+        assert ann.welcome is not None
+        again = await Client.open(b, "ann on B")
+        welcome = await again.hello("ann", token=ann.welcome.token)
+        assert welcome.resumed and welcome.room == code
+        error = await ann.expect(p.Error)
+        assert error.code == p.SUPERSEDED
+        assert await ann.closed() == p.CLOSE_SUPERSEDED
+        await again.send(p.Ready(ready=True))  # the newer connection acts for ann; A's host sees it
+        await eventually(
+            lambda: any(m.player_id == ann.pid and m.ready and m.connected for m in latest(host, p.Room).members),
+            what="ann ready and connected, seen on A",
+        )
+        for client in (host, again):
+            await client.close()
