@@ -142,7 +142,7 @@ class LoadingMixin(CoreBase):
             seat, before = stored.get(pid), old.members.get(pid)
             if seat is None or seat.left_ms is not None or seat.node in ("", self.config.node_id):
                 continue
-            if before is None or seat.claim >= before.claim:
+            if before is not None and seat.claim >= before.claim:  # (not in this copy: it resumed here since)
                 # A newer resume on another node holds the seat: this node's connection yields.
                 self._supersede(self.players[pid])
                 room.members[pid].left_ms, room.members[pid].node = seat.left_ms, seat.node
