@@ -254,7 +254,6 @@ class RaceServer:
         self._stored_races: dict[str, int | None] = {}
         self._queued_races: dict[str, int | None] = {}
         self._held_ticks: set[str] = set()
-        self._append_failures: dict[tuple[str, int, str], int] = {}  # consecutive failed appends per log
         self._append_queue: list[PersistMove] = []  # waiting for the next batch
         self._append_backlog = 0  # moves queued, backing off or in flight to the store
         self._append_batches = 0  # batches in flight
@@ -670,8 +669,6 @@ class RaceServer:
                 if timer is not None:
                     timer.cancel()
                 self._held_ticks.discard(effect.code)
-                for key in [key for key in self._append_failures if key[0] == effect.code]:
-                    del self._append_failures[key]
                 if effect.code not in self._room_workers:
                     self._forget_room_store_state(effect.code)
             else:
@@ -952,20 +949,10 @@ class RaceServer:
         return time.monotonic() - min(self._batch_starts.values()) > self.config.append_stall_ms / 1000
 
     def _enqueue_append(self, effect: PersistMove) -> None:
-        """Queue a move for the next batch. A log whose last appends failed waits a growing
-        delay first: no retry loop through the core can spin."""
+        """Queue a move for the next batch, at once: a retried write comes from the core only when
+        its own back-off is over (the racer's RETRYING state, docs/architecture.md), so the shell
+        adds no second delay of its own."""
         self._append_backlog += 1
-        failures = self._append_failures.get((effect.code, effect.race, effect.player_id), 0)
-        if failures:
-            self._spawn(self._append_later(effect, min(2.0, 0.05 * 2 ** (failures - 1))))
-        else:
-            self._queue_append(effect)
-
-    async def _append_later(self, effect: PersistMove, delay: float) -> None:
-        await asyncio.sleep(delay)
-        self._queue_append(effect)
-
-    def _queue_append(self, effect: PersistMove) -> None:
         self._append_queue.append(effect)
         if not self._append_flush_scheduled:
             self._append_flush_scheduled = True
@@ -1015,7 +1002,6 @@ class RaceServer:
             if appended:
                 self._spawn(self.nodes.publish(appended))
         for effect, result in zip(batch, results, strict=True):
-            key = (effect.code, effect.race, effect.player_id)
             event: MovePersisted | MovePersistFailed
             if isinstance(result, StoreUnavailable):
                 log_event(
@@ -1024,10 +1010,6 @@ class RaceServer:
                 event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
             else:
                 event = self._persist_outcome(effect, result)
-            if isinstance(event, MovePersisted):
-                self._append_failures.pop(key, None)
-            else:
-                self._append_failures[key] = self._append_failures.get(key, 0) + 1
             self._dispatch(event)
 
     def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
