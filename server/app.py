@@ -190,7 +190,8 @@ class ServerStats:
     rate_limited: int = 0
     refused_per_address: int = 0  # upgrades refused with 429: the address holds its cap of connections
     hello_timeouts: int = 0
-    address_limited: int = 0  # hellos, room creations and joins refused rate_limited for their address
+    # Hellos, room creations and joins refused rate_limited for their address, by message type.
+    address_limited: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("hello", "create_room", "join"), 0))
 
 
 class TokenBucket:
@@ -221,6 +222,7 @@ class PlotConnection(ServerConnection):
     bucket: TokenBucket | None = None
     address: str = "local"
     flooded: bool = False
+    stats: ServerStats | None = None
 
     def process_event(self, event: WsEvent) -> None:
         if (
@@ -231,6 +233,8 @@ class PlotConnection(ServerConnection):
         ):
             if not self.flooded:
                 self.flooded = True
+                if self.stats is not None:
+                    self.stats.rate_limited += 1
                 log_event(logging.WARNING, "rate_limited", address=self.address, what="pings")
                 # Close 1008, stop reading (and answering pings), and cut it if it does not go.
                 self.protocol.fail(CloseCode.POLICY_VIOLATION, "rate limit exceeded (pings count as messages)")
@@ -362,6 +366,13 @@ class RaceServer:
             dropped_frames=stats.dropped_frames,
             slow_disconnects=stats.slow_disconnects,
             rate_limited=stats.rate_limited,
+            limited={
+                "conns_per_address": stats.refused_per_address,
+                "hello_timeout": stats.hello_timeouts,
+                "hellos_per_minute": stats.address_limited["hello"],
+                "rooms_per_minute": stats.address_limited["create_room"],
+                "join_failures_per_minute": stats.address_limited["join"],
+            },
             connections_total=stats.connections,
             pubsub_published=0 if self.nodes is None else self.nodes.published,
             pubsub_received=0 if self.nodes is None else self.nodes.received,
@@ -594,6 +605,7 @@ class RaceServer:
         if isinstance(connection, PlotConnection):
             connection.address = address
             connection.bucket = TokenBucket(self.config.rate_per_s, self.config.burst)
+            connection.stats = self.stats
         return None
 
     def _metrics_response(self, connection: ServerConnection) -> Response:
@@ -681,7 +693,7 @@ class RaceServer:
             return None
         if wait == 0.0:
             return None
-        self.stats.address_limited += 1
+        self.stats.address_limited[p.message_type(msg)] += 1
         retry_ms = max(1, round(wait * 1000))
         log_event(logging.WARNING, "address_limited", conn=conn.id, address=conn.address, what=what)
         return p.Error(

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from support import Client, eventually, fast_config, raw_upgrade, running_server, url, ws_frame
+from support import Client, eventually, fast_config, metric, metrics, raw_upgrade, running_server, url, ws_frame
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -76,6 +76,9 @@ async def test_hellos_per_minute_per_address() -> None:
         assert "retry_ms=" in error.message
         elsewhere = await Client.open(server, local_addr=("127.0.0.3", 0))
         await elsewhere.hello("Other")
+        samples = await asyncio.to_thread(metrics, server.port)
+        assert metric(samples, "plot_limited_total", limit="hellos_per_minute") == 1
+        assert metric(samples, "plot_limited_total", limit="rooms_per_minute") == 0
         for client in (*clients, elsewhere):
             await client.close()
 
@@ -162,6 +165,7 @@ async def test_websocket_pings_count_in_the_message_rate() -> None:
                 await client.ws.ping()  # not waiting for the pongs
         assert await client.closed() == 1008
         assert "rate limit" in (client.ws.close_reason or "")
+        assert server.stats.rate_limited == 1
 
 
 async def test_a_client_that_never_reads_is_cut_on_the_timer() -> None:
