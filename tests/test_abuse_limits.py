@@ -247,3 +247,21 @@ def test_addresses_are_counted_by_ipv4_or_ipv6_64_and_idle_ones_forgotten() -> N
     now[0] = 200.0
     limits.prune()
     assert len(limits) == 0
+
+
+async def test_the_client_waits_out_a_refused_hello_and_gets_in() -> None:
+    from client.connection import Connection
+
+    async with running_server(config=limited(hellos_per_minute=60)) as server:
+        crowd = [await Client.open(server) for _ in range(60)]
+        for i, client in enumerate(crowd):
+            await client.hello(f"C{i}")  # the address's whole budget: the next hello waits a second
+        states: list[tuple[str, str]] = []
+        late = Connection(url(server), "Late")
+        late.on_state = lambda state, detail: states.append((state, detail))
+        welcome = await asyncio.wait_for(late.start(), 10)
+        assert welcome.player_id in server.core.players
+        assert any("the server asks to wait" in detail and "too many hellos" in detail for _state, detail in states)
+        await late.close()
+        for client in crowd:
+            await client.close()
