@@ -17,12 +17,13 @@ import contextlib
 import itertools
 import json
 import logging
+import secrets
 import socket
 import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
 import msgspec
@@ -55,6 +56,7 @@ from server.core.events import (
     LookupToken,
     MovePersisted,
     MovePersistFailed,
+    NodesGone,
     Note,
     PersistMove,
     PlayerRegistered,
@@ -272,9 +274,12 @@ class RaceServer:
     ) -> None:
         self.store = store
         self.config = config or ServerConfig()
-        self.core = core or ServerCore(self.config.core)
         self.store_name = store_name
+        if self.config.core.shared_rooms and not self.config.core.node_id:
+            # Several nodes: this node's name, recorded with the members connected to it.
+            self.config = replace(self.config, core=replace(self.config.core, node_id=secrets.token_hex(6)))
         self.stats = ServerStats()
+        self.core = core or ServerCore(self.config.core)
         self.fanout = fanout or LocalFanout(self._conns_of, self._deliver)
         self._conns: dict[int, Conn] = {}
         self._player_conns: dict[str, set[int]] = {}
@@ -457,15 +462,27 @@ class RaceServer:
             self.store,
             self._on_node_message,
             self._on_nodes_missed,
+            node_id=self.core.config.node_id or None,
             on_lag=None if self.metrics is None else self.metrics.pubsub_lag.observe,
         )
         await self.nodes.start()
         self._sweeper = asyncio.ensure_future(self._sweep_channels())
 
     async def _sweep_channels(self) -> None:
+        """Every second: members of the rooms held here whose node stopped renewing its liveness are
+        away (NodesGone); every ``node_sweep_s``: channels of rooms no longer held are dropped."""
+        swept = time.monotonic()
         while True:
-            await asyncio.sleep(self.config.node_sweep_s)
-            if self.nodes is not None:
+            await asyncio.sleep(1.0)
+            if self.nodes is None:
+                continue
+            others = self.core.remote_nodes()
+            gone = await self.nodes.gone(others) if others else set()
+            if gone:
+                log_event(logging.WARNING, "nodes_gone", nodes=sorted(gone))
+                self._dispatch(NodesGone(frozenset(gone), now_ms()))
+            if time.monotonic() - swept >= self.config.node_sweep_s:
+                swept = time.monotonic()
                 await self.nodes.retain(self.core.holds)
 
     @property
