@@ -243,4 +243,4 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
     for layout in ("one", "two"):
         assert figures[layout][0]["moves_in_window"] > 0
     assert len(figures["failover"]["reconnect_to_first_ack_ms"]) == 2
-    assert figures["cpu_ratio_two_over_one"] > 0
+    assert figures["cpu_ratio_two_over_one"] is None or figures["cpu_ratio_two_over_one"] > 0
