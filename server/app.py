@@ -17,12 +17,13 @@ import contextlib
 import itertools
 import json
 import logging
+import secrets
 import socket
 import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
 import msgspec
@@ -55,6 +56,7 @@ from server.core.events import (
     LookupToken,
     MovePersisted,
     MovePersistFailed,
+    NodesGone,
     Note,
     PersistMove,
     PlayerRegistered,
@@ -190,7 +192,8 @@ class ServerStats:
     rate_limited: int = 0
     refused_per_address: int = 0  # upgrades refused with 429: the address holds its cap of connections
     hello_timeouts: int = 0
-    address_limited: int = 0  # hellos, room creations and joins refused rate_limited for their address
+    # Hellos, room creations and joins refused rate_limited for their address, by message type.
+    address_limited: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("hello", "create_room", "join"), 0))
 
 
 class TokenBucket:
@@ -221,6 +224,7 @@ class PlotConnection(ServerConnection):
     bucket: TokenBucket | None = None
     address: str = "local"
     flooded: bool = False
+    stats: ServerStats | None = None
 
     def process_event(self, event: WsEvent) -> None:
         if (
@@ -231,6 +235,8 @@ class PlotConnection(ServerConnection):
         ):
             if not self.flooded:
                 self.flooded = True
+                if self.stats is not None:
+                    self.stats.rate_limited += 1
                 log_event(logging.WARNING, "rate_limited", address=self.address, what="pings")
                 # Close 1008, stop reading (and answering pings), and cut it if it does not go.
                 self.protocol.fail(CloseCode.POLICY_VIOLATION, "rate limit exceeded (pings count as messages)")
@@ -268,9 +274,12 @@ class RaceServer:
     ) -> None:
         self.store = store
         self.config = config or ServerConfig()
-        self.core = core or ServerCore(self.config.core)
         self.store_name = store_name
+        if self.config.core.shared_rooms and not self.config.core.node_id:
+            # Several nodes: this node's name, recorded with the members connected to it.
+            self.config = replace(self.config, core=replace(self.config.core, node_id=secrets.token_hex(6)))
         self.stats = ServerStats()
+        self.core = core or ServerCore(self.config.core)
         self.fanout = fanout or LocalFanout(self._conns_of, self._deliver)
         self._conns: dict[int, Conn] = {}
         self._player_conns: dict[str, set[int]] = {}
@@ -362,6 +371,13 @@ class RaceServer:
             dropped_frames=stats.dropped_frames,
             slow_disconnects=stats.slow_disconnects,
             rate_limited=stats.rate_limited,
+            limited={
+                "conns_per_address": stats.refused_per_address,
+                "hello_timeout": stats.hello_timeouts,
+                "hellos_per_minute": stats.address_limited["hello"],
+                "rooms_per_minute": stats.address_limited["create_room"],
+                "join_failures_per_minute": stats.address_limited["join"],
+            },
             connections_total=stats.connections,
             pubsub_published=0 if self.nodes is None else self.nodes.published,
             pubsub_received=0 if self.nodes is None else self.nodes.received,
@@ -446,15 +462,27 @@ class RaceServer:
             self.store,
             self._on_node_message,
             self._on_nodes_missed,
+            node_id=self.core.config.node_id or None,
             on_lag=None if self.metrics is None else self.metrics.pubsub_lag.observe,
         )
         await self.nodes.start()
         self._sweeper = asyncio.ensure_future(self._sweep_channels())
 
     async def _sweep_channels(self) -> None:
+        """Every second: members of the rooms held here whose node stopped renewing its liveness are
+        away (NodesGone); every ``node_sweep_s``: channels of rooms no longer held are dropped."""
+        swept = time.monotonic()
         while True:
-            await asyncio.sleep(self.config.node_sweep_s)
-            if self.nodes is not None:
+            await asyncio.sleep(1.0)
+            if self.nodes is None:
+                continue
+            others = self.core.remote_nodes()
+            gone = await self.nodes.gone(others) if others else set()
+            if gone:
+                log_event(logging.WARNING, "nodes_gone", nodes=sorted(gone))
+                self._dispatch(NodesGone(frozenset(gone), now_ms()))
+            if time.monotonic() - swept >= self.config.node_sweep_s:
+                swept = time.monotonic()
                 await self.nodes.retain(self.core.holds)
 
     @property
@@ -594,6 +622,7 @@ class RaceServer:
         if isinstance(connection, PlotConnection):
             connection.address = address
             connection.bucket = TokenBucket(self.config.rate_per_s, self.config.burst)
+            connection.stats = self.stats
         return None
 
     def _metrics_response(self, connection: ServerConnection) -> Response:
@@ -681,7 +710,7 @@ class RaceServer:
             return None
         if wait == 0.0:
             return None
-        self.stats.address_limited += 1
+        self.stats.address_limited[p.message_type(msg)] += 1
         retry_ms = max(1, round(wait * 1000))
         log_event(logging.WARNING, "address_limited", conn=conn.id, address=conn.address, what=what)
         return p.Error(
