@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import secrets
 import socket
 import ssl
@@ -175,6 +176,7 @@ class ServerConfig:
     append_stall_ms: int = 1000
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
+    reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
     node_sweep_s: float = 5.0  # several nodes: how often channels of rooms no longer held are dropped
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
     core: CoreConfig = field(default_factory=CoreConfig)
@@ -302,7 +304,6 @@ class RaceServer:
         self._stored_races: dict[str, int | None] = {}
         self._queued_races: dict[str, int | None] = {}
         self._held_ticks: set[str] = set()
-        self._append_failures: dict[tuple[str, int, str], int] = {}  # consecutive failed appends per log
         self._append_queue: list[PersistMove] = []  # waiting for the next batch
         self._append_backlog = 0  # moves queued, backing off or in flight to the store
         self._append_batches = 0  # batches in flight
@@ -431,6 +432,7 @@ class RaceServer:
             self.config.host,
             self.config.port,
             compression=None,
+            reuse_port=self.config.reuse_port or None,
             max_size=self.config.max_frame,
             max_queue=4,
             ping_interval=self.config.ping_interval,
@@ -597,6 +599,8 @@ class RaceServer:
                 "connections": len(self._conns),
                 "rooms": len(self.core.rooms),
                 "protocol": p.PROTOCOL_VERSION,
+                "node": None if self.nodes is None else self.nodes.node_id,  # several nodes: which one answered
+                "pid": os.getpid(),
             }
             response = connection.respond(200 if healthy else 503, json.dumps(body) + "\n")
             del response.headers["Content-Type"]
@@ -646,9 +650,7 @@ class RaceServer:
         bucket = ws.bucket if isinstance(ws, PlotConnection) else None
         address = ws.address if isinstance(ws, PlotConnection) else "local"
         conn = Conn(next(self._ids), ws, bucket or TokenBucket(self.config.rate_per_s, self.config.burst), address)
-        deadline = asyncio.get_running_loop().call_later(
-            self.config.limits.hello_timeout_s, self._hello_overdue, conn
-        )
+        deadline = asyncio.get_running_loop().call_later(self.config.limits.hello_timeout_s, self._hello_overdue, conn)
         if self.config.socket_sndbuf is not None:
             sock = ws.transport.get_extra_info("socket")
             if sock is not None:
@@ -872,8 +874,6 @@ class RaceServer:
                 if timer is not None:
                     timer.cancel()
                 self._held_ticks.discard(effect.code)
-                for key in [key for key in self._append_failures if key[0] == effect.code]:
-                    del self._append_failures[key]
                 if effect.code not in self._room_workers:
                     self._forget_room_store_state(effect.code)
             else:
@@ -982,7 +982,7 @@ class RaceServer:
             broadcast(targets, frame)
 
     def _buffer_state(self, conn: Conn, clock: float) -> str:
-        """"ok"; "over" the soft limit (progress frames are skipped); or "cut": over the hard
+        """ "ok"; "over" the soft limit (progress frames are skipped); or "cut": over the hard
         limit, or over the soft one for longer than slow_grace_s (the connection is aborted)."""
         buffered = conn.ws.transport.get_write_buffer_size()
         if buffered <= self.config.write_soft_limit:
@@ -1172,20 +1172,10 @@ class RaceServer:
         return time.monotonic() - min(self._batch_starts.values()) > self.config.append_stall_ms / 1000
 
     def _enqueue_append(self, effect: PersistMove) -> None:
-        """Queue a move for the next batch. A log whose last appends failed waits a growing
-        delay first: no retry loop through the core can spin."""
+        """Queue a move for the next batch, at once: a retried write comes from the core only when
+        its own back-off is over (the racer's RETRYING state, docs/architecture.md), so the shell
+        adds no second delay of its own."""
         self._append_backlog += 1
-        failures = self._append_failures.get((effect.code, effect.race, effect.player_id), 0)
-        if failures:
-            self._spawn(self._append_later(effect, min(2.0, 0.05 * 2 ** (failures - 1))))
-        else:
-            self._queue_append(effect)
-
-    async def _append_later(self, effect: PersistMove, delay: float) -> None:
-        await asyncio.sleep(delay)
-        self._queue_append(effect)
-
-    def _queue_append(self, effect: PersistMove) -> None:
         self._append_queue.append(effect)
         if not self._append_flush_scheduled:
             self._append_flush_scheduled = True
@@ -1235,7 +1225,6 @@ class RaceServer:
             if appended:
                 self._spawn(self.nodes.publish(appended))
         for effect, result in zip(batch, results, strict=True):
-            key = (effect.code, effect.race, effect.player_id)
             event: MovePersisted | MovePersistFailed
             if isinstance(result, StoreUnavailable):
                 log_event(
@@ -1244,10 +1233,6 @@ class RaceServer:
                 event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
             else:
                 event = self._persist_outcome(effect, result)
-            if isinstance(event, MovePersisted):
-                self._append_failures.pop(key, None)
-            else:
-                self._append_failures[key] = self._append_failures.get(key, 0) + 1
             self._dispatch(event)
 
     def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
