@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from client.commands._race_args import add_server_arguments, server_url
+from client.words import plot_command
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"plot rooms: {result}")
         return 1
     if not result.rooms:
-        print("no open rooms: start one with  plot host")
+        print(f"no open rooms: start one with  {plot_command()} host")
         return 0
     print(f"{'code':<6} {'host':<24} {'phase':<9} {'racers':>7} {'watching':>8}  notes")
     for room in result.rooms:
@@ -57,5 +58,6 @@ def run(args: argparse.Namespace) -> int:
         host = clean(room.host_name)[:24]
         phase = clean(room.phase)
         print(f"{clean(room.code):<6} {host:<24} {phase:<9} {racers:>7} {room.spectators:>8}  {', '.join(notes)}")
-    print("join one with  plot join CODE   or watch with  plot watch CODE")
+    plot = plot_command()
+    print(f"join one with  {plot} join CODE   or watch with  {plot} watch CODE")
     return 0
