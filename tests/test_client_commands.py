@@ -42,7 +42,7 @@ def test_bad_host_and_practice_options_are_refused(capsys: pytest.CaptureFixture
     assert main(["host", "--max-racers", "4", "--bots", "4"]) == 2
     assert "--bots must be 0..3" in capsys.readouterr().out
     assert main(["host", "--name", "x" * 25]) == 2
-    assert "at most 24 characters" in capsys.readouterr().out
+    assert "at most 24 cells wide" in capsys.readouterr().out
     assert main(["practice", "--bots", "0"]) == 2
     assert "--bots must be 1..15" in capsys.readouterr().out
     with pytest.raises(SystemExit):

@@ -17,7 +17,10 @@ def add_server_arguments(parser: argparse.ArgumentParser, *, name: bool = True) 
     )
     if name:
         parser.add_argument(
-            "--name", default=None, help="your display name, 1-24 characters (default: $PLOT_NAME or your login)"
+            "--name",
+            default=None,
+            help="your display name, at most 24 terminal cells wide, a wide character taking 2 "
+            "(default: $PLOT_NAME or your login)",
         )
 
 

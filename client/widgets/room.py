@@ -17,7 +17,8 @@ from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
 from client.words import plot_command, plural, typed_path
 from shared.engine import replay
-from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
+from shared.protocol import DEALING, NAME_MAX, RACER, SPECTATOR, Results, Room
+from shared.textwidth import fit_cells
 
 
 def rules_text(room: Room) -> Text:
@@ -143,9 +144,8 @@ class ResultsPanel(Widget):
         out = span(f"Results of race {results.race}\n", "bold underline")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
-            out.append_text(
-                plain(row.name[:24].ljust(24), style="bold reverse" if row.player_id == model.player_id else "bold")
-            )
+            style = "bold reverse" if row.player_id == model.player_id else "bold"
+            out.append_text(plain(fit_cells(clean(row.name), NAME_MAX), style=style))  # by terminal cells
             out.append(" ⚙" if row.bot else "  ", style="dim")
             moves = "move " if row.moves == 1 else "moves"
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms)}\n")
