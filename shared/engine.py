@@ -30,9 +30,7 @@ PILE_NAMES: Final[tuple[str, ...]] = (
     + tuple(f"t{i}" for i in range(TABLEAU_SIZE))
 )
 PILE_INDEX: Final[dict[str, int]] = {name: i for i, name in enumerate(PILE_NAMES)}
-MOVE_TEXT: Final[tuple[tuple[str, ...], ...]] = tuple(
-    tuple(f"{src}>{dst}" for dst in PILE_NAMES) for src in PILE_NAMES
-)
+MOVE_TEXT: Final[tuple[tuple[str, ...], ...]] = tuple(tuple(f"{src}>{dst}" for dst in PILE_NAMES) for src in PILE_NAMES)
 
 UNDO: Final = "undo"
 RESIGN: Final = "resign"
@@ -961,7 +959,9 @@ def parse_record(data: object) -> tuple[int, list[object], bool]:
     return deal, moves, undo
 
 
-def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[Game, ReplayResult]:
+def replay(
+    deal: int, entries: Sequence[object], *, undo: bool = True, progress: list[int] | None = None
+) -> tuple[Game, ReplayResult]:
     """Replay a game record's entries; stops at the first illegal entry (later ones are not applied).
 
     Each entry is checked against the move rules; whether the position is blocked is decided
@@ -971,6 +971,9 @@ def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[
     cannot decide stays playing until the server's exact check answers, so only in that window
     can a record the server writes hold entries after a blocked position). The replayed game
     checks exactly (no budget).
+
+    ``progress``, when given, gets the foundation cards after each applied entry (one number per
+    entry, in order): a racer's cards over their game, for the client's results screen.
     """
     game = Game(deal, undo=undo, blocked_budget=None)  # a tool's answer: exact, however long
     for index, entry in enumerate(entries):
@@ -982,10 +985,10 @@ def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[
         except IllegalMove as exc:
             game.settle_status()
             return game, _failed(game, index, entry, exc.reason)
+        if progress is not None:
+            progress.append(game.foundation_cards)
     game.settle_status()
-    return game, ReplayResult(
-        ok=True, moves=len(entries), foundation_cards=game.foundation_cards, status=game.status
-    )
+    return game, ReplayResult(ok=True, moves=len(entries), foundation_cards=game.foundation_cards, status=game.status)
 
 
 def _failed(game: Game, index: int, entry: str, reason: str) -> ReplayResult:
