@@ -124,7 +124,9 @@ class RaceModel:
                 changed.add("view")
             return changed
         if isinstance(msg, MoveOk):
-            if msg.seq >= self.seq:
+            # The connection fills in the board after the move (protocol 2 sends the changes);
+            # None: the board diverged, and the whole board is on its way (a race_start).
+            if msg.view is not None and msg.seq >= self.seq:
                 self.view, self.seq = msg.view, msg.seq
                 return {"view"}
             return set()

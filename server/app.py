@@ -443,6 +443,8 @@ class RaceServer:
                 target = self._conns.get(effect.conn)
                 if target is not None:
                     self._reply(target, effect.message)
+                    if effect.close:  # after the reply: the close frame follows it on the socket
+                        self._spawn(self._close_conn(target))
             elif isinstance(effect, PersistMove):
                 self._enqueue_append(effect)
             elif isinstance(effect, Wake):
@@ -497,6 +499,12 @@ class RaceServer:
                     self._forget_room_store_state(effect.code)
             else:
                 assert_never(effect)
+
+    @staticmethod
+    async def _close_conn(conn: Conn) -> None:
+        """Close a connection the core is done with (a protocol it cannot speak: 1002)."""
+        with contextlib.suppress(ConnectionClosed):
+            await conn.ws.close(1002, "unsupported protocol version")
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

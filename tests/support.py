@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -136,6 +137,9 @@ class Client:
         self._reader = asyncio.ensure_future(self._read())
         self.welcome: p.Welcome | None = None
         self.closed_code: int | None = None
+        self.board = p.BoardKeeper()  # the racer's board, as a v2 client keeps it
+        self.diverged: list[p.MoveOk] = []  # move_oks whose changes or check value did not fit the board
+        self.strict = True  # a divergence fails the test (False: tests of planted bugs, the board goes on)
 
     @classmethod
     async def open(cls, server: RaceServer | str, label: str = "", **kwargs: Any) -> Client:
@@ -148,6 +152,20 @@ class Client:
                 assert isinstance(frame, bytes), "the server sends binary frames only"
                 self.frames.append(frame)
                 msg = p.decode_server(frame)
+                if isinstance(msg, p.RaceStart):
+                    self.board.race_start(msg)
+                elif isinstance(msg, p.MoveOk):
+                    # Tests read the board after each move from move_ok.view: fill it in from the
+                    # changes (docs/protocol.md), checked against the check value.
+                    view = self.board.move_ok(msg)
+                    if view is None:
+                        self.diverged.append(msg)
+                        if not self.strict and self.board.view is not None:
+                            with contextlib.suppress(ValueError):
+                                view = msg.board_after(self.board.view)
+                                self.board.seq, self.board.view = msg.seq, view
+                    if view is not None:
+                        msg = msgspec.structs.replace(msg, view=view)
                 self.messages.append(msg)
                 await self._queue.put(msg)
         except ConnectionClosed:
@@ -172,6 +190,7 @@ class Client:
                     raise ConnectionError(
                         f"{self.label}: closed ({self.closed_code}) while waiting for {kind.__name__}"
                     )
+                assert not (self.strict and self.diverged), f"{self.label}: the board diverged at {self.diverged[0]!r}"
                 if isinstance(msg, kind):
                     return msg
 

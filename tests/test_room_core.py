@@ -68,11 +68,14 @@ def test_bad_names_are_refused(name: str, code: str) -> None:
     assert shell.welcome(conn).name == "Fine"
 
 
-def test_version_mismatch() -> None:
+def test_version_1_is_refused_and_closed() -> None:
+    """Protocol 2 changed move_ok: a version-1 client gets unsupported_version, then the close."""
     shell = Shell()
-    conn = shell.hello("Ann", v=2)
+    conn = shell.hello("Ann", v=1)
     err = shell.error(conn)
-    assert err.code == p.VERSION_MISMATCH and "1" in err.message and "2" in err.message
+    assert err.code == p.UNSUPPORTED_VERSION and "1" in err.message and "2" in err.message
+    assert shell.closed == [conn]
+    assert not any(isinstance(m, p.Welcome) for m in shell.inbox[conn])
 
 
 def test_bad_token() -> None:

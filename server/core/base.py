@@ -227,6 +227,9 @@ class CoreBase:
         @abstractmethod  # views.py
         def _snapshot(self, conn: int, room: RoomState, player_id: str, now: int) -> None: ...
 
+        @abstractmethod  # views.py
+        def _sync(self, conn: int, room: RoomState, player_id: str, now: int) -> None: ...
+
         @abstractmethod  # wal.py
         def _carry_over(self, old: RacerState, racer: RacerState) -> None: ...
 

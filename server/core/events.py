@@ -194,10 +194,11 @@ Event = (
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """Send to one connection."""
+    """Send to one connection; ``close``: then close it (protocol error, 1002)."""
 
     conn: int
     message: ServerMessage
+    close: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from server.core.events import (
     LookupToken,
     PlayerRegistered,
     RegisterPlayer,
+    Reply,
     RoomCreated,
     RoomCreateFailed,
     SavePlayer,
@@ -89,6 +90,8 @@ class LobbyMixin(CoreBase):
                 self._end_request(ev.conn, room, pid, ev.now)
             elif isinstance(msg, p.Rematch):
                 self._rematch(ev.conn, room, pid, msg.deal, ev.now)
+            elif isinstance(msg, p.Sync):
+                self._sync(ev.conn, room, pid, ev.now)
 
     def _hello(self, ev: HelloEvent) -> None:
         conn, msg = ev.conn, ev.msg
@@ -98,12 +101,10 @@ class LobbyMixin(CoreBase):
             self._error(conn, p.WRONG_PHASE, "you already said hello on this connection", "hello")
             return
         if msg.v != p.PROTOCOL_VERSION:
-            self._error(
-                conn,
-                p.VERSION_MISMATCH,
-                f"this server speaks protocol version {p.PROTOCOL_VERSION}, the client {msg.v}: update the client",
-                "hello",
-            )
+            # Never a session a client cannot read (version 1 expects whole boards in move_ok):
+            # the reason, then the connection is closed.
+            why = f"this server speaks protocol version {p.PROTOCOL_VERSION}, the client {msg.v}: update the client"
+            self._out.append(Reply(conn, p.Error(code=p.UNSUPPORTED_VERSION, message=why, ref="hello"), close=True))
             return
         reason = p.check_name(msg.name)
         if reason is not None:

@@ -13,6 +13,8 @@ import random
 from collections import defaultdict
 from typing import assert_never
 
+import msgspec
+
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
     Bind,
@@ -111,6 +113,20 @@ class Shell:
         self.dropped: list[int] = []  # droppable frames counted
         self._next_conn = 0
         self.effects: list[Effect] = []
+        self.closed: list[int] = []  # connections the core closed (Reply.close)
+        self.boards: dict[int, p.BoardKeeper] = defaultdict(p.BoardKeeper)  # conn -> its board, as a client keeps it
+
+    def _board(self, conn: int, message: p.ServerMessage) -> p.ServerMessage:
+        """Keep each connection's board as a v2 client does (race_start, then each move_ok's
+        changes), assert that it matches every move_ok's check value, and hand tests the move_ok
+        with its ``view`` filled in (the board after the move), so they can read the board."""
+        if isinstance(message, p.RaceStart):
+            self.boards[conn].race_start(message)
+        elif isinstance(message, p.MoveOk):
+            view = self.boards[conn].move_ok(message)
+            assert view is not None, f"conn {conn}: the board diverged at {message!r}"
+            return msgspec.structs.replace(message, view=view)
+        return message
 
     # -------------------------------------------------------------- plumbing
 
@@ -126,11 +142,13 @@ class Shell:
 
     def execute(self, effect: Effect) -> None:
         if isinstance(effect, Reply):
-            self.inbox[effect.conn].append(effect.message)
+            self.inbox[effect.conn].append(self._board(effect.conn, effect.message))
+            if effect.close:
+                self.closed.append(effect.conn)
         elif isinstance(effect, Send):
             for pid in effect.players:
                 for conn in self.conns_of[pid]:
-                    self.inbox[conn].append(effect.message)
+                    self.inbox[conn].append(self._board(conn, effect.message))
         elif isinstance(effect, Bind):
             self.conns_of[effect.player_id].add(effect.conn)
         elif isinstance(effect, RegisterPlayer):
@@ -237,12 +255,16 @@ class Shell:
         self.run(Connected(self._next_conn, self.now))
         return self._next_conn
 
-    def hello(self, name: str = "Ann", *, bot: bool = False, token: str | None = None, v: int = 1) -> int:
+    def hello(
+        self, name: str = "Ann", *, bot: bool = False, token: str | None = None, v: int = p.PROTOCOL_VERSION
+    ) -> int:
         conn = self.connect()
         self.say_hello(conn, name, bot=bot, token=token, v=v)
         return conn
 
-    def say_hello(self, conn: int, name: str, *, bot: bool = False, token: str | None = None, v: int = 1) -> None:
+    def say_hello(
+        self, conn: int, name: str, *, bot: bool = False, token: str | None = None, v: int = p.PROTOCOL_VERSION
+    ) -> None:
         self.run(HelloEvent(conn, p.Hello(v=v, name=name, token=token, bot=bot), self.now))
 
     def send(self, conn: int, msg: p.ClientMessage) -> list[Effect]:

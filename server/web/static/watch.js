@@ -7,7 +7,7 @@ import { decode, encode } from "./vendor/msgpack/index.mjs";
 import { replayRecord } from "./replay.js";
 
 const WS_URL = document.querySelector('meta[name="plot-ws-url"]').content;
-const PROTOCOL_VERSION = 1;
+const PROTOCOL_VERSION = 2;
 const SPECTATOR_NAME = "web spectator";
 const LIST_REFRESH_MS = 5000;
 const RETRY_FIRST_MS = 500;
