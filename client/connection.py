@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import hashlib
 import json
 import logging
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +32,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from client.state import safe_name, state_dir, write_private
 from shared.protocol import (
     BAD_TOKEN,
+    CLOSE_SUPERSEDED,
     PROTOCOL_VERSION,
+    SUPERSEDED,
     BoardKeeper,
     ClientMessage,
     Error,
@@ -45,6 +50,7 @@ from shared.protocol import (
     Welcome,
     decode_server,
     encode,
+    message_type,
 )
 
 log = logging.getLogger("plot.client")
@@ -64,31 +70,90 @@ class ConnectionFailed(RuntimeError):
     """The server cannot be reached, or refused us for good (a message a person can read)."""
 
 
+SUPERSEDED_NOTE = (
+    "another window or device took over this seat (it resumed the same player): "
+    "this window no longer acts in the room"
+)
+
+
 # ---------------------------------------------------------------- the resume token on disk
 
 
 @dataclass(slots=True)
 class TokenFile:
-    """The resume token for one server (and one profile: a bot keeps its own), on disk, owner-only."""
+    """The resume token of one seat: one server, one profile (player or spectator) and one display
+    name, on disk, owner-only, with the room it was last in. A window that uses it holds its lock
+    (:meth:`lock`) for as long as it runs, so a second window never resumes a seat a live one holds."""
 
     path: Path
+    _lock_fd: int | None = None
 
     @classmethod
-    def for_server(cls, url: str, profile: str = "player", folder: Path | None = None) -> TokenFile:
+    def for_server(
+        cls, url: str, profile: str = "player", folder: Path | None = None, name: str | None = None
+    ) -> TokenFile:
         folder = folder or state_dir() / "tokens"
-        return cls(folder / f"{safe_name(url)}--{safe_name(profile)}.json")
+        stem = f"{safe_name(url)}--{safe_name(profile)}"
+        if name is not None:
+            # The name's hash too: names that differ only in characters safe_name drops stay apart.
+            stem += f"--{safe_name(name)[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
+        return cls(folder / f"{stem}.json")
 
-    def load(self) -> str | None:
+    def record(self) -> dict[str, object]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
-        token = data.get("token") if isinstance(data, dict) else None
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def load(self) -> str | None:
+        token = self.record().get("token")
         return token if isinstance(token, str) and token else None
 
+    def room(self) -> str | None:
+        """The room this seat was last in (None: none, or not known)."""
+        room = self.record().get("room")
+        return room if isinstance(room, str) else None
+
     def save(self, welcome: Welcome, url: str) -> None:
-        record = {"server": url, "player_id": welcome.player_id, "name": welcome.name, "token": welcome.token}
+        record = {
+            "server": url,
+            "player_id": welcome.player_id,
+            "name": welcome.name,
+            "token": welcome.token,
+            "room": welcome.room,
+        }
         write_private(self.path, json.dumps(record))
+
+    def set_room(self, code: str | None) -> None:
+        """Remember the room the seat is in now (None: it left), if the token is still this file's."""
+        record = self.record()
+        if record.get("token") and record.get("room") != code:
+            record["room"] = code
+            write_private(self.path, json.dumps(record))
+
+    def lock(self) -> bool:
+        """Hold this seat for this window: False when another live window holds it. Released by
+        :meth:`unlock`, or by the process ending (an advisory lock: a crash never leaves it held)."""
+        if self._lock_fd is not None:
+            return True
+        lock_path = self.path.parent.parent / "locks" / (self.path.stem + ".lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def clear(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -115,6 +180,7 @@ class Connection:
         *,
         bot: bool = False,
         token_file: TokenFile | None = None,
+        resume: bool = True,
         backoff_start: float = 0.2,
         backoff_max: float = 5.0,
         open_timeout: float = 5.0,
@@ -123,7 +189,8 @@ class Connection:
         self.name = name
         self.bot = bot
         self.token_file = token_file
-        self.token: str | None = token_file.load() if token_file else None
+        # ``resume`` False: a new identity, even if the token file holds one (saved over on welcome).
+        self.token: str | None = token_file.load() if token_file and resume else None
         self.backoff_start = backoff_start
         self.backoff_max = backoff_max
         self.open_timeout = open_timeout
@@ -140,6 +207,7 @@ class Connection:
         self._next_move_id = random.randrange(1, 2**40)  # fresh per process: no clash with a crashed run's ids
         self._first = asyncio.Event()
         self._fatal: str | None = None
+        self.superseded = False  # another connection resumed this player: this one stopped for good
         self.reconnects = 0
         self.board = BoardKeeper()  # the racer's board, kept from race_start and each move_ok's changes
         self._syncing = False
@@ -202,7 +270,12 @@ class Connection:
                     await self._hello(ws)
                     delay = self.backoff_start
                     await self._receive(ws)
-            except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
+            except ConnectionClosed as exc:
+                if exc.rcvd is not None and exc.rcvd.code == CLOSE_SUPERSEDED:
+                    self._superseded()
+                    return
+                detail = _describe(exc)
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
                 detail = _describe(exc)
             except InvalidURI as exc:
                 self._fatal = f"not a server address: {exc.uri!r} (expected ws://host:port or wss://…)"
@@ -267,9 +340,18 @@ class Connection:
             except ProtocolError as exc:
                 log.warning("undecodable frame from the server: %s", exc.message)
 
+    def _superseded(self) -> None:
+        """Never reconnect with this token: that would take the seat back from the newer window."""
+        self.superseded = True
+        self._fatal = SUPERSEDED_NOTE
+
     async def _receive(self, ws: ClientConnection) -> None:
         while True:
             msg = await self._next_message(ws)
+            if isinstance(msg, Error) and msg.code == SUPERSEDED:
+                self._superseded()
+                self._dispatch(msg)
+                raise ConnectionFailed(SUPERSEDED_NOTE)
             self._dispatch(msg)
             if isinstance(msg, Shutdown):
                 self._set_state(RECONNECTING, f"the server is shutting down: {msg.reason}")
@@ -304,10 +386,16 @@ class Connection:
 
     def _deliver(self, msg: ServerMessage) -> None:
         msg = self._board(msg)
+        answer: MoveOk | MoveRejected | None = None
         if isinstance(msg, MoveOk | MoveRejected):
-            pending = self._pending.pop(msg.id, None)
+            answer = msg
+        elif isinstance(msg, Error) and msg.id is not None:
+            # An error that carries a move id answers that move (docs/protocol.md §3.2).
+            answer = MoveRejected(id=msg.id, code=msg.code, reason=msg.message)
+        if answer is not None:
+            pending = self._pending.pop(answer.id, None)
             if pending is not None and not pending.future.done():
-                pending.future.set_result(msg)
+                pending.future.set_result(answer)
         for entry in list(self._waiters):
             match, future = entry
             if not future.done() and match(msg):
@@ -333,9 +421,16 @@ class Connection:
         return True
 
     async def request(self, message: ClientMessage, want: type[M], timeout: float = 10.0) -> M | Error:
-        """Send ``message`` and wait for the first ``want`` (or an Error) that follows it."""
+        """Send ``message`` and wait for the first ``want`` that follows it, or the Error that answers
+        it: one whose ``ref`` is this message's type (an error about another message is not this
+        request's answer)."""
         future: asyncio.Future[ServerMessage] = asyncio.get_running_loop().create_future()
-        entry = (lambda msg: isinstance(msg, want | Error), future)
+        ref = message_type(message)
+
+        def answers(msg: ServerMessage) -> bool:
+            return isinstance(msg, want) or (isinstance(msg, Error) and msg.ref == ref and msg.id is None)
+
+        entry = (answers, future)
         self._waiters.append(entry)
         try:
             if not await self.send(message):

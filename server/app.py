@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 import msgspec
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
@@ -36,6 +36,7 @@ from server.core.events import (
     BlockedChecked,
     CheckBlocked,
     ClientEvent,
+    CloseConnection,
     Connected,
     CreateRoomRecord,
     DealFound,
@@ -58,7 +59,9 @@ from server.core.events import (
     RegisterFailed,
     RegisterPlayer,
     ReloadLog,
+    RemoteMoves,
     Reply,
+    RoomChanged,
     RoomCreated,
     RoomCreateFailed,
     RoomLoaded,
@@ -85,6 +88,9 @@ from server.fanout import Fanout, LocalFanout
 from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
 from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
+
+if TYPE_CHECKING:  # redis-py is imported only when several nodes share a Redis (server/nodes.py)
+    from server.nodes import Appended, NodeLink, RoomVersion
 
 log = logging.getLogger("plot.server")
 NOTE_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -122,6 +128,16 @@ class Backoff:
 RoomOp = tuple[str, object]
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedSave:
+    """A room save waiting in the room's queue. ``epoch``: the room's refresh count when the core
+    made it (several nodes: a save made before the room was refreshed from the store is stale)."""
+
+    record: RoomRecord
+    epoch: int
+    commands: int = 0  # several nodes: the room commands (their numbers) up to here are in this save
+
+
 @dataclass
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -151,6 +167,7 @@ class ServerConfig:
     append_stall_ms: int = 1000
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
+    node_sweep_s: float = 5.0  # several nodes: how often channels of rooms no longer held are dropped
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
 
@@ -245,10 +262,21 @@ class RaceServer:
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
         self._searches: set[asyncio.Task[None]] = set()
+        # Several nodes on one Redis (CoreConfig.shared_rooms): the pub/sub link, started by start().
+        self.nodes: NodeLink | None = None
+        self._room_epochs: dict[str, int] = {}  # refreshes of each room from the store
+        self._refreshing: set[str] = set()  # rooms with a refresh waiting in their queue
+        # Room commands handled here whose change no save has yet committed: (number, the event), by
+        # room. A refresh handles them again on the store's copy (RoomChanged.replay): never lost.
+        self._uncommitted: dict[str, list[tuple[int, ClientEvent]]] = {}
+        self._commands = 0
+        self._sweeper: asyncio.Task[None] | None = None
 
     # ================================================================ lifecycle
 
     async def start(self) -> None:
+        if self.config.core.shared_rooms:
+            await self._start_node()
         ssl_context: ssl.SSLContext | None = None
         if self.config.tls_cert:
             ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -273,7 +301,24 @@ class RaceServer:
             port=self.port,
             store=self.store_name,
             tls=ssl_context is not None,
+            node=None if self.nodes is None else self.nodes.node_id,
         )
+
+    async def _start_node(self) -> None:
+        from server.nodes import NodeLink
+        from server.store.redis import RedisStore
+
+        if not isinstance(self.store, RedisStore) or self.store.cluster:
+            raise ValueError("several nodes (shared rooms) need one Redis store (redis://, rediss://, unix://)")
+        self.nodes = NodeLink(self.store, self._on_node_message, self._on_nodes_missed)
+        await self.nodes.start()
+        self._sweeper = asyncio.ensure_future(self._sweep_channels())
+
+    async def _sweep_channels(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.node_sweep_s)
+            if self.nodes is not None:
+                await self.nodes.retain(self.core.holds)
 
     @property
     def port(self) -> int:
@@ -304,6 +349,10 @@ class RaceServer:
             self._server.close()
             await self._server.wait_closed()
         await self.flush(self.config.flush_timeout_s)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self.nodes is not None:
+            await self.nodes.close()
         log_event(logging.INFO, "server_stopped")
 
     async def flush(self, timeout: float) -> None:
@@ -433,7 +482,22 @@ class RaceServer:
             if isinstance(event, ClientEvent | HelloEvent) and isinstance(conn, int) and conn in self._conns:
                 self._reply(self._conns[conn], p.Error(code=p.INTERNAL, message="the server failed on this message"))
             return
+        if self.nodes is not None and isinstance(event, ClientEvent):
+            self._note_command(event, effects)
         self._execute(effects)
+
+    def _note_command(self, event: ClientEvent, effects: list[Effect]) -> None:
+        """Several nodes: remember a room command until a save of its room commits it (a join that
+        waits for its room to load, until the save that follows the load)."""
+        if isinstance(event.msg, p.Move | p.Ping | p.ListRooms | p.CreateRoom):
+            return
+        codes = {e.code for e in effects if isinstance(e, SaveRoom)}
+        if isinstance(event.msg, p.Join):
+            codes.update(e.code for e in effects if isinstance(e, LoadRoom))
+        if codes:
+            self._commands += 1
+            for code in codes:
+                self._uncommitted.setdefault(code, []).append((self._commands, event))
 
     def _execute(self, effects: list[Effect]) -> None:
         for effect in effects:
@@ -443,15 +507,14 @@ class RaceServer:
                 target = self._conns.get(effect.conn)
                 if target is not None:
                     self._reply(target, effect.message)
-                    if effect.close:  # after the reply: the close frame follows it on the socket
-                        self._spawn(self._close_conn(target))
             elif isinstance(effect, PersistMove):
                 self._enqueue_append(effect)
             elif isinstance(effect, Wake):
                 self._wake(effect.code, effect.at_ms)
             elif isinstance(effect, SaveRoom):
                 self._queued_races[effect.code] = open_race_of(effect.record)
-                self._room_op(effect.code, "save", effect.record)
+                epoch = self._room_epochs.get(effect.code, 0)
+                self._room_op(effect.code, "save", QueuedSave(effect.record, epoch, self._commands))
             elif isinstance(effect, Note):
                 log_event(NOTE_LEVELS[effect.level], effect.event, **effect.fields)
             elif isinstance(effect, Bind):
@@ -459,6 +522,8 @@ class RaceServer:
                 if bound is not None:
                     bound.player = effect.player_id
                     self._player_conns.setdefault(effect.player_id, set()).add(effect.conn)
+            elif isinstance(effect, CloseConnection):
+                self._close_conn(effect)
             elif isinstance(effect, SavePlayer):
                 self._save_player(effect)
             elif isinstance(effect, RegisterPlayer):
@@ -500,11 +565,25 @@ class RaceServer:
             else:
                 assert_never(effect)
 
+    def _close_conn(self, effect: CloseConnection) -> None:
+        """Unbind the connection (no fan-out reaches it any more), then close it after what was
+        already written to it (the frames before the close frame are delivered)."""
+        conn = self._conns.get(effect.conn)
+        if conn is None:
+            return
+        if conn.player is not None:
+            conns = self._player_conns.get(conn.player)
+            if conns is not None:
+                conns.discard(conn.id)
+                if not conns:
+                    del self._player_conns[conn.player]
+            conn.player = None
+        self._spawn(self._close_ws(conn.ws, effect.code, effect.reason))
+
     @staticmethod
-    async def _close_conn(conn: Conn) -> None:
-        """Close a connection the core is done with (a protocol it cannot speak: 1002)."""
-        with contextlib.suppress(ConnectionClosed):
-            await conn.ws.close(1002, "unsupported protocol version")
+    async def _close_ws(ws: ServerConnection, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await ws.close(code, reason)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -543,6 +622,8 @@ class RaceServer:
         return summary is not None and summary.phase != p.RESULTS
 
     def _forget_room_store_state(self, code: str) -> None:
+        self._room_epochs.pop(code, None)
+        self._uncommitted.pop(code, None)
         self._store_versions.pop(code, None)
         self._uncertain_saves.pop(code, None)
         self._save_conflicts.discard(code)
@@ -618,6 +699,8 @@ class RaceServer:
         """A room's record and its current race's move logs, for the core (retried with back-off
         while the store does not answer, unless ``once``)."""
         code = effect.code
+        if self.nodes is not None:
+            await self.nodes.subscribe(code)  # before the read: no change committed after it is missed
         delay = 0.05
         while True:
             try:
@@ -631,10 +714,7 @@ class RaceServer:
                         record = decode_room(data)
                     except msgspec.DecodeError:
                         log_event(logging.ERROR, "room_record_unreadable", room=code)
-                if record is not None and record.race is not None and record.members and not record.closed:
-                    for racer in record.race.racers:
-                        raw = await self.store.load_moves(code, record.race.number, racer.player_id)
-                        logs[racer.player_id] = self._decode_entries(code, raw)
+                logs = await self._race_logs(code, record)
             except StoreUnavailable as exc:
                 log_event(logging.WARNING, "store_unavailable", room=code, op="load_room", error=str(exc))
                 if effect.once or self._closing:
@@ -649,6 +729,77 @@ class RaceServer:
                 self._save_conflicts.discard(code)
             self._dispatch(RoomLoaded(code, record, logs, now_ms()))
             return
+
+    async def _race_logs(self, code: str, record: RoomRecord | None) -> dict[str, list[LogEntry]]:
+        """The move logs of the room's current race (none for a room gone, closed or between races)."""
+        logs: dict[str, list[LogEntry]] = {}
+        if record is not None and record.race is not None and record.members and not record.closed:
+            for racer in record.race.racers:
+                raw = await self.store.load_moves(code, record.race.number, racer.player_id)
+                logs[racer.player_id] = self._decode_entries(code, raw)
+        return logs
+
+    # ================================================================ several nodes
+
+    def _on_node_message(self, code: str, message: RoomVersion | Appended) -> None:
+        """Another node's change to a room: a new version (read the room back) or a stored move."""
+        if not self.core.has_room(code):
+            return
+        from server.nodes import RoomVersion
+
+        if isinstance(message, RoomVersion):
+            known = self._store_versions.get(code)
+            if known is None or known < message.version:
+                self._request_refresh(code)
+            return
+        try:
+            entry = decode_entry(message.entry)
+        except msgspec.DecodeError:
+            log_event(logging.ERROR, "log_entry_unreadable", room=code)
+            return
+        self._dispatch(RemoteMoves(code, message.race, message.player, message.start, [entry], now_ms()))
+
+    def _on_nodes_missed(self) -> None:
+        """Pub/sub messages may have been lost: every room held is read back from the store."""
+        for code in list(self.core.rooms):
+            self._request_refresh(code)
+
+    def _request_refresh(self, code: str, first: bool = False) -> None:
+        """Read the room back from the store (in its queue: after this node's own pending writes,
+        or ``first``: before the saves queued behind a save that lost its compare-and-set)."""
+        if code in self._refreshing:
+            return
+        self._refreshing.add(code)
+        if first:
+            self._room_ops.setdefault(code, deque()).appendleft(("refresh", None))
+            if code not in self._room_workers:
+                self._room_workers[code] = asyncio.ensure_future(self._room_worker(code))
+        else:
+            self._room_op(code, "refresh", None)
+
+    async def _refresh_room(self, code: str) -> None:
+        """The room's record and logs as the store has them replace this node's copy (RoomChanged).
+        Saves the core made before this were made on the old copy: they are dropped (the epoch)."""
+        loaded = await self.store.load_room(code)
+        record: RoomRecord | None = None
+        if loaded is not None:
+            try:
+                record = decode_room(loaded[0])
+            except msgspec.DecodeError:
+                log_event(logging.ERROR, "room_record_unreadable", room=code)
+                return
+        logs = await self._race_logs(code, record)
+        self._refreshing.discard(code)
+        self._room_epochs[code] = self._room_epochs.get(code, 0) + 1
+        if loaded is not None:
+            self._store_versions[code] = loaded[1]
+        race = None if record is None else open_race_of(record)
+        self._stored_races[code] = race
+        self._queued_races[code] = race
+        self._uncertain_saves.pop(code, None)
+        self._save_conflicts.discard(code)
+        replay = tuple(event for _number, event in self._uncommitted.get(code, []))
+        self._dispatch(RoomChanged(code, record, logs, now_ms(), replay))
 
     async def _list_rooms(self, effect: ListRooms) -> None:
         """The listed rooms, for the core's room list: codes, and the records of those it does not hold."""
@@ -739,6 +890,14 @@ class RaceServer:
             if self._append_queue and not self._append_flush_scheduled:
                 self._append_flush_scheduled = True
                 asyncio.get_running_loop().call_soon(self._flush_appends)
+        if self.nodes is not None:
+            appended = [
+                (e.code, self.nodes.appended(e.race, e.player_id, e.expected_length, request.entry))
+                for e, request, result in zip(batch, requests, results, strict=True)
+                if result is AppendResult.APPENDED
+            ]
+            if appended:
+                self._spawn(self.nodes.publish(appended))
         for effect, result in zip(batch, results, strict=True):
             key = (effect.code, effect.race, effect.player_id)
             event: MovePersisted | MovePersistFailed
@@ -849,6 +1008,8 @@ class RaceServer:
 
     async def _create_room(self, effect: CreateRoomRecord) -> None:
         code = effect.record.code
+        if self.nodes is not None:
+            await self.nodes.subscribe(code)
         event: Event
         try:
             created = await self.store.create_room(
@@ -950,7 +1111,7 @@ class RaceServer:
                         value.set_exception(exc)
                     continue
                 backoff.reset()
-                if kind == "save" and code in self._held_ticks and not self._race_unstored(code):
+                if kind in ("save", "refresh") and code in self._held_ticks and not self._race_unstored(code):
                     self._held_ticks.discard(code)
                     self._on_timer(code)  # the race record is stored: the race may start
         finally:
@@ -962,8 +1123,10 @@ class RaceServer:
 
     async def _room_write(self, code: str, kind: str, value: object) -> None:
         if kind == "save":
-            assert isinstance(value, RoomRecord)
+            assert isinstance(value, QueuedSave)
             await self._save_room(code, value)
+        elif kind == "refresh":
+            await self._refresh_room(code)
         elif kind == "listed":
             await self.store.set_listed(code, bool(value))
         elif kind == "expire":
@@ -977,10 +1140,15 @@ class RaceServer:
         else:
             raise ValueError(f"unknown room operation {kind!r}")
 
-    async def _save_room(self, code: str, record: RoomRecord) -> None:
+    async def _save_room(self, code: str, save: QueuedSave) -> None:
         """Compare-and-set on the version this process last wrote. The store is never
         overwritten on a mismatch: an earlier save of ours whose outcome was unknown is
-        recognised by its data; any other change is another writer's, and wins."""
+        recognised by its data; any other change is another writer's, and wins (several nodes:
+        the room is read back from the store, and saves made on the old copy are dropped)."""
+        record = save.record
+        if self.nodes is not None and save.epoch != self._room_epochs.get(code, 0):
+            log_event(logging.INFO, "room_save_stale", room=code, why="made before the room was read back")
+            return
         data = encode_record(record)
         race = open_race_of(record)
         if code in self._save_conflicts:
@@ -1009,6 +1177,11 @@ class RaceServer:
         if new is not None:
             self._store_versions[code] = new
             self._stored_races[code] = race
+            if self.nodes is not None:
+                pending = [c for c in self._uncommitted.pop(code, []) if c[0] > save.commands]
+                if pending:
+                    self._uncommitted[code] = pending
+                await self.nodes.publish([(code, self.nodes.room_version(new))])
             return
         loaded = await self.store.load_room(code)
         if loaded is None:
@@ -1018,6 +1191,11 @@ class RaceServer:
 
     def _save_conflict(self, code: str, expected: int | None, found: int) -> None:
         self._store_versions[code] = None
+        if self.nodes is not None:
+            # Another node committed first: its change stands, this node reads the room back.
+            log_event(logging.INFO, "room_save_lost", room=code, expected=expected, found=found)
+            self._request_refresh(code, first=True)
+            return
         self._save_conflicts.add(code)
         log_event(logging.ERROR, "room_save_conflict", room=code, expected=expected, found=found)
 
@@ -1028,6 +1206,8 @@ class RaceServer:
         if await self.store.create_room(code, data, open_race=race):
             self._store_versions[code] = 1
             self._stored_races[code] = race
+            if self.nodes is not None:
+                await self.nodes.publish([(code, self.nodes.room_version(1))])
             if not record.options.private and record.members:
                 await self.store.set_listed(code, True)
         else:  # created by someone else meanwhile

@@ -19,6 +19,7 @@ import ssl
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
@@ -76,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--redis", default=_env("REDIS_URL"), metavar="URL", help="Redis URL, e.g. redis://127.0.0.1:6379/0, "
         "or redis+cluster://host:port for a Redis Cluster [REDIS_URL]; without it the embedded in-memory store "
         "is used")  # fmt: skip
+    add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
+        "nodes on the same Redis: any node serves any racer (needs --redis; one Redis, not a cluster yet) "
+        "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
     add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"],
         help="[PLOT_LOG_LEVEL] (info)")  # fmt: skip
     add("--tls-cert", default=_env("PLOT_TLS_CERT"), metavar="PEM", help="serve wss:// with this certificate chain "
@@ -123,6 +127,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def usage_error(message: str) -> NoReturn:
+    """A bad flag or environment variable: one line, exit 2."""
+    print(f"plot-server: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def multi_node(args: argparse.Namespace) -> bool:
+    """--multi-node, else PLOT_MULTI_NODE (1/0, true/false, yes/no, on/off); checked against --redis."""
+    if args.multi_node:
+        wanted = True
+    else:
+        text = (_env("PLOT_MULTI_NODE") or "0").strip().lower()
+        if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            usage_error(f"PLOT_MULTI_NODE={text!r}: expected 1 or 0")
+        wanted = text in ("1", "true", "yes", "on")
+    if wanted and not args.redis:
+        usage_error("--multi-node needs --redis URL: the nodes share their rooms through one Redis")
+    if wanted and "+cluster://" in args.redis:
+        usage_error("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
+    return wanted
+
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("plot-server: --tls-cert and --tls-key go together")
@@ -150,6 +176,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         grace_ms=int(args.grace * 1000),
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
+        shared_rooms=multi_node(args),
     )
     return ServerConfig(
         host=args.host,
@@ -165,14 +192,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def make_store(redis_url: str | None, room_ttl: float) -> tuple[Store, str]:
+def make_store(redis_url: str | None) -> tuple[Store, str]:
     if redis_url:
         from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
 
-        return RedisStore(redis_url, finished_room_ttl=room_ttl), f"redis {redact_url(redis_url)}"
+        return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
     from server.store.memory import MemoryStore
 
-    return MemoryStore(finished_room_ttl=room_ttl), "memory"
+    return MemoryStore(), "memory"
 
 
 def setup_logging(level: str) -> None:
@@ -186,7 +213,7 @@ def setup_logging(level: str) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    store, store_name = make_store(args.redis, args.room_ttl)
+    store, store_name = make_store(args.redis)
     server = RaceServer(store, config, store_name=store_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -44,6 +44,7 @@ SERVER_FULL: Final = "server_full"  # the server's connection or room limit is r
 NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved winnable in the server's budget
 SERVER_BUSY: Final = "server_busy"  # winnable_only: the deal-search queue is full; start again shortly
 INTERNAL: Final = "internal"  # a server bug; nothing happened
+SUPERSEDED: Final = "superseded"  # a newer connection resumed this player: this one is closed (4001)
 
 ERROR_CODES: Final[tuple[str, ...]] = (
     MALFORMED,
@@ -68,7 +69,10 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     NO_WINNABLE_DEAL,
     SERVER_BUSY,
     INTERNAL,
+    SUPERSEDED,
 )
+
+CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the same player
 
 # ---------------------------------------------------------------- names, codes, limits
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
@@ -22,18 +23,18 @@ DEAL = 4242
 PILE_LABELS = {key: label for key, label in PILE_KEYS.values()}
 
 
-def screen_text(app: App[object]) -> str:
+def screen_text(app: App[Any]) -> str:
     """What the terminal shows, as plain text (one line per row)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
-def pile_text(app: App[object], pile: str) -> str:
+def pile_text(app: App[Any], pile: str) -> str:
     """The rendered text of one pile box (label line and cards line)."""
     box = app.screen.query_one(f"#pile-{pile}")
     return "\n".join(strip.text for strip in box.render_lines(box.region.reset_offset)).rstrip()
 
 
-def message(app: App[object]) -> str:
+def message(app: App[Any]) -> str:
     widget = app.screen.query_one("#message")
     return str(widget.render())
 
@@ -218,6 +219,7 @@ async def test_help_lists_every_key_and_waste_viewer_shows_all(records: Path) ->
             assert label in text, label
         key_column = " ".join(keys for keys, _what in help_rows()).split()
         for binding in GameScreen.BINDINGS:
+            assert isinstance(binding, Binding)
             for key in binding.key.split(","):
                 assert KEY_LABELS.get(key, PILE_LABELS.get(key, key)) in key_column, key
         await pilot.press("escape")

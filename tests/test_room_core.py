@@ -74,7 +74,7 @@ def test_version_1_is_refused_and_closed() -> None:
     conn = shell.hello("Ann", v=1)
     err = shell.error(conn)
     assert err.code == p.UNSUPPORTED_VERSION and "1" in err.message and "2" in err.message
-    assert shell.closed == [conn]
+    assert shell.closed == {conn: (1002, "unsupported protocol version")}
     assert not any(isinstance(m, p.Welcome) for m in shell.inbox[conn])
 
 
@@ -210,6 +210,41 @@ def test_room_limit() -> None:
     other = shell.hello("Bob")
     shell.send(other, p.CreateRoom())
     assert shell.error(other).code == p.SERVER_FULL
+
+
+def test_a_newer_resume_supersedes_the_older_connection() -> None:
+    """One connection per player: the newer resume wins; the older is told, closed (4001) and
+    forgotten (its frames and its disconnection change nothing)."""
+    shell = Shell()
+    (ann, bob, _cy), code = lobby(shell)
+    token = shell.welcome(ann).token
+    newer = shell.hello("Ann", token=token)
+    assert shell.welcome(newer).resumed and shell.welcome(newer).room == code
+    error = shell.last(ann, p.Error)
+    assert isinstance(error, p.Error) and error.code == p.SUPERSEDED and error.ref == "hello"
+    assert shell.closed[ann] == (p.CLOSE_SUPERSEDED, "superseded by a newer connection")
+    player = shell.core.players[pid(shell, newer)]
+    assert player.conns == {newer} and ann not in shell.core.conns
+    # The old connection's late frames are ignored; the room and the seat stay the newer one's.
+    shell.take(ann)
+    shell.send(ann, p.Leave())
+    shell.disconnect(ann)
+    assert shell.take(ann) == []
+    room = shell.core.rooms[code]
+    assert pid(shell, newer) in room.members and room.members[pid(shell, newer)].left_ms is None
+    shell.send(newer, p.Ready(ready=True))
+    assert shell.core.rooms[code].members[pid(shell, newer)].ready
+    assert pid(shell, bob) in room.members
+
+
+def test_hosting_passes_to_a_racer_before_a_spectator() -> None:
+    shell = Shell()
+    (ann, bob), code = lobby(shell, ("Ann", "Bob"))
+    watcher = shell.hello("Wendy")
+    shell.send(watcher, p.Join(code=code, role=p.SPECTATOR))
+    shell.disconnect(bob)  # Bob is away (within his grace): still a racer, and before a connected spectator
+    shell.send(ann, p.Leave())
+    assert shell.core.rooms[code].host == pid(shell, bob)
 
 
 # ====================================================================== race

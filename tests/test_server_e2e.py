@@ -297,6 +297,30 @@ async def test_host_leaves_lobby_host_passes_and_kick_is_told() -> None:
             await client.close()
 
 
+async def test_a_second_connection_resuming_a_player_supersedes_the_first() -> None:
+    """The newer resume wins: the older connection gets `superseded`, then close code 4001."""
+    async with running_server() as server:
+        (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+        token = ann.welcome.token if ann.welcome else ""
+        newer = await Client.open(server, "Ann's second window")
+        welcome = await newer.hello("Ann", token=token)
+        assert welcome.resumed and welcome.player_id == ann.pid and welcome.room == code
+        error = await ann.expect(p.Error)
+        assert error.code == p.SUPERSEDED and "another window" in error.message
+        assert await ann.closed() == p.CLOSE_SUPERSEDED
+        assert ann.ws.close_reason == "superseded by a newer connection"
+        # The seat is the newer connection's: it acts for Ann, and Bob still sees her connected.
+        await newer.send(p.Ready(ready=True))
+        while True:
+            room = await bob.expect(p.Room)
+            me = next(m for m in room.members if m.player_id == ann.pid)
+            if me.ready:
+                break
+        assert me.connected and room.host == ann.pid
+        for client in (newer, bob):
+            await client.close()
+
+
 async def test_shutdown_tells_clients() -> None:
     server = RaceServer(MemoryStore(), fast_config())
     await server.start()

@@ -19,7 +19,7 @@ from redis_fixture import RedisServer, free_port
 from support import eventually
 
 from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
-from server.store.base import DEFAULT_FINISHED_ROOM_TTL, AppendRequest, AppendResult
+from server.store.base import AppendRequest, AppendResult
 
 APPENDED, LENGTH_MISMATCH, NO_SUCH_RACE = AppendResult.APPENDED, AppendResult.LENGTH_MISMATCH, AppendResult.NO_SUCH_RACE
 
@@ -62,12 +62,6 @@ async def store(make_store: StoreFactory) -> Store:
 
 async def test_ping_answers(store: Store) -> None:
     await store.ping()
-
-
-async def test_finished_room_ttl_defaults_to_a_day_and_is_configurable(make_store: StoreFactory) -> None:
-    store = await make_store(finished_room_ttl=60.0)
-    assert store.finished_room_ttl == 60.0
-    assert DEFAULT_FINISHED_ROOM_TTL == 24 * 3600
 
 
 async def test_calls_after_close_raise_store_unavailable(make_store: StoreFactory) -> None:

@@ -86,6 +86,27 @@ def run_race_app(config: object) -> int:
         mine = model.saved_records.get(model.player_id or "")
         if mine is not None and model.results is not None:
             print(f"replay yours: {verify_command(mine, model.results)}")
-    if model.room is not None and model.phase != "results":
-        print(f"you are still seated in room {model.room.code}: run the same command again to rejoin")
+    print(exit_summary(app))
     return 0
+
+
+def exit_summary(app: object) -> str:
+    """What is true of this window's seat once it has quit: left, still racing, or not in a room."""
+    from client.tui.race import RaceApp
+    from shared.protocol import RACER, SPECTATOR
+
+    assert isinstance(app, RaceApp)
+    model = app.model
+    if app.left_room is not None:
+        return f"you left room {app.left_room}"
+    room = model.room
+    if room is None:
+        return "you are in no room"
+    if model.role == SPECTATOR:
+        return f"you stopped watching room {room.code}"
+    if model.role == RACER and model.phase in ("dealing", "countdown", "racing"):
+        return (
+            f"you are still racing in room {room.code}: run the same command again to rejoin "
+            "(away too long, you forfeit)"
+        )
+    return f"you are still in room {room.code}: run the same command again to rejoin"

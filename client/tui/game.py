@@ -43,7 +43,7 @@ COMMAND_KEYS: list[tuple[tuple[str, ...], str, str, str | None]] = [
     (("R",), "resign", "resign (asks first)", None),
     (("escape",), "cancel", "cancel the pick / leave the move line", None),
     (("question_mark", "f1"), "help", "this help", "help"),
-    (("ctrl+q",), "quit", "quit", None),
+    (("ctrl+q", "ctrl+c"), "quit", "quit (Ctrl+C asks first while your race is on)", None),
 ]
 
 KEY_LABELS = {
@@ -53,6 +53,7 @@ KEY_LABELS = {
     "escape": "Esc",
     "backspace": "Backspace",
     "ctrl+q": "Ctrl+Q",
+    "ctrl+c": "Ctrl+C",
     "f1": "F1",
     "R": "Shift+R",
     "E": "Shift+E",

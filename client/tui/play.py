@@ -75,6 +75,10 @@ class PlayApp(App[None]):
         self.record_path: Path | None = None
         self.game_screen = GameScreen(LocalDriver(self.game, self._on_view), title=f"deal {deal}")
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C quits, as Ctrl+Q does (Textual's default only points to Ctrl+Q)."""
+        self.exit()
+
     def on_mount(self) -> None:
         self.sub_title = f"deal {self.game.deal}"
         self.push_screen(self.game_screen)

@@ -29,6 +29,7 @@ from client.viewmodel import RaceModel, final_views
 from client.widgets.board import Board
 from client.widgets.cards import span
 from client.widgets.leaderboard import LeaderboardPanel, clock
+from client.widgets.overlays import ConfirmScreen
 from client.widgets.plain import plain
 from client.widgets.room import LobbyPanel, ResultsPanel, save_records
 from shared.engine import PLAYING, View
@@ -40,6 +41,7 @@ from shared.protocol import (
     RACING,
     RESULTS,
     SPECTATOR,
+    SUPERSEDED,
     CreateRoom,
     EndRace,
     Error,
@@ -306,6 +308,8 @@ class RaceScreen(GameScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only the keys that do something now are live (and shown in the footer)."""
         model = self.race_app.model
+        if self.race_app.superseded and action not in ("help", "quit"):
+            return False  # another window has this seat: nothing here acts on the room any more
         if action in self.RACER_ACTIONS:
             return model.phase == RACING and model.role == RACER
         if action == "ready":
@@ -346,8 +350,17 @@ class RaceScreen(GameScreen):
             app.send(Rematch(deal=deal))
 
     def action_end_race(self) -> None:
-        if self.race_app.model.phase == RACING and self.race_app.model.is_host:
-            self.race_app.send(EndRace())
+        if not (self.race_app.model.phase == RACING and self.race_app.model.is_host):
+            return
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                self.say("the race goes on")
+            elif self.race_app.model.phase == RACING:
+                self.race_app.send(EndRace())
+
+        question = "End the race now, for every racer? Games still in play are ranked as they stand."
+        self.app.push_screen(ConfirmScreen(question), answered)
 
     def action_cycle(self, step: int) -> None:
         self.board_index += step
@@ -373,6 +386,10 @@ class RaceApp(App[int]):
         self.readied_for_race: int | None = None  # auto-start: the race we readied up for
         self.bot_tasks: list[asyncio.Task[object]] = []
         self.exit_note = ""
+        self.seat_note = ""  # why this window took a new seat instead of the saved one
+        self.token_file: TokenFile | None = None
+        self.superseded = False  # another window resumed this seat: this one stopped
+        self.left_room: str | None = None  # the room this window left when quitting (lobby, results)
         self.closed = False
         self.known_deal = config.options.deal  # the deal, when this client chose it (practice hints)
         self.accepted_entries: list[str] = []  # this race's entries the server accepted (practice hints)
@@ -386,8 +403,9 @@ class RaceApp(App[int]):
 
     async def _session(self) -> None:
         config = self.config
-        token_file = TokenFile.for_server(config.url, config.profile) if config.profile else None
-        connection = Connection(config.url, config.name, token_file=token_file)
+        token_file, resume = self._seat()
+        self.token_file = token_file
+        connection = Connection(config.url, config.name, token_file=token_file, resume=resume)
         connection.on_message = self.on_server_message
         connection.on_state = self.on_connection_state
         connection.on_welcome = self.on_welcome
@@ -400,15 +418,61 @@ class RaceApp(App[int]):
             self.exit_note = str(exc)
             self.screen_.tick()
 
+    def _seat(self) -> tuple[TokenFile | None, bool]:
+        """The saved seat this window may use, and whether to resume it (docs/client.md, "One seat
+        per window"): a seat is one server, role and name; a live window holds its lock; the saved
+        token is resumed only for the room it was in (``plot join``/``watch``: that room's code;
+        ``plot host``: the race it was in). Otherwise this window says hello as a new player."""
+        config = self.config
+        if not config.profile:
+            return None, False
+        token_file = TokenFile.for_server(config.url, config.profile, name=config.name)
+        try:
+            locked = token_file.lock()
+        except OSError as exc:
+            self.seat_note = f"cannot keep a resume token ({exc.strerror or exc}): this window cannot resume later"
+            return None, False
+        if not locked:
+            self.seat_note = (
+                f"another window is seated as {config.name} on this server: this one takes a new seat "
+                "(it cannot be resumed later)"
+            )
+            return None, False
+        saved_room = token_file.room()
+        if config.mode in (JOIN, WATCH):
+            return token_file, saved_room is None or saved_room == config.code
+        return token_file, True
+
     def on_connection_state(self, state: str, detail: str) -> None:
         self.connection_state = state
+        connection = self.connection
+        if connection is not None and connection.superseded:
+            self._stop_superseded()
+            return
         if state == RECONNECTING:
             self.screen_.say(f"reconnecting… ({detail})", error=True)
         elif state == CONNECTED and detail == "resumed":
             self.screen_.say("reconnected: back in the race where you left it")
         self.screen_.tick()
 
+    def _stop_superseded(self) -> None:
+        """Another window took this seat over: say so, and act on that room no more."""
+        if self.superseded:
+            return
+        self.superseded = True
+        code = self.model.room.code if self.model.room is not None else None
+        where = f" in room {code}" if code else ""
+        note = f"this seat{where} was taken over by another window or device: this window stopped (Ctrl+Q quits)"
+        self.exit_note = note.replace(" (Ctrl+Q quits)", "")
+        self.model.room = None
+        self.model.left_reason = "taken over by another window"
+        self.connection_state = "taken over"
+        self.screen_.say(note, error=True, sticky=True)
+        self.screen_.redraw({"room", "left"})
+
     def on_welcome(self, welcome: Welcome) -> None:
+        if self.seat_note:
+            self.screen_.say(self.seat_note)
         self.run_worker(self._enter_room(welcome), group="enter")
 
     async def _enter_room(self, welcome: Welcome) -> None:
@@ -476,9 +540,14 @@ class RaceApp(App[int]):
     # ------------------------------------------------------------------ messages
 
     def on_server_message(self, msg: ServerMessage) -> None:
+        if self.superseded:
+            return  # this window stopped: nothing more from that room is shown
         changed = self.model.apply(msg)
-        if "error" in changed and isinstance(msg, Error) and msg.ref != "move":
+        if "error" in changed and isinstance(msg, Error) and msg.ref != "move" and msg.code != SUPERSEDED:
             self.screen_.say(f"server: {msg.message} ({msg.code})", error=True)
+        if changed & {"room", "left"} and self.token_file is not None:
+            with contextlib.suppress(OSError):
+                self.token_file.set_room(self.model.room.code if self.model.room is not None else None)
         if "results" in changed:
             self._save_records()
         if "race" in changed or "room" in changed:
@@ -539,11 +608,38 @@ class RaceApp(App[int]):
         await self.shutdown()
         self.exit(0)
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C quits too; mid-race (a game of yours in play) it asks first, like resigning."""
+        model = self.model
+        racing = (
+            model.phase == RACING
+            and model.role == RACER
+            and model.view is not None
+            and model.view.status == PLAYING
+            and not self.superseded
+        )
+        if not racing:
+            self.run_worker(self.action_quit(), group="quit")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self.action_quit(), group="quit")
+            else:
+                self.screen_.say("still racing")
+
+        question = (
+            "Quit mid-race? Your seat is kept: run the same command again to rejoin (away too long, you forfeit)."
+        )
+        self.push_screen(ConfirmScreen(question), answered)
+
     async def shutdown(self) -> None:
         """Stop the bots and close the connection (leaving the room unless a race is on: the seat is kept)."""
         if self.closed:
             return
         self.closed = True
+        if self.token_file is not None:
+            self.token_file.unlock()
         for task in self.bot_tasks:
             task.cancel()
         if self.bot_tasks:
@@ -552,7 +648,9 @@ class RaceApp(App[int]):
             # The screen may be half torn down by now: nothing more reaches it.
             self.connection.on_state = lambda state, detail: None
             self.connection.on_message = lambda msg: None
-            if self.model.phase in (LOBBY, RESULTS):
+            room = self.model.room
+            if room is not None and self.model.phase in (LOBBY, RESULTS) and not self.superseded:
                 with contextlib.suppress(Exception):
-                    await self.connection.send(Leave())
+                    if await self.connection.send(Leave()):
+                        self.left_room = room.code
             await self.connection.close()

@@ -6,6 +6,7 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING, Literal
 
 from server.core.events import (
+    ClientEvent,
     Effect,
     Note,
     Reply,
@@ -122,6 +123,13 @@ class CoreBase:
             record = PlayerRecord(player_id=player_id, name=name, bot=bot, room=room)
             self._out.append(SavePlayer(record, token_hash))
 
+    def _present(self, member: MemberState | None, player_id: str) -> bool:
+        """Is this member connected? On one node: to this node. Several nodes: to any node, as the
+        room records it (the node holding the connection keeps ``left_ms`` up to date)."""
+        if self.config.shared_rooms:
+            return member is not None and member.left_ms is None
+        return self._connected(player_id)
+
     def _connected(self, player_id: str) -> bool:
         player = self.players.get(player_id)
         return player is not None and bool(player.conns)
@@ -146,6 +154,9 @@ class CoreBase:
         def _rebuild_room(
             self, code: str, now: int, why: str, racers: dict[str, LogSnapshot | None] | None = None
         ) -> None: ...
+
+        @abstractmethod  # lobby.py
+        def _client(self, ev: ClientEvent) -> None: ...
 
         @abstractmethod  # lobby.py
         def _close_room(self, room: RoomState, reason: str | None) -> None: ...

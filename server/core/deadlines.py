@@ -130,4 +130,3 @@ class DeadlinesMixin(CoreBase):
             room.snapshot_dirty = False
             room.snapshot_last_ms = now
             self._send_room(room, droppable=True)
-

@@ -169,6 +169,36 @@ class BlockedChecked:
     now: int
 
 
+@dataclass(frozen=True, slots=True)
+class RoomChanged:
+    """Several nodes on one store (``CoreConfig.shared_rooms``): another node committed a change to
+    a room this node holds, or this node's own save lost the compare-and-set. The room as the store
+    has it now (the record, None if it is gone, and the current race's move logs) replaces this
+    node's copy; racers' write-ahead state is carried over and local members get fresh snapshots.
+    ``replay``: this node's room commands the store does not hold yet (their save lost the
+    compare-and-set, or was made on the old copy): handled again, in order, on the new copy."""
+
+    code: str
+    record: RoomRecord | None
+    logs: dict[str, list[LogEntry]]
+    now: int
+    replay: tuple[ClientEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteMoves:
+    """Several nodes: entries another node appended to a racer's log (it holds the racer's
+    connection), starting at index ``start``. Applied to this node's copy of the racer's game if
+    they follow on from it; a gap re-reads the log."""
+
+    code: str
+    race: int
+    player_id: str
+    start: int
+    entries: list[LogEntry]
+    now: int
+
+
 Event = (
     Connected
     | HelloEvent
@@ -187,6 +217,8 @@ Event = (
     | Disconnected
     | DealFound
     | BlockedChecked
+    | RoomChanged
+    | RemoteMoves
 )
 
 # ---------------------------------------------------------------- effects (core -> shell)
@@ -194,11 +226,10 @@ Event = (
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """Send to one connection; ``close``: then close it (protocol error, 1002)."""
+    """Send to one connection."""
 
     conn: int
     message: ServerMessage
-    close: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +248,17 @@ class Bind:
 
     conn: int
     player_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConnection:
+    """Close this connection with a WebSocket close ``code`` and ``reason``, after the frames
+    already sent to it. The core has forgotten it already: the Disconnected that follows is a
+    no-op, and nothing more is sent to it."""
+
+    conn: int
+    code: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +409,7 @@ Effect = (
     | Reply
     | Send
     | Bind
+    | CloseConnection
     | RegisterPlayer
     | SavePlayer
     | CreateRoomRecord

@@ -49,6 +49,7 @@ from server.core.events import (
     BlockedChecked,
     CheckBlocked,
     ClientEvent,
+    CloseConnection,
     Connected,
     CreateRoomRecord,
     DealFound,
@@ -259,7 +260,8 @@ class EffectRunner:
         self.counts: Counter[str] = Counter()  # store outcomes worth a figure (rooms loaded, gone appends)
         self.now = START_MS
         self.live_conns: set[int] = set()
-        self.closing: list[int] = []  # connections the core closes (Reply.close), for the campaign to drop
+        # The driver's hook for a CloseConnection: the connection ends as if the socket closed.
+        self.on_close: Callable[[int], None] = lambda conn: None
         self.core: ServerCore | None = None  # the core whose effects these are (set by the driver)
         self.expiries: dict[str, tuple[int, int]] = {}  # room -> when its stored record expires, its race then
 
@@ -304,8 +306,6 @@ class EffectRunner:
             if isinstance(effect, Reply):
                 if effect.conn in self.live_conns:
                     self.deliver(effect.conn, None, effect.message)
-                    if effect.close:
-                        self.closing.append(effect.conn)
             elif isinstance(effect, Send):
                 for pid in effect.players:
                     for conn in self.player_conns.get(pid, ()):
@@ -313,6 +313,10 @@ class EffectRunner:
             elif isinstance(effect, Bind):
                 if effect.conn in self.live_conns:
                     self.bind(effect.conn, effect.player_id)
+            elif isinstance(effect, CloseConnection):
+                self.counts[f"closed:{effect.code}"] += 1
+                if effect.conn in self.live_conns:
+                    self.on_close(effect.conn)
             elif isinstance(effect, PersistMove):
                 self._later(partial(self._persist, effect))
             elif isinstance(effect, Wake):
@@ -1129,6 +1133,7 @@ class FuzzDriver:
         runner = EffectRunner(self.store, random.Random(self.rng.random()), self.faults, self._deliver)
         runner.now = self.clock_ms
         runner.core = self.core
+        runner.on_close = self._closed_by_server
         return runner
 
     # -------------------------------------------------------------- delivery
@@ -1177,8 +1182,6 @@ class FuzzDriver:
             self.events += 1
             self.invariants.secrets_changed()
             self.runner.execute(effects)
-            while self.runner.closing:
-                self._disconnect_conn(self.runner.closing.pop())
 
     def _connect(self, slot: Slot) -> None:
         self._next_conn += 1
@@ -1191,6 +1194,17 @@ class FuzzDriver:
         if slot is None:
             return
         slot.conn = None
+        self.runner.live_conns.discard(conn)
+        self.runner.unbind(conn)
+        self.unanswered = {key: at for key, at in self.unanswered.items() if key[0] != conn}
+        self.runner.events.append(Disconnected(conn, self.clock_ms))
+
+    def _closed_by_server(self, conn: int) -> None:
+        """A CloseConnection (a newer connection resumed the player): the socket ends, its slot
+        connects afresh with its next frame."""
+        if any(s.conn == conn for s in self.slots):
+            self._disconnect_conn(conn)
+            return
         self.runner.live_conns.discard(conn)
         self.runner.unbind(conn)
         self.unanswered = {key: at for key, at in self.unanswered.items() if key[0] != conn}

@@ -9,8 +9,10 @@ loaded room counts toward ``CoreConfig.max_rooms`` like any other.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from server.core.base import CoreBase
-from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomLoaded, RoomsListed
+from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomChanged, RoomLoaded, RoomsListed
 from server.core.records import PlayerRecord
 from server.core.state import Loading, LogSnapshot, LogState, RoomState, summary_from_record
 from shared import protocol as p
@@ -79,6 +81,7 @@ class LoadingMixin(CoreBase):
             return
         else:
             room = self._room_from_record(record, ev.logs, ev.now)
+            room.version = max(room.version, loading.version_floor)
             self.rooms[code] = room
             self._touched.add(code)
             self._note("room_loaded", room=code, phase=room.phase, race=room.race_number)
@@ -98,6 +101,50 @@ class LoadingMixin(CoreBase):
             player = self.players.get(pid) if pid is not None else None
             if player is not None:
                 self._join(conn, player, msg, ev.now, loaded=True)
+
+    def _room_changed(self, ev: RoomChanged) -> None:
+        """Several nodes: the store's room replaces this node's copy (another node changed it, or this
+        node's save lost the compare-and-set), as a rebuild does: racers' write-ahead state carried
+        over, every local member resynchronised. Then this node's room commands the store lacks
+        (``ev.replay``) are handled again on the new copy, so a command that lost the race to
+        another node's change is applied after it, not lost. A local player the room no longer
+        lists after that (kicked, or removed, on another node) is told: kicked, reason ``removed``."""
+        code = ev.code
+        old = self.rooms.get(code)
+        if old is None or code in self._loading:
+            return  # not held here, or being loaded anyway (the load reads the store's latest)
+        loading = Loading(rebuild="remote", members=list(old.members), version_floor=old.version + 1)
+        if old.race is not None and old.phase == p.RACING:
+            loading.racers = {pid: racer.log_snapshot() for pid, racer in old.race.racers.items()}
+        del self.rooms[code]
+        self._loading[code] = loading
+        self._note("room_refreshed", room=code, version=old.version, replay=len(ev.replay))
+        self._room_loaded(RoomLoaded(code, ev.record, ev.logs, ev.now))
+        room = self.rooms.get(code)
+        if room is None:
+            return
+        self._touched.add(code)
+        local = [pid for pid in dict.fromkeys((*old.members, *room.members)) if pid in self.players]
+        joining = {self.conns.get(e.conn) for e in ev.replay if isinstance(e.msg, p.Join)}
+        for pid in local:  # this node's players follow the stored membership (a lost join, a lost leave)
+            player = self.players[pid]
+            if pid in room.members:
+                player.room = code
+                continue
+            if player.room == code:
+                player.room = None
+            if pid in old.members and pid not in joining:  # removed by another node (its join is replayed)
+                self._send((pid,), p.Kicked(room=code, reason="removed"))
+                self._save_player(pid, None, player.name, player.bot, player.token_hash)
+        if any(room.members[pid].left_ms is not None and self._connected(pid) for pid in local if pid in room.members):
+            for pid in local:  # connected here (a resume whose save lost): the room says so again
+                if pid in room.members and self._connected(pid):
+                    room.members[pid].left_ms = None
+            self._changed(room)
+        for replayed in ev.replay:
+            self._client(replace(replayed, now=ev.now))
+        for pid in local:
+            self._forget_if_idle(pid)
 
     def _answer_parked(self, loading: Loading, now: int, code: str, why: str) -> None:
         for conn, record, token in loading.resumes:

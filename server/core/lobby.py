@@ -8,6 +8,7 @@ from server.core.base import CoreBase
 from server.core.events import (
     Bind,
     ClientEvent,
+    CloseConnection,
     CreateRoomRecord,
     Disconnected,
     DropRoom,
@@ -17,7 +18,6 @@ from server.core.events import (
     LookupToken,
     PlayerRegistered,
     RegisterPlayer,
-    Reply,
     RoomCreated,
     RoomCreateFailed,
     SavePlayer,
@@ -104,7 +104,8 @@ class LobbyMixin(CoreBase):
             # Never a session a client cannot read (version 1 expects whole boards in move_ok):
             # the reason, then the connection is closed.
             why = f"this server speaks protocol version {p.PROTOCOL_VERSION}, the client {msg.v}: update the client"
-            self._out.append(Reply(conn, p.Error(code=p.UNSUPPORTED_VERSION, message=why, ref="hello"), close=True))
+            self._error(conn, p.UNSUPPORTED_VERSION, why, "hello")
+            self._out.append(CloseConnection(conn, 1002, "unsupported protocol version"))
             return
         reason = p.check_name(msg.name)
         if reason is not None:
@@ -158,6 +159,7 @@ class LobbyMixin(CoreBase):
         if player is None:
             player = PlayerState(rec.player_id, rec.name, rec.bot, hash_token(token), rec.room, set(), rec.created_ms)
             self.players[rec.player_id] = player
+        self._supersede(player)
         player.conns.add(conn)
         self.conns[conn] = player.player_id
         self._out.append(Bind(conn, player.player_id))
@@ -194,6 +196,21 @@ class LobbyMixin(CoreBase):
                 self._spectators_changed(room, counted=False)  # back: only its own snapshot shows it
             self._reply(conn, self._room_message(room, player.player_id))
         self._snapshot(conn, room, player.player_id, now)
+
+    def _supersede(self, player: PlayerState) -> None:
+        """One connection per player: the newer resume wins. Each older connection is told why
+        (``superseded``), closed (4001) and forgotten here, so its later frames and its
+        disconnection change nothing. Its unanswered moves stay queued and are answered to it
+        (the shell drops those): the newer connection resends its own."""
+        for old in sorted(player.conns):
+            why = "another window or device resumed your seat: this connection is closed (it acts for you no more)"
+            self._error(old, p.SUPERSEDED, why, "hello")
+            self._out.append(CloseConnection(old, p.CLOSE_SUPERSEDED, "superseded by a newer connection"))
+            self.conns.pop(old, None)
+            self._creating.pop(old, None)
+            self._hellos.pop(old, None)
+            self._note("connection_superseded", player=player.player_id, conn=old)
+        player.conns.clear()
 
     def _create_room(self, conn: int, player: PlayerState, options: p.RoomOptions, now: int) -> None:
         if player.room is not None:
@@ -363,9 +380,12 @@ class LobbyMixin(CoreBase):
 
     def _pass_host(self, room: RoomState) -> None:
         members = list(room.members.values())
+        # A racer before a spectator: a connected racer, any racer, a connected member, anyone.
+        racers = [m for m in members if m.role == p.RACER]
         order = (
-            [m for m in members if m.role == p.RACER and self._connected(m.player_id)]
-            + [m for m in members if self._connected(m.player_id)]
+            [m for m in racers if self._present(m, m.player_id)]
+            + racers
+            + [m for m in members if self._present(m, m.player_id)]
             + members
         )
         if order:

@@ -32,6 +32,8 @@ from server.core.events import (
     MovePersistFailed,
     PlayerRegistered,
     RegisterFailed,
+    RemoteMoves,
+    RoomChanged,
     RoomCreated,
     RoomCreateFailed,
     RoomLoaded,
@@ -117,6 +119,10 @@ class ServerCore(
             self._deal_found(event)
         elif isinstance(event, BlockedChecked):
             self._blocked_checked(event)
+        elif isinstance(event, RoomChanged):
+            self._room_changed(event)
+        elif isinstance(event, RemoteMoves):
+            self._remote_moves(event)
         else:
             assert_never(event)
 
@@ -127,7 +133,7 @@ class ServerCore(
         its move: most events) may change only that racer's, so only it is taken."""
         only: str | None
         code: str | None
-        if isinstance(event, MovePersisted | MovePersistFailed | LogReloaded | BlockedChecked):
+        if isinstance(event, MovePersisted | MovePersistFailed | LogReloaded | BlockedChecked | RemoteMoves):
             code, only = event.code, event.player_id
         elif isinstance(event, ClientEvent) and isinstance(event.msg, p.Move):
             only = self.conns.get(event.conn)
@@ -204,6 +210,10 @@ class ServerCore(
 
     def has_room(self, code: str) -> bool:
         return code in self.rooms
+
+    def holds(self, code: str) -> bool:
+        """Does this process hold the room, or is it loading it?"""
+        return code in self.rooms or code in self._loading
 
     def summary(self, code: str) -> p.RoomSummary | None:
         room = self.rooms.get(code)

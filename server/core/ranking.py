@@ -33,7 +33,7 @@ class RankingMixin(CoreBase):
                 status=status,
                 elapsed_ms=elapsed,
                 rank=0,
-                connected=self._connected(pid),
+                connected=self._present((race.members or {}).get(pid), pid),
             )
             keyed.append((key, row))
         keyed.sort(key=lambda kr: kr[0])

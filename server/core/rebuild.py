@@ -56,8 +56,9 @@ class RebuildMixin(CoreBase):
                 m.role,
                 m.ready,
                 m.token_hash,
-                # Loaded from the store: nobody is connected to this process yet.
-                m.left_ms if m.left_ms is not None else now,
+                # Loaded from the store: nobody is connected to this process yet. Several nodes:
+                # presence is as stored (the node holding a member's connection keeps it there).
+                m.left_ms if m.left_ms is not None or self.config.shared_rooms else now,
             )
             for m in record.members
         }
@@ -94,7 +95,7 @@ class RebuildMixin(CoreBase):
             if member is not None and member.left_ms is not None and room.phase == p.RACING and not racer.game.over:
                 racer.forfeit_at = max(now, member.left_ms) + self.config.grace_ms
             racers[info.player_id] = racer
-        return RaceState(record=record, racers=racers, lb_last_ms=0)
+        return RaceState(record=record, racers=racers, lb_last_ms=0, members=room.members)
 
     def _replay_racer(self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry]) -> RacerState:
         game = Game(record.deal, undo=record.undo, blocked_budget=self.config.blocked_budget)

@@ -42,6 +42,10 @@ class CoreConfig:
     # A player made by hello alone is kept this long in the store, until it joins a room (then the
     # store's own player lifetime applies): identity churn alone must not grow the store.
     new_player_ttl_s: float = 3600.0
+    # Several nodes on one store (docs/scaling.md, "Several nodes"): a member's presence comes from
+    # the stored record (the node holding its connection keeps it there), not from this node's
+    # connections; other nodes' changes arrive as RoomChanged and RemoteMoves.
+    shared_rooms: bool = False
 
 
 class Entropy:
@@ -111,7 +115,8 @@ class LogState(enum.Enum):
 
 # What may follow what, and why. Anything else is a bug (the core raises, and the room is rebuilt).
 LOG_TRANSITIONS: dict[LogState, frozenset[LogState]] = {
-    LogState.IDLE: frozenset({LogState.WRITING}),  # a queued move passed its checks
+    # a queued move passed its checks / another node's entries left a gap (several nodes: re-read)
+    LogState.IDLE: frozenset({LogState.WRITING, LogState.REREADING}),
     LogState.WRITING: frozenset({LogState.IDLE, LogState.REREADING}),  # stored / uncertain, conflict, unplayable
     LogState.REREADING: frozenset({LogState.IDLE, LogState.RETRYING, LogState.OUTAGE}),  # landed / not / no answer
     LogState.RETRYING: frozenset({LogState.WRITING, LogState.IDLE}),  # back-off over / refused, given up, race over
@@ -207,6 +212,7 @@ class Loading:
     members: list[str] = field(default_factory=list)  # members when dropped (told if the store has nothing)
     racers: dict[str, LogSnapshot | None] = field(default_factory=dict)  # write-ahead state carried over
     answered: set[str] = field(default_factory=set)  # racers whose write was answered meanwhile
+    version_floor: int = 0  # the rebuilt room's version is at least this (clients never go back)
 
 
 @dataclass(slots=True)
@@ -219,6 +225,7 @@ class RaceState:
     boards_last_ms: int = 0
     ending: bool = False
     final_rows: list[p.LeaderboardRow] | None = None
+    members: dict[str, MemberState] | None = None  # the room's (several nodes: presence is theirs)
 
     @property
     def total_entries(self) -> int:

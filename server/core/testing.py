@@ -20,6 +20,7 @@ from server.core.events import (
     Bind,
     CheckBlocked,
     ClientEvent,
+    CloseConnection,
     Connected,
     CreateRoomRecord,
     Disconnected,
@@ -111,9 +112,9 @@ class Shell:
         self.held_loads: list[LoadRoom] = []
         self.store_down = False
         self.dropped: list[int] = []  # droppable frames counted
+        self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
         self._next_conn = 0
         self.effects: list[Effect] = []
-        self.closed: list[int] = []  # connections the core closed (Reply.close)
         self.boards: dict[int, p.BoardKeeper] = defaultdict(p.BoardKeeper)  # conn -> its board, as a client keeps it
 
     def _board(self, conn: int, message: p.ServerMessage) -> p.ServerMessage:
@@ -143,14 +144,18 @@ class Shell:
     def execute(self, effect: Effect) -> None:
         if isinstance(effect, Reply):
             self.inbox[effect.conn].append(self._board(effect.conn, effect.message))
-            if effect.close:
-                self.closed.append(effect.conn)
         elif isinstance(effect, Send):
             for pid in effect.players:
                 for conn in self.conns_of[pid]:
                     self.inbox[conn].append(self._board(conn, effect.message))
         elif isinstance(effect, Bind):
             self.conns_of[effect.player_id].add(effect.conn)
+        elif isinstance(effect, CloseConnection):
+            # As server/app.py: unbound at once, closed, and then the socket's end is an event.
+            self.closed[effect.conn] = (effect.code, effect.reason)
+            for conns in self.conns_of.values():
+                conns.discard(effect.conn)
+            self.run(Disconnected(effect.conn, self.now))
         elif isinstance(effect, RegisterPlayer):
             self.players[effect.record.player_id] = effect.record
             self.player_ttls[effect.record.player_id] = effect.ttl_s

@@ -71,7 +71,7 @@ class ViewsMixin(CoreBase):
             role=m.role,
             ready=m.ready,
             bot=m.bot,
-            connected=self._connected(m.player_id),
+            connected=self._present(m, m.player_id),
         )
 
     def _room_shared(self, room: RoomState) -> p.Room:

@@ -20,6 +20,7 @@ from server.core.events import (
     MovePersistFailed,
     PersistMove,
     ReloadLog,
+    RemoteMoves,
 )
 from server.core.records import (
     LogEntry,
@@ -310,6 +311,49 @@ class RacerLogMixin(CoreBase):
         self._carry_over(old, racer)
         race.racers[ev.player_id] = racer
         self._settle_head(room, racer, old.log_length, ev.now)
+
+    def _remote_moves(self, ev: RemoteMoves) -> None:
+        """Several nodes: another node stored these entries of a racer it serves. Played on this
+        node's copy of the racer's game (for the leaderboard, spectators' boards, the race's end);
+        entries already known are skipped; a gap (a lost pub/sub message) re-reads the log."""
+        found = self._racer_for(ev.code, ev.race, ev.player_id)
+        if found is None:
+            return
+        room, racer = found
+        race = room.race
+        assert race is not None
+        if racer.state is not LogState.IDLE or racer.head is not None or racer.queue:
+            return  # this node writes to the log too (the racer's other seat): its own writes read it
+        if ev.start + len(ev.entries) <= racer.log_length:
+            return  # known already
+        self._touched.add(room.code)
+        if ev.start > racer.log_length:
+            self._reread(room, racer)
+            return
+        game = racer.game
+        for entry in ev.entries[racer.log_length - ev.start :]:
+            before = game.foundation_cards
+            try:
+                game.play(entry.move)
+            except IllegalMove:
+                self._note("remote_move_unplayable", room=room.code, player=ev.player_id, level="warning")
+                self._reread(room, racer)
+                return
+            racer.log_length += 1
+            racer.times.append(entry.t_ms)
+            if game.foundation_cards != before:
+                racer.cards_ms = entry.t_ms
+            if entry.id is not None:
+                racer.ids[entry.id] = racer.log_length
+                racer.id_moves[entry.id] = entry.move
+            if game.over:
+                break
+        race.lb_dirty = True
+        race.boards_dirty = True
+        if game.over:
+            self._note("racer_done", room=room.code, player=ev.player_id, status=game.status)
+        self._settle_blocked(room, racer, ev.now)
+        self._check_race_over(room, ev.now)
 
     def _carry_over(self, old: RacerState, racer: RacerState) -> None:
         """What a re-read racer keeps from before: its queue, head and clocks (its game comes from the log)."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from server.store.base import DEFAULT_FINISHED_ROOM_TTL, Store, StoreUnavailable
+from server.store.base import Store, StoreUnavailable
 from server.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from server.store.redis import RedisStore
 
-__all__ = ["DEFAULT_FINISHED_ROOM_TTL", "MemoryStore", "RedisStore", "Store", "StoreUnavailable", "open_store"]
+__all__ = ["MemoryStore", "RedisStore", "Store", "StoreUnavailable", "open_store"]
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
@@ -40,7 +40,7 @@ def open_store(url: str | None, **options: Any) -> Store:
     """The store for ``url``: None (or empty) -> MemoryStore; redis://, rediss://, unix:// -> RedisStore
     on one Redis; redis+cluster://host:port, rediss+cluster:// -> RedisStore on a Redis Cluster.
 
-    ``options`` go to the store's constructor (for example ``finished_room_ttl``, or ``namespace``
+    ``options`` go to the store's constructor (for example ``player_ttl``, or ``namespace``
     for Redis). Connecting happens lazily, on the first call: ``await store.ping()`` to check."""
     if not url:
         return MemoryStore(**options)

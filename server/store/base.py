@@ -19,10 +19,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# How long a finished room (its logs and listing too) is kept before it expires, unless the
-# server is configured otherwise: stores take it as ``finished_room_ttl`` and expose it so the
-# server can call ``expire_room(code, store.finished_room_ttl)``.
-DEFAULT_FINISHED_ROOM_TTL = 24 * 3600.0
 # A player record (and its token index) lives this long after its last put_player.
 DEFAULT_PLAYER_TTL = 7 * 24 * 3600.0
 
@@ -77,8 +73,6 @@ class AppendRequest:
 
 class Store(abc.ABC):
     """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
-
-    finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL
 
     @abc.abstractmethod
     async def ping(self) -> None:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from server.store.base import (
-    DEFAULT_FINISHED_ROOM_TTL,
     DEFAULT_PLAYER_TTL,
     AppendRequest,
     AppendResult,
@@ -90,11 +89,9 @@ class MemoryStore(Store):
         self,
         *,
         clock: Callable[[], float] | None = None,
-        finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL,
         player_ttl: float | None = DEFAULT_PLAYER_TTL,
     ) -> None:
         self._clock = clock or time.monotonic
-        self.finished_room_ttl = finished_room_ttl
         self._player_ttl = check_seconds(player_ttl)
         self._rooms: dict[str, _Room] = {}
         self._listed: dict[str, None] = {}  # an insertion-ordered set: oldest listing first

@@ -35,7 +35,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from server.store.base import (
-    DEFAULT_FINISHED_ROOM_TTL,
     DEFAULT_PLAYER_TTL,
     AppendRequest,
     AppendResult,
@@ -185,7 +184,6 @@ class RedisStore(Store):
         url: str,
         *,
         namespace: str = "plot",
-        finished_room_ttl: float = DEFAULT_FINISHED_ROOM_TTL,
         player_ttl: float | None = DEFAULT_PLAYER_TTL,
         socket_timeout: float = 2.0,
         connect_timeout: float = 2.0,
@@ -194,7 +192,6 @@ class RedisStore(Store):
         **redis_options: Any,
     ) -> None:
         self.namespace = check_identifier("namespace", namespace)
-        self.finished_room_ttl = finished_room_ttl
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
         self._where = redact_url(url)
@@ -266,6 +263,31 @@ class RedisStore(Store):
 
     def token_key(self, token_hash: str) -> str:
         return f"{self.namespace}:token:{token_hash}"
+
+    def events_channel(self, code: str) -> str:
+        """A room's pub/sub channel (several nodes: docs/scaling.md, "Several nodes")."""
+        return f"{self.namespace}:events:{{{code}}}"
+
+    def process_channel(self, node: str) -> str:
+        """One node's own pub/sub channel (its heartbeats)."""
+        return f"{self.namespace}:process:{node}"
+
+    # Pub/sub (several nodes) -------------------------------------------------
+
+    def pubsub(self) -> aioredis.client.PubSub:
+        """A pub/sub connection of its own (one Redis; the nodes refuse a cluster for now)."""
+        if isinstance(self._redis, RedisCluster):
+            raise ValueError("pub/sub between nodes is not built for a Redis Cluster yet")
+        return self._redis.pubsub()
+
+    async def publish(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        """PUBLISH each (channel, payload), in order, in one round trip."""
+        if not messages:
+            return
+        async with self._talking("publish"), self._redis.pipeline(transaction=False) as pipe:
+            for channel, payload in messages:
+                pipe.publish(channel, payload)
+            await pipe.execute()
 
     # Errors ------------------------------------------------------------------
 

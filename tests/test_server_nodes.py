@@ -1,0 +1,149 @@
+"""Several server nodes on one Redis (docs/scaling.md, "Several nodes"): racers, host and spectator
+of one room spread over two nodes, each node a real server (in this process, or a real
+``plot-server --multi-node`` process), one real Redis, real WebSocket clients."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+
+from redis_fixture import RedisServer, free_port
+from support import (
+    FAST,
+    Client,
+    eventually,
+    fast_config,
+    latest,
+    play,
+    room_phase,
+    server_process,
+    wait_healthy,
+)
+
+from server.app import RaceServer
+from server.store.redis import RedisStore
+from shared import protocol as p
+
+SHARED = replace(FAST, shared_rooms=True)
+
+
+@asynccontextmanager
+async def node(redis_url: str) -> AsyncIterator[RaceServer]:
+    server = RaceServer(RedisStore(redis_url), fast_config(core=SHARED), store_name="redis")
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        await server.store.close()
+
+
+async def hello(address: RaceServer | str, name: str) -> Client:
+    client = await Client.open(address, name)
+    await client.hello(name)
+    return client
+
+
+def moves_of(client: Client, pid: str) -> int:
+    """The moves ``pid`` has in the latest leaderboard ``client`` received (-1: none yet)."""
+    for msg in reversed(client.messages):
+        if isinstance(msg, p.Leaderboard):
+            return next((row.moves for row in msg.racers if row.player_id == pid), -1)
+    return -1
+
+
+async def spread_race(a: RaceServer | str, b: RaceServer | str) -> None:
+    """Host and a racer on node A, a racer and a spectator on node B: the room, the start, the moves
+    and the results go across, and every client sees the same results."""
+    rng = random.Random(5)
+    host, ann = await hello(a, "host"), await hello(a, "ann")
+    bob, eve = await hello(b, "bob"), await hello(b, "eve")
+    await host.send(p.CreateRoom(options=p.RoomOptions()))
+    code = (await host.expect(p.Room)).code
+    await ann.send(p.Join(code=code))
+    await ann.expect(p.Room)
+    await bob.send(p.Join(code=code))  # node B loads the room node A created
+    await bob.expect(p.Room)
+    await eve.send(p.Join(code=code, role=p.SPECTATOR))
+    await eve.expect(p.Room)
+    # The host on A sees bob (joined on B) and the spectator count.
+    await eventually(lambda: bob.pid in {m.player_id for m in latest(host, p.Room).members}, what="bob on A")
+    for racer in (ann, bob):
+        await racer.send(p.Ready(ready=True))
+    await eventually(
+        lambda: all(m.ready for m in latest(host, p.Room).members if m.player_id != host.pid),
+        what="both ready, seen on A",
+    )
+    await host.send(p.Start())
+    starts = [await c.expect(p.RaceStart) for c in (host, ann, bob)]
+    await eve.expect(p.RaceStart)
+    assert len({s.race for s in starts}) == 1
+    # Moves on both nodes; the spectator on B sees A's racer's progress, and A's host sees B's racer.
+    views = [s.view for s in starts]
+    assert views[1] is not None and views[2] is not None
+    await play(ann, views[1], 12, rng)
+    await play(bob, views[2], 9, rng)
+    ann_moves = latest(ann, p.MoveOk).seq
+    bob_moves = latest(bob, p.MoveOk).seq
+    await eventually(lambda: moves_of(eve, ann.pid) == ann_moves, what="ann's progress seen on node B")
+    await eventually(lambda: moves_of(host, bob.pid) == bob_moves, what="bob's progress seen on node A")
+    for racer in (host, ann, bob):
+        await racer.send(p.Move(id=1000, move="resign"))
+    results = [await c.expect(p.Results, timeout=10) for c in (host, ann, bob, eve)]
+    assert all(r == results[0] for r in results), results
+    assert {row.player_id: row.moves for row in results[0].racers}[ann.pid] == ann_moves + 1
+    assert {row.player_id: row.moves for row in results[0].racers}[bob.pid] == bob_moves + 1
+    for client in (host, ann, bob, eve):
+        await room_phase(client, p.RESULTS)
+        await client.close()
+
+
+async def test_a_race_spread_over_two_nodes(redis_url: str) -> None:
+    async with node(redis_url) as a, node(redis_url) as b:
+        await spread_race(a, b)
+
+
+async def test_a_room_change_on_one_node_reaches_the_other_at_once(redis_url: str) -> None:
+    async with node(redis_url) as a, node(redis_url) as b:
+        host = await hello(a, "host")
+        guest = await hello(b, "guest")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        await guest.send(p.Join(code=code))
+        await guest.expect(p.Room)
+        await guest.send(p.Ready(ready=True))
+        await eventually(lambda: any(m.ready for m in latest(host, p.Room).members), what="ready seen on A")
+        await host.send(p.Leave())
+        await eventually(lambda: latest(guest, p.Room).host == guest.pid, what="the host's leave seen on B")
+        for client in (host, guest):
+            await client.close()
+
+
+async def test_two_plot_server_processes_share_a_race(own_redis_server: RedisServer) -> None:
+    ports = free_port(), free_port()
+    common = ("--redis", own_redis_server.url, "--multi-node", "--countdown", "0.1", "--rate", "1000")
+    with (
+        server_process("--port", str(ports[0]), *common) as first,
+        server_process("--port", str(ports[1]), *common) as second,
+    ):
+        await asyncio.to_thread(wait_healthy, first, ports[0])
+        await asyncio.to_thread(wait_healthy, second, ports[1])
+        await spread_race(f"ws://127.0.0.1:{ports[0]}", f"ws://127.0.0.1:{ports[1]}")
+
+
+def test_multi_node_needs_one_redis_and_says_so() -> None:
+    cases = [
+        (("--multi-node",), {}, "--multi-node needs --redis URL"),
+        ((), {"PLOT_MULTI_NODE": "1"}, "--multi-node needs --redis URL"),
+        (("--multi-node", "--redis", "redis+cluster://127.0.0.1:7000"), {}, "not on a Redis Cluster yet"),
+        ((), {"PLOT_MULTI_NODE": "maybe", "REDIS_URL": "redis://127.0.0.1:1/0"}, "PLOT_MULTI_NODE='maybe'"),
+    ]
+    for args, env, said in cases:
+        with server_process("--port", str(free_port()), *args, env=env) as proc:
+            _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 2, (args, env, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], err
