@@ -1,4 +1,4 @@
-# The race server (plot-server) on Redis; docker-compose.yml runs it next to Redis 7.
+# The race server (plot-server) on Redis; docker-compose.yml runs it next to Redis 7, behind HAProxy.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -16,6 +16,8 @@ RUN pip install '.[server]' \
     && useradd --system --uid 10001 --no-create-home plot
 
 USER plot
-# The WebSocket port; GET /healthz on the same port reports the store's health.
+# The WebSocket port; GET /healthz (the store's health) and GET /metrics on the same port.
 EXPOSE 8765
+# The spectator page (docs/web.md): plot-server serves it on the port after the game port.
+EXPOSE 8766
 CMD ["plot-server", "--host", "0.0.0.0", "--port", "8765", "--redis", "redis://redis:6379/0"]

@@ -12,6 +12,7 @@ from a shared machine hits them alike) and reports medians.
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
     python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
+    python bench/run_load.py metrics --runs 5         # CPU per move with /metrics on and off, both stores
     python bench/run_load.py report FILE.json         # the tables docs/benchmarks.md shows
 
 Results: one JSON file per invocation in bench/results/ (medians in ``summary``, every
@@ -198,7 +199,9 @@ class Target:
 
 @contextlib.contextmanager
 def target_server(kind: str, reply_size: int) -> Iterator[Target]:
-    """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it)."""
+    """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it); '-nometrics' after a store
+    kind runs that server with --metrics off."""
+    kind, _, variant = kind.partition("-")
     with contextlib.ExitStack() as stack:
         redis_url: str | None = None
         redis_sampler: ProcSampler | None = None
@@ -210,6 +213,7 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
         else:
             cmd = [PYTHON, "-m", "server.cli", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
             cmd += BENCH_SERVER_FLAGS
+            cmd += ["--metrics", "off" if variant == "nometrics" else "on"]
             if redis_url is not None:
                 cmd += ["--redis", redis_url]
         log = stack.enter_context(tempfile.TemporaryFile())
@@ -364,7 +368,7 @@ def scenarios(
                 )
             }
             brief["ack_p99"] = result["ack_latency_ms"]["p99"]
-            print(f"  run {run + 1}/{runs} {kind:6} {json.dumps(brief)}", file=sys.stderr, flush=True)
+            print(f"  run {run + 1}/{runs} {kind:16} {json.dumps(brief)}", file=sys.stderr, flush=True)
     out: dict[str, Any] = {"loadgen_args": loadgen_args, "runs": results}
     out["summary"] = {kind: summarize(runs_of) for kind, runs_of in results.items()}
     return out
@@ -407,6 +411,28 @@ def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     ]
     kinds = [("echo", "echo"), ("memory", "server"), ("redis", "server")]
     return scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
+
+
+def metrics_cost(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    """Saturation (as ``saturation``) with /metrics on and off, interleaved run by run: the
+    server's CPU per move is what the counters cost (docs/benchmarks.md, Metrics)."""
+    racers = opts.racers or 64
+    common = ["--racers", str(racers), "--pace", "0", "--duration", str(opts.duration), "--warmup", str(opts.warmup)]
+    kinds = [("memory", "server"), ("memory-nometrics", "server"), ("redis", "server"), ("redis-nometrics", "server")]
+    out = scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
+    summary = out["summary"]
+    for kind in ("memory", "redis"):
+        on = summary[kind].get("server_cpu_us_per_move") or 0.0
+        off = summary[f"{kind}-nometrics"].get("server_cpu_us_per_move") or 0.0
+        out[f"{kind}_metrics_cpu_ratio"] = round(on / off, 3) if off else None
+        # The same, run by run (each pair ran back to back), then the median of the pairs.
+        pairs = [
+            a["server_cpu_us_per_move"] / b["server_cpu_us_per_move"]
+            for a, b in zip(out["runs"][kind], out["runs"][f"{kind}-nometrics"], strict=True)
+            if a.get("server_cpu_us_per_move") and b.get("server_cpu_us_per_move")
+        ]
+        out[f"{kind}_metrics_cpu_ratio_paired"] = round(statistics.median(pairs), 3) if pairs else None
+    return out
 
 
 def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
@@ -498,7 +524,7 @@ def report(path: Path) -> str:
     def fmt(value: Any) -> str:
         return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
-    for name in ("saturation", "paced", "fanout"):
+    for name in ("saturation", "paced", "fanout", "metrics"):
         if name not in data:
             continue
         block = data[name]
@@ -515,6 +541,11 @@ def report(path: Path) -> str:
                     f"\n{kind}/echo: throughput ratio {fmt(block[f'{kind}_ratio'])}, "
                     f"CPU-cost ratio {fmt(block[f'{kind}_cpu_ratio'])}"
                 )
+            if f"{kind}_metrics_cpu_ratio" in block:
+                lines.append(
+                    f"\n{kind}, CPU per move with metrics / without: {fmt(block[f'{kind}_metrics_cpu_ratio'])} "
+                    f"(medians), {fmt(block[f'{kind}_metrics_cpu_ratio_paired'])} (median of run-by-run pairs)"
+                )
     if "idle" in data:
         lines += ["", "idle:", ""]
         for label, summary in data["idle"]["summary"].items():
@@ -524,7 +555,7 @@ def report(path: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Load benchmarks for plot-server vs a bare echo baseline.")
-    parser.add_argument("what", choices=["saturation", "paced", "fanout", "idle", "all", "report"])
+    parser.add_argument("what", choices=["saturation", "paced", "fanout", "idle", "metrics", "all", "report"])
     parser.add_argument("file", nargs="?", help="report: the results file")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
@@ -553,7 +584,7 @@ def main() -> None:
         "echo_reply_bytes": reply_size,
     }
     what = ["saturation", "paced", "fanout", "idle"] if opts.what == "all" else [opts.what]
-    steps = {"saturation": saturation, "paced": paced, "fanout": fanout, "idle": idle}
+    steps = {"saturation": saturation, "paced": paced, "fanout": fanout, "idle": idle, "metrics": metrics_cost}
     for item in what:
         print(f"{item}:", file=sys.stderr, flush=True)
         data[item] = steps[item](opts, reply_size)

@@ -90,6 +90,7 @@ from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
 
 if TYPE_CHECKING:  # redis-py is imported only when several nodes share a Redis (server/nodes.py)
+    from server.metrics import Metrics, Snapshot
     from server.nodes import Appended, NodeLink, RoomVersion
 
 log = logging.getLogger("plot.server")
@@ -168,6 +169,7 @@ class ServerConfig:
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     node_sweep_s: float = 5.0  # several nodes: how often channels of rooms no longer held are dropped
+    metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
 
@@ -210,6 +212,7 @@ class Conn:
     player: str | None = None
     over_since: float | None = None
     cut: bool = False
+    moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
 
 
 class RaceServer:
@@ -271,6 +274,87 @@ class RaceServer:
         self._uncommitted: dict[str, list[tuple[int, ClientEvent]]] = {}
         self._commands = 0
         self._sweeper: asyncio.Task[None] | None = None
+        self.metrics: Metrics | None = self._make_metrics() if self.config.metrics else None
+
+    # ================================================================ metrics
+
+    def _make_metrics(self) -> Metrics | None:
+        """This node's metrics, with their own registry; None without prometheus_client (the
+        ``server`` extra), as on a client-only install running ``plot practice``."""
+        try:
+            from server.metrics import Metrics
+        except ImportError:
+            return None
+        metrics = Metrics(self.metrics_snapshot)
+        self.store.observer = metrics.store_call
+        return metrics
+
+    def metrics_snapshot(self) -> Snapshot:
+        """The levels /metrics reports, read when scraped (docs/scaling.md, "Metrics")."""
+        from server.metrics import Snapshot
+
+        kinds = dict.fromkeys(("anonymous", "lobby", p.RACER, p.SPECTATOR), 0)
+        for conn in self._conns.values():
+            kinds[self._conn_kind(conn)] += 1
+        phases = dict.fromkeys((p.LOBBY, p.DEALING, p.COUNTDOWN, p.RACING, p.RESULTS), 0)
+        for room in self.core.rooms.values():
+            phases[room.phase] = phases.get(room.phase, 0) + 1
+        queues = {
+            "move_writes": self._append_backlog,
+            "move_batches_in_flight": self._append_batches,
+            "room_writes": sum(len(ops) for ops in self._room_ops.values()),
+            "player_writes": len(self._player_saves),
+            "solver_waiting": len(self.deal_finder.queued()),
+            "solver_running": len(self.deal_finder.running()),
+        }
+        stats = self.stats
+        return Snapshot(
+            connections=kinds,
+            rooms=phases,
+            queues=queues,
+            frames_in=stats.frames_in,
+            frames_out=stats.frames_out,
+            dropped_frames=stats.dropped_frames,
+            slow_disconnects=stats.slow_disconnects,
+            rate_limited=stats.rate_limited,
+            connections_total=stats.connections,
+            pubsub_published=0 if self.nodes is None else self.nodes.published,
+            pubsub_received=0 if self.nodes is None else self.nodes.received,
+            pubsub_gaps=0 if self.nodes is None else self.nodes.missed,
+        )
+
+    def _conn_kind(self, conn: Conn) -> str:
+        """anonymous (no hello yet), lobby (in no room), racer or spectator (its role in its room)."""
+        player = self.core.players.get(conn.player) if conn.player is not None else None
+        if player is None:
+            return "anonymous"
+        room = self.core.rooms.get(player.room) if player.room is not None else None
+        member = room.members.get(player.player_id) if room is not None else None
+        if member is None:
+            return "lobby"
+        return p.SPECTATOR if member.role == p.SPECTATOR else p.RACER
+
+    def _count_answer(self, conn: Conn, message: p.MoveOk | p.MoveRejected | p.Error) -> None:
+        """A move answered to the connection that sent it: refused, by code, or a duplicate's move_ok."""
+        assert self.metrics is not None
+        received = conn.moves_in.pop(message.id, None) if message.id is not None else None
+        if isinstance(message, p.MoveOk):
+            self.metrics.accepted(None if received is None else time.perf_counter() - received, message.duplicate)
+        else:
+            self.metrics.rejected(message.code)
+
+    def _count_ok(self, players: tuple[str, ...], message: p.MoveOk) -> None:
+        """A move stored and acknowledged (to every connection of its racer): its latency from
+        its receipt on whichever of them sent it."""
+        assert self.metrics is not None
+        received: float | None = None
+        for player in players:
+            for cid in self._player_conns.get(player, ()):
+                conn = self._conns.get(cid)
+                sent = conn.moves_in.pop(message.id, None) if conn is not None else None
+                if sent is not None:
+                    received = sent
+        self.metrics.accepted(None if received is None else time.perf_counter() - received, message.duplicate)
 
     # ================================================================ lifecycle
 
@@ -310,7 +394,12 @@ class RaceServer:
 
         if not isinstance(self.store, RedisStore) or self.store.cluster:
             raise ValueError("several nodes (shared rooms) need one Redis store (redis://, rediss://, unix://)")
-        self.nodes = NodeLink(self.store, self._on_node_message, self._on_nodes_missed)
+        self.nodes = NodeLink(
+            self.store,
+            self._on_node_message,
+            self._on_nodes_missed,
+            on_lag=None if self.metrics is None else self.metrics.pubsub_lag.observe,
+        )
         await self.nodes.start()
         self._sweeper = asyncio.ensure_future(self._sweep_channels())
 
@@ -390,11 +479,28 @@ class RaceServer:
             del response.headers["Content-Type"]
             response.headers["Content-Type"] = "application/json"
             return response
+        if path == "/metrics":
+            return self._metrics_response(connection)
         if self._closing:
             return connection.respond(503, "the server is shutting down\n")
         if len(self._conns) >= self.config.max_connections:
             return connection.respond(503, "the server is full: try again later\n")
         return None
+
+    def _metrics_response(self, connection: ServerConnection) -> Response:
+        if self.metrics is None:
+            why = "off (--metrics off)" if not self.config.metrics else "unavailable: no prometheus_client installed"
+            return connection.respond(404, f"metrics are {why}\n")
+        from server.metrics import CONTENT_TYPE
+
+        response = connection.respond(200, "")
+        body = self.metrics.render()
+        response.body = body
+        del response.headers["Content-Type"]
+        del response.headers["Content-Length"]
+        response.headers["Content-Type"] = CONTENT_TYPE
+        response.headers["Content-Length"] = str(len(body))
+        return response
 
     # ================================================================ connections
 
@@ -440,6 +546,10 @@ class RaceServer:
                 raise p.ProtocolError(p.MALFORMED, "messages are binary MessagePack frames, not text")
             msg = p.decode_client(frame)
             ref = p.message_type(msg)
+            if self.metrics is not None and isinstance(msg, p.Move):
+                if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
+                    conn.moves_in.clear()
+                conn.moves_in[msg.id] = time.perf_counter()
             if isinstance(msg, p.Hello):
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
@@ -503,6 +613,8 @@ class RaceServer:
         for effect in effects:
             if isinstance(effect, Send):
                 self.fanout.publish(None, effect.players, p.encode(effect.message), effect.droppable)
+                if self.metrics is not None and isinstance(effect.message, p.MoveOk):
+                    self._count_ok(effect.players, effect.message)  # to all the racer's connections
             elif isinstance(effect, Reply):
                 target = self._conns.get(effect.conn)
                 if target is not None:
@@ -639,6 +751,10 @@ class RaceServer:
         if isinstance(message, p.Error):
             self.stats.errors_sent += 1
         self._deliver([conn.id], p.encode(message), False)
+        if self.metrics is not None and (
+            isinstance(message, p.MoveOk | p.MoveRejected) or (isinstance(message, p.Error) and message.id is not None)
+        ):
+            self._count_answer(conn, message)
 
     def _deliver(self, conn_ids: list[int], frame: bytes, droppable: bool) -> None:
         """Write ``frame`` to these connections without waiting for any of them (``broadcast``).

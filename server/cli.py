@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--blocked-queue", type=int, default=int(_env("PLOT_BLOCKED_QUEUE", str(DEFAULT_BLOCKED_QUEUE)) or 0),
         metavar="N", help="exact blocked checks in flight; past it a check is answered 'unknown' and asked "
         f"again on the racer's next move [PLOT_BLOCKED_QUEUE] ({DEFAULT_BLOCKED_QUEUE})")  # fmt: skip
+    add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the game port, "
+        "in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
     return parser
 
 
@@ -150,6 +152,9 @@ def multi_node(args: argparse.Namespace) -> bool:
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    if args.metrics not in ("on", "off"):
+        print(f"plot-server: --metrics {args.metrics!r}: expected on or off (PLOT_METRICS too)", file=sys.stderr)
+        raise SystemExit(2)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("plot-server: --tls-cert and --tls-key go together")
     winnable = WinnableConfig(
@@ -189,6 +194,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         tls_key=args.tls_key,
         core=core,
         winnable=winnable,
+        metrics=args.metrics == "on",
     )
 
 

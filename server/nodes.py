@@ -76,6 +76,7 @@ class NodeLink:
         *,
         heartbeat_s: float = 0.5,
         subscribe_timeout_s: float = 2.0,
+        on_lag: Callable[[float], None] | None = None,
     ) -> None:
         self.node_id = secrets.token_hex(6)
         self._store = store
@@ -93,7 +94,14 @@ class NodeLink:
         self._seq = 0
         self._heard = 0
         self._heard_at = time.monotonic()
-        self.missed = 0  # times a gap was seen (tests and logs)
+        self.missed = 0  # times a gap was seen (tests, logs and metrics)
+        # For the node's metrics (server/metrics.py): room events published, room events of other
+        # nodes received, and each heartbeat's trip through Redis (``on_lag``, seconds): the wait
+        # every room event has between its publish and its receipt, measured on one clock.
+        self.published = 0
+        self.received = 0
+        self._on_lag = on_lag
+        self._beats: dict[int, float] = {}  # heartbeat seq -> when it was published
 
     async def start(self) -> None:
         self._tasks = [asyncio.ensure_future(self._listen()), asyncio.ensure_future(self._beat())]
@@ -166,6 +174,8 @@ class NodeLink:
             await self._store.publish([(self._channel(code), _encoder.encode(msg)) for code, msg in messages])
         except StoreUnavailable as exc:
             _log(logging.WARNING, "node_publish_failed", messages=len(messages), error=str(exc))
+        else:
+            self.published += len(messages)
 
     def room_version(self, version: int) -> RoomVersion:
         return RoomVersion(self.node_id, version)
@@ -178,6 +188,10 @@ class NodeLink:
     async def _beat(self) -> None:
         while not self._closed:
             self._seq += 1  # counted even when the publish fails: the gap is then seen
+            if self._on_lag is not None:
+                if len(self._beats) > 64:  # heartbeats lost on the way: never kept for ever
+                    self._beats.clear()
+                self._beats[self._seq] = time.perf_counter()
             with contextlib.suppress(StoreUnavailable):
                 await self._store.publish([(self._own, _encoder.encode(Heartbeat(self.node_id, self._seq)))])
             await asyncio.sleep(self._heartbeat_s)
@@ -234,6 +248,9 @@ class NodeLink:
             if decoded.node != self.node_id:
                 return
             self._heard_at = time.monotonic()
+            sent = self._beats.pop(decoded.seq, None)
+            if sent is not None and self._on_lag is not None:
+                self._on_lag(time.perf_counter() - sent)
             gap = self._heard != 0 and decoded.seq != self._heard + 1
             self._heard = decoded.seq
             if gap:
@@ -245,4 +262,5 @@ class NodeLink:
             return  # our own
         code = self._code(channel)
         if code is not None:
+            self.received += 1
             self._on_message(code, decoded)

@@ -55,6 +55,8 @@ __all__ = [
     "log_lines",
     "make_room",
     "message",
+    "metric",
+    "metrics",
     "pid",
     "play",
     "racing",
@@ -333,6 +335,28 @@ def health(port: int, scheme: str = "http") -> tuple[int, dict[str, Any]]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def metrics(port: int) -> Samples:
+    """GET /metrics over HTTP: every sample, by (name, sorted labels). Blocking: call it in a thread."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=")  # the text format
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def metric(samples: Samples, name: str, **labels: str) -> float:
+    """One sample's value; 0 if the scrape has no such sample."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def wait_healthy(proc: subprocess.Popen[str], port: int, scheme: str = "http") -> dict[str, Any]:

@@ -178,3 +178,32 @@ def test_store_bench_compares_the_clients_on_the_move_append() -> None:
     assert {("redis-py", "single"), ("redis-py", "pipelined"), ("RedisStore", "single")} <= measured
     for row in rows[1:]:
         assert float(row[2].replace(",", "")) > 0  # appends/s
+
+
+def test_metrics_bench_times_what_metrics_add_to_a_move() -> None:
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "metrics_bench.py"), "--repeat", "1", "--number", "2000"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout)
+    for key in ("receipt_us", "acknowledgement_us", "store_call_us", "per_move_us_at_most", "render_ms"):
+        assert isinstance(figures[key], float), key
+
+
+def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
+    import urllib.error
+    import urllib.request
+
+    with run_load.target_server("memory-nometrics", 290) as target:
+        port = target.url.rsplit(":", 1)[1]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        assert refused.value.code == 404
+    with run_load.target_server("memory", 290) as target:
+        port = target.url.rsplit(":", 1)[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert b"plot_moves_accepted_total" in response.read()

@@ -96,3 +96,48 @@ def test_the_server_extra_parses_redis_replies_with_hiredis() -> None:
     from redis.asyncio.connection import DefaultParser
 
     assert "Hiredis" in DefaultParser.__name__
+
+
+def test_the_server_runs_without_prometheus_client_with_metrics_off() -> None:
+    """prometheus_client comes with the server extra; ``plot practice`` on a client-only install
+    starts a server all the same (no /metrics: a 404 saying why)."""
+    code = textwrap.dedent("""
+        import sys
+        class NoPrometheus:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "prometheus_client":
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                return None
+        sys.meta_path.insert(0, NoPrometheus())
+
+        import asyncio, urllib.request, urllib.error
+        from server.app import RaceServer, ServerConfig
+        from server.store.memory import MemoryStore
+
+        def get(port):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+            except urllib.error.HTTPError as error:
+                return error.code, error.read().decode()
+
+        async def main():
+            server = RaceServer(MemoryStore(), ServerConfig(port=0))
+            assert server.metrics is None
+            await server.start()
+            try:
+                print(await asyncio.to_thread(get, server.port))
+            finally:
+                await server.stop()
+            assert "prometheus_client" not in sys.modules
+
+        asyncio.run(main())
+    """)
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "(404, 'metrics are unavailable: no prometheus_client installed\\n')" in result.stdout
+
+
+def test_prometheus_client_is_only_in_the_server_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not [dep for dep in project["dependencies"] if dep.lower().startswith("prometheus")]
+    assert any(dep.startswith("prometheus_client") for dep in project["optional-dependencies"]["server"])

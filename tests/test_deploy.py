@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_COMMAND = ["plot-server", "--host", "0.0.0.0", "--port", "8765", "--redis", "redis://redis:6379/0"]
+NODE_COMMAND = [*SERVER_COMMAND, "--multi-node"]  # the compose file's nodes share their rooms
 
 
 def compose() -> dict[str, Any]:
@@ -30,17 +33,95 @@ def test_compose_runs_redis_7_with_append_only_persistence_and_a_healthcheck() -
     assert "ports" not in redis  # only the server reaches Redis
 
 
-def test_compose_builds_the_server_and_starts_it_after_redis_is_healthy() -> None:
+def test_compose_builds_the_nodes_and_starts_them_after_redis_is_healthy() -> None:
     document = compose()
-    server = document["services"]["server"]
-    assert server["build"]["context"] == "."
-    assert (ROOT / server["build"]["dockerfile"]).is_file()
-    assert server["command"] == SERVER_COMMAND
-    assert server["ports"] == ["8765:8765"]
-    assert server["depends_on"]["redis"]["condition"] == "service_healthy"
-    assert "/healthz" in " ".join(server["healthcheck"]["test"])
+    for name in ("server", "server-b"):
+        node = document["services"][name]
+        assert node["build"]["context"] == "."
+        assert (ROOT / node["build"]["dockerfile"]).is_file()
+        assert node["command"] == NODE_COMMAND
+        assert "ports" not in node  # only HAProxy is published
+        assert node["depends_on"]["redis"]["condition"] == "service_healthy"
+        assert "/healthz" in " ".join(node["healthcheck"]["test"])
     for volume in document["services"]["redis"]["volumes"]:
         assert volume.split(":")[0] in document["volumes"]
+
+
+def test_the_default_compose_up_runs_one_node_the_second_is_behind_a_profile() -> None:
+    """Sharing rooms between nodes still has gaps (docs/scaling.md): plain `docker compose up`
+    starts one node; the second needs --profile multi-node."""
+    services = compose()["services"]
+    default = sorted(name for name, service in services.items() if not service.get("profiles"))
+    assert default == ["haproxy", "redis", "server"]
+    assert services["server-b"]["profiles"] == ["multi-node"]
+    header = (ROOT / "docker-compose.yml").read_text().split("\nname:", 1)[0]
+    assert "multi-node" in header and "--multi-node" in header
+    # HAProxy must not need the second node to start (a service outside the profile cannot wait for it).
+    assert "server-b" not in services["haproxy"].get("depends_on", {})
+
+
+def test_haproxy_is_the_only_published_service_and_mounts_its_config() -> None:
+    services = compose()["services"]
+    haproxy = services["haproxy"]
+    assert re.fullmatch(r"haproxy:[0-9.]+(-alpine)?", haproxy["image"])
+    assert haproxy["ports"] == ["8765:8765", "8766:8766"]  # the game and the spectator page
+    mount = "./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"
+    assert haproxy["volumes"] == [mount]
+    assert (ROOT / mount.split(":")[0]).is_file()
+    assert haproxy["depends_on"]["server"]["condition"] == "service_healthy"
+    assert "/healthz" in " ".join(haproxy["healthcheck"]["test"])
+    assert [name for name, service in services.items() if "ports" in service] == ["haproxy"]
+
+
+def haproxy_sections() -> dict[str, list[str]]:
+    """deploy/haproxy.cfg as {section header: its directive lines}, comments dropped."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for raw in (ROOT / "deploy" / "haproxy.cfg").read_text().splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            current = sections.setdefault(line.strip(), [])
+        else:
+            assert current is not None, raw
+            current.append(" ".join(line.split()))
+    return sections
+
+
+def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> None:
+    sections = haproxy_sections()
+    defaults = sections["defaults"]
+    assert "mode http" in defaults  # HTTP mode passes the WebSocket upgrade, then tunnels
+    assert any(line.startswith("timeout tunnel ") for line in defaults)
+    default_server = next(line for line in defaults if line.startswith("default-server "))
+    assert " check" in default_server and "init-addr last,libc,none" in default_server
+    assert "resolvers docker" in default_server and "resolvers docker" in sections
+    services = compose()["services"]
+    nodes = [name for name, service in services.items() if service.get("command") == NODE_COMMAND]
+    assert nodes == ["server", "server-b"]
+    for frontend, port, backend, check in (
+        ("game", 8765, "game_nodes", "http-check send meth GET uri /healthz"),
+        ("web", 8766, "web_nodes", "http-check send meth GET uri / hdr Host localhost"),
+    ):
+        assert f"bind :{port}" in sections[f"frontend {frontend}"]
+        assert f"default_backend {backend}" in sections[f"frontend {frontend}"]
+        lines = sections[f"backend {backend}"]
+        assert "option httpchk" in lines and check in lines and "http-check expect status 200" in lines
+        servers = [line.split()[2] for line in lines if line.startswith("server ")]
+        assert servers == [f"{node}:{port}" for node in nodes]  # every node of the compose file, on that port
+    assert "balance leastconn" in sections["backend game_nodes"]  # long-lived connections
+    assert "http-request deny deny_status 404 if { path /metrics }" in sections["frontend game"]
+    # And HAProxy's own check, where the binary exists (it is not required). The compose names do
+    # not resolve here: init-addr none lets HAProxy start with those servers down, as it must
+    # when server-b is not running.
+    binary = shutil.which("haproxy")
+    if binary is not None:
+        config = ROOT / "deploy" / "haproxy.cfg"
+        result = subprocess.run([binary, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0 and "Configuration file is valid" in result.stdout + result.stderr, (
+            result.stdout + result.stderr
+        )
 
 
 def test_dockerfile_installs_the_server_extra_on_python_3_11_slim() -> None:
@@ -50,7 +131,7 @@ def test_dockerfile_installs_the_server_extra_on_python_3_11_slim() -> None:
     assert any("pip install '.[server]'" in line for line in instructions)
     cmd = [line for line in instructions if line.startswith("CMD ")]
     assert len(cmd) == 1 and json.loads(cmd[0].removeprefix("CMD ")) == SERVER_COMMAND
-    assert "EXPOSE 8765" in instructions
+    assert "EXPOSE 8765" in instructions and "EXPOSE 8766" in instructions  # the game, the spectator page
     for line in instructions:  # everything copied into the image exists
         if line.startswith("COPY "):
             for source in line.split()[1:-1]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 # A player record (and its token index) lives this long after its last put_player.
@@ -60,6 +60,12 @@ class AppendResult(enum.Enum):
     NO_SUCH_RACE = "no such race"
 
 
+# Told of each call a store makes to its server (Redis): the store operation, how long it took
+# in seconds, and whether it failed (StoreUnavailable). The node's metrics (server/metrics.py)
+# set one; the in-memory store makes no calls to tell of.
+StoreObserver = Callable[[str, float, bool], None]
+
+
 @dataclass(frozen=True, slots=True)
 class AppendRequest:
     """One entry of a batch for :meth:`Store.append_moves`: a compare-and-set on one move log."""
@@ -73,6 +79,8 @@ class AppendRequest:
 
 class Store(abc.ABC):
     """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
+
+    observer: StoreObserver | None = None  # see StoreObserver
 
     @abc.abstractmethod
     async def ping(self) -> None:

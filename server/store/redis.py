@@ -293,31 +293,45 @@ class RedisStore(Store):
 
     @asynccontextmanager
     async def _talking(self, operation: str) -> AsyncIterator[None]:
-        """Turn every way Redis can fail us into StoreUnavailable, with a message saying where and what."""
-        if self._closed:
-            raise StoreUnavailable(f"the Redis store for {self._where} is closed ({operation})")
-        async with self._cluster_permit(operation):
-            try:
-                yield
-            except redis.exceptions.TimeoutError as error:
-                raise StoreUnavailable(
-                    f"Redis at {self._where} did not answer in time ({operation}): {error}"
-                ) from error
-            except redis.exceptions.ConnectionError as error:
-                raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
-            except redis.exceptions.RedisError as error:
-                raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
-            except redis.exceptions.RedisClusterException as error:  # no node reachable, a slot not covered...
-                raise StoreUnavailable(f"the Redis Cluster at {self._where} failed {operation}: {error}") from error
-            except (OSError, TimeoutError) as error:
-                raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
-            except AttributeError as error:
-                if not self.cluster:
-                    raise
-                # redis-py 8.1's cluster client can close a connection under a concurrent command
-                # while it re-reads the slot map after a node failed ("'NoneType' object has no
-                # attribute 'writelines'"): the command's outcome is unknown, as after a drop.
-                raise StoreUnavailable(f"the Redis Cluster at {self._where} dropped {operation}: {error}") from error
+        """One call to Redis (a round trip, a pipeline, or the few steps of one operation): every
+        way Redis can fail us becomes StoreUnavailable, with a message saying where and what. The
+        observer (the node's metrics) is told how long it took and whether it failed."""
+        observer = self.observer
+        started = time.perf_counter() if observer is not None else 0.0
+        failed = True
+        try:
+            if self._closed:
+                raise StoreUnavailable(f"the Redis store for {self._where} is closed ({operation})")
+            async with self._cluster_permit(operation):
+                try:
+                    yield
+                    failed = False
+                except redis.exceptions.TimeoutError as error:
+                    raise StoreUnavailable(
+                        f"Redis at {self._where} did not answer in time ({operation}): {error}"
+                    ) from error
+                except redis.exceptions.ConnectionError as error:
+                    raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error}") from error
+                except redis.exceptions.RedisError as error:
+                    raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
+                except redis.exceptions.RedisClusterException as error:  # no node reachable, a slot not covered...
+                    raise StoreUnavailable(
+                        f"the Redis Cluster at {self._where} failed {operation}: {error}"
+                    ) from error
+                except (OSError, TimeoutError) as error:
+                    raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
+                except AttributeError as error:
+                    if not self.cluster:
+                        raise
+                    # redis-py 8.1's cluster client can close a connection under a concurrent command
+                    # while it re-reads the slot map after a node failed ("'NoneType' object has no
+                    # attribute 'writelines'"): the command's outcome is unknown, as after a drop.
+                    raise StoreUnavailable(
+                        f"the Redis Cluster at {self._where} dropped {operation}: {error}"
+                    ) from error
+        finally:
+            if observer is not None:
+                observer(operation, time.perf_counter() - started, failed)
 
     @asynccontextmanager
     async def _cluster_permit(self, operation: str) -> AsyncIterator[None]:

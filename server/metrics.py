@@ -1,0 +1,154 @@
+"""One server node's metrics in the Prometheus text format (``GET /metrics``; docs/scaling.md, "Metrics").
+
+Each :class:`Metrics` has its own ``CollectorRegistry`` (never prometheus_client's global one),
+so several servers in one process (the tests, ``plot practice``) keep apart.
+
+The hot path pays for counters only: a move answered is one counter increment (and, for an
+acknowledgement, one histogram observation); a store call one counter and one observation.
+Everything that is a level rather than an event (connections, rooms by phase, queue depths,
+the shell's frame counters) is read from the server when scraped, so it costs nothing between
+scrapes. prometheus_client comes with the ``server`` extra: ``server.app`` imports this module
+only when metrics are on and the library is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# Receipt of a move to its move_ok sent: ~0.1 ms on the memory store, a Redis round trip more on
+# Redis, seconds only when the store struggles (the client resends after its own timeout).
+ACK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+STORE_BUCKETS = (0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+PUBSUB_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5)
+
+
+@dataclass
+class Snapshot:
+    """The levels of a node at one scrape (RaceServer.metrics_snapshot)."""
+
+    connections: Mapping[str, int] = field(default_factory=dict)  # by kind
+    rooms: Mapping[str, int] = field(default_factory=dict)  # by phase
+    queues: Mapping[str, int] = field(default_factory=dict)  # by queue
+    frames_in: int = 0
+    frames_out: int = 0
+    dropped_frames: int = 0
+    slow_disconnects: int = 0
+    rate_limited: int = 0
+    connections_total: int = 0
+    pubsub_published: int = 0  # several nodes (server/nodes.py); 0 on a single node
+    pubsub_received: int = 0
+    pubsub_gaps: int = 0
+
+
+class _Levels(Collector):
+    """What is read from the server at scrape time."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterable[Metric]:
+        now = self._snapshot()
+        yield _gauge("plot_connections", "Open WebSocket connections, by kind", "kind", now.connections)
+        yield _gauge("plot_rooms", "Rooms this node holds in memory, by phase", "phase", now.rooms)
+        yield _gauge("plot_queue_depth", "Work waiting in the node's queues, by queue", "queue", now.queues)
+        for name, text, value in (
+            ("plot_connections_opened", "WebSocket connections accepted since start", now.connections_total),
+            ("plot_frames_received", "Frames received from clients", now.frames_in),
+            ("plot_frames_sent", "Frames written to clients (one per connection reached)", now.frames_out),
+            ("plot_frames_dropped", "Progress frames skipped for a connection over its buffer", now.dropped_frames),
+            ("plot_slow_disconnects", "Connections cut because they could not keep up", now.slow_disconnects),
+            ("plot_rate_limited", "Connections closed for sending too fast", now.rate_limited),
+        ):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], value)
+            yield counter
+        pubsub = CounterMetricFamily(
+            "plot_pubsub_messages", "Room events over Redis pub/sub between nodes, by direction", labels=["direction"]
+        )
+        pubsub.add_metric(["published"], now.pubsub_published)
+        pubsub.add_metric(["received"], now.pubsub_received)
+        yield pubsub
+        gaps = CounterMetricFamily("plot_pubsub_gaps", "Pub/sub gaps seen (every room held read back from Redis)")
+        gaps.add_metric([], now.pubsub_gaps)
+        yield gaps
+
+
+def _gauge(name: str, text: str, label: str, values: Mapping[str, int]) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, text, labels=[label])
+    for key, value in sorted(values.items()):
+        gauge.add_metric([key], value)
+    return gauge
+
+
+class Metrics:
+    """The counters and histograms the server feeds, and the text a scrape returns."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.moves_accepted = Counter("plot_moves_accepted", "Moves stored and acknowledged (move_ok)", registry=r)
+        self.moves_duplicate = Counter(
+            "plot_moves_duplicate", "Resent moves answered with the current board, not applied again", registry=r
+        )
+        self.moves_rejected = Counter(
+            "plot_moves_rejected", "Moves refused (move_rejected, or an error answering a move), by code", ["code"],
+            registry=r,
+        )  # fmt: skip
+        self.ack_latency = Histogram(
+            "plot_move_ack_seconds", "From a move's receipt to its move_ok sent", buckets=ACK_BUCKETS, registry=r
+        )
+        self.store_calls = Counter(
+            "plot_store_calls", "Calls to Redis, by store operation (a call: one round trip, or one pipeline)",
+            ["op"], registry=r,
+        )  # fmt: skip
+        self.store_errors = Counter(
+            "plot_store_errors", "Calls to Redis that failed (StoreUnavailable), by store operation", ["op"],
+            registry=r,
+        )  # fmt: skip
+        self.store_seconds = Histogram(
+            "plot_store_call_seconds", "Duration of calls to Redis, by store operation", ["op"],
+            buckets=STORE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.pubsub_lag = Histogram(
+            "plot_pubsub_lag_seconds", "A heartbeat's trip through Redis pub/sub, publish to receipt (several nodes)",
+            buckets=PUBSUB_BUCKETS, registry=r,
+        )  # fmt: skip
+        r.register(_Levels(snapshot))
+        self._rejected: dict[str, Counter] = {}
+        self._store: dict[str, tuple[Counter, Histogram]] = {}
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # ---------------------------------------------------------------- fed by the server
+
+    def accepted(self, seconds: float | None, duplicate: bool) -> None:
+        if duplicate:
+            self.moves_duplicate.inc()
+            return
+        self.moves_accepted.inc()
+        if seconds is not None:
+            self.ack_latency.observe(seconds)
+
+    def rejected(self, code: str) -> None:
+        child = self._rejected.get(code)
+        if child is None:
+            child = self._rejected[code] = self.moves_rejected.labels(code)
+        child.inc()
+
+    def store_call(self, op: str, seconds: float, failed: bool) -> None:
+        """A store's observer (server.store.base.StoreObserver)."""
+        children = self._store.get(op)
+        if children is None:
+            children = self._store[op] = (self.store_calls.labels(op), self.store_seconds.labels(op))
+        children[0].inc()
+        children[1].observe(seconds)
+        if failed:
+            self.store_errors.labels(op).inc()
