@@ -17,6 +17,7 @@ import random
 
 from client.connection import Connection, ConnectionFailed, TokenFile
 from client.viewmodel import RaceModel, legal_moves
+from client.words import describe_error
 from shared.cards import rank
 from shared.engine import PLAYING, RESIGN, View
 from shared.protocol import LOBBY, RACING, RESULTS, Error, Join, MoveRejected, Ready, Results, Room, ServerMessage
@@ -94,7 +95,7 @@ class Bot:
             if welcome.room != self.code:
                 reply = await connection.request(Join(code=self.code, role="racer"), Room)
                 if isinstance(reply, Error):
-                    raise ConnectionFailed(f"{self.name} cannot join {self.code}: {reply.message}")
+                    raise ConnectionFailed(f"cannot join room {self.code}: {describe_error(reply)}")
             return await self._race_loop(connection)
         finally:
             await connection.close()

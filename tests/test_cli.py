@@ -205,10 +205,26 @@ def test_verify_honours_undo_off(tmp_path: Path) -> None:
 def test_verify_unreadable_or_not_a_record_is_exit_2_with_one_line(tmp_path: Path, content: str, fragment: str) -> None:
     result = plot("verify", write(tmp_path, "r.json", content), "--json")
     assert result.returncode == 2
-    assert result.stdout == ""
     message = result.stderr.strip()
     assert message.startswith("plot verify:") and "\n" not in message
     assert fragment in message
+    # --json: the JSON error object on stdout, with the same reason.
+    out = json.loads(result.stdout)
+    assert out["ok"] is False and out["status"] is None and out["moves"] == 0
+    assert out["error"] == {"index": None, "move": None, "reason": message.removeprefix("plot verify: ")}
+    assert result.stdout.count("\n") == 1
+
+
+def test_verify_json_errors_are_json_too(tmp_path: Path) -> None:
+    result = plot("verify", str(tmp_path / "absent.json"), "--json")
+    assert result.returncode == 2 and "cannot read" in json.loads(result.stdout)["error"]["reason"]
+    result = plot("verify", str(tmp_path / "absent.json"), "--json", "--salt", "ab")
+    assert result.returncode == 2 and "go together" in json.loads(result.stdout)["error"]["reason"]
+
+
+def test_verify_counts_in_the_right_number(tmp_path: Path) -> None:
+    result = plot("verify", write(tmp_path, "r.json", '{"deal": 5, "moves": ["stock>waste"]}'))
+    assert result.returncode == 0 and result.stdout.startswith("legal: 1 entry, ")
 
 
 def test_verify_missing_file_is_exit_2(tmp_path: Path) -> None:

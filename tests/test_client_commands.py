@@ -31,11 +31,18 @@ def test_bad_room_codes_are_refused_with_the_reason(capsys: pytest.CaptureFixtur
 
 def test_bad_host_and_practice_options_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["host", "--max-racers", "1"]) == 2
-    assert "bad option" in capsys.readouterr().out
+    assert capsys.readouterr().out == "plot host: --max-racers must be 2..16, not 1\n"
+    assert main(["host", "--spectator-delay", "-1"]) == 2
+    assert capsys.readouterr().out == "plot host: --spectator-delay must be 0..3600 seconds, not -1\n"
+    assert main(["host", "--time-limit", "5"]) == 2
+    out = capsys.readouterr().out
+    assert out == "plot host: --time-limit must be 10..86400 seconds, not 5\n" and "Expected" not in out
+    assert main(["host", "--winnable", "--deal", "7"]) == 2
+    assert "leave out --deal or --winnable" in capsys.readouterr().out
     assert main(["host", "--max-racers", "4", "--bots", "4"]) == 2
     assert "--bots must be 0..3" in capsys.readouterr().out
     assert main(["host", "--name", "x" * 25]) == 2
-    assert "at most 24 characters" in capsys.readouterr().out
+    assert "at most 24 cells wide" in capsys.readouterr().out
     assert main(["practice", "--bots", "0"]) == 2
     assert "--bots must be 1..15" in capsys.readouterr().out
     with pytest.raises(SystemExit):

@@ -17,7 +17,10 @@ def add_server_arguments(parser: argparse.ArgumentParser, *, name: bool = True) 
     )
     if name:
         parser.add_argument(
-            "--name", default=None, help="your display name, 1-24 characters (default: $PLOT_NAME or your login)"
+            "--name",
+            default=None,
+            help="your display name, at most 24 terminal cells wide, a wide character taking 2 "
+            "(default: $PLOT_NAME or your login)",
         )
 
 
@@ -71,11 +74,19 @@ def check_name_or_exit(name: str, command: str) -> str | None:
 def run_race_app(config: object) -> int:
     """Run the race app for ``config`` (a RaceConfig); prints where things are afterwards."""
     from client.tui.race import RaceApp, RaceConfig
-    from client.widgets.room import verify_command
 
     assert isinstance(config, RaceConfig)
     app = RaceApp(config)
     app.run()
+    return finish(app)
+
+
+def finish(app: object) -> int:
+    """After the race app: print where things are and what is true of the seat; the exit code."""
+    from client.tui.race import RaceApp
+    from client.widgets.room import verify_command
+
+    assert isinstance(app, RaceApp)
     model = app.model
     if app.exit_note:
         print(app.exit_note)

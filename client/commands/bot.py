@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from client.commands._race_args import add_server_arguments, room_code, server_url
+from client.words import plural
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             elif isinstance(outcome, BaseException):
                 raise outcome
             else:
-                print(f"{bot.name}: {bot.moves_played} moves played")
+                print(f"{bot.name}: {plural(bot.moves_played, 'move')} played")
         return code
 
     try:

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     import msgspec
 
     from client.tui.race import HOST, RaceConfig
+    from client.words import option_problem
+    from shared import protocol as p
     from shared.protocol import RoomOptions
 
     name = display_name(args)
@@ -74,10 +76,21 @@ def run(args: argparse.Namespace) -> int:
         fields["deal"] = args.deal
     if args.time_limit is not None:
         fields["time_limit"] = args.time_limit
+    for problem in (
+        option_problem("--max-racers", args.max_racers, p.MAX_RACERS_MIN, p.MAX_RACERS_MAX),
+        option_problem("--spectator-delay", args.spectator_delay, 0, p.MAX_SPECTATOR_DELAY, "seconds"),
+        option_problem("--time-limit", args.time_limit, p.TIME_LIMIT_MIN, p.TIME_LIMIT_MAX, "seconds"),
+    ):
+        if problem is not None:
+            print(f"plot host: {problem}")
+            return 2
+    if args.winnable and args.deal is not None:
+        print("plot host: --winnable deals random deals the solver proves winnable: leave out --deal or --winnable")
+        return 2
     try:
         options = msgspec.convert(fields, RoomOptions)
-    except msgspec.ValidationError as exc:
-        print(f"plot host: bad option: {exc}")
+    except msgspec.ValidationError:
+        print("plot host: these options do not make a room: see plot host -h")
         return 2
     if args.bots < 0 or args.bots > options.max_racers - 1:
         print(f"plot host: --bots must be 0..{options.max_racers - 1} (the room seats {options.max_racers})")

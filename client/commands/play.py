@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from client.words import plural
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("deal", nargs="?", help="deal number 0..2^64-1 (default: a random one)")
@@ -24,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     app = PlayApp(deal, undo=not args.no_undo)
     app.run()
     game = app.game
-    print(f"deal {deal}: {game.status}, {game.foundation_cards}/104 cards home, {len(game.entries)} entries")
+    print(f"deal {deal}: {game.status}, {game.foundation_cards}/104 cards home, {plural(len(game.entries), 'entry')}")
     if app.record_path is not None:
         print(f"record: {app.record_path}  (replay: plot verify {app.record_path})")
     return 0

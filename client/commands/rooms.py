@@ -16,7 +16,8 @@ def run(args: argparse.Namespace) -> int:
 
     from client.connection import Connection, ConnectionFailed
     from client.widgets.plain import clean
-    from shared.protocol import Error, ListRooms, RoomList
+    from shared.protocol import NAME_MAX, Error, ListRooms, RoomList
+    from shared.textwidth import fit_cells
 
     async def fetch() -> RoomList | str:
         connection = Connection(server_url(args), "lister")
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.rooms:
         print("no open rooms: start one with  plot host")
         return 0
-    print(f"{'code':<6} {'host':<24} {'phase':<9} {'racers':>7} {'watching':>8}  notes")
+    print(f"{'code':<6} {fit_cells('host', NAME_MAX)} {'phase':<9} {'racers':>7} {'watching':>8}  notes")
     for room in result.rooms:
         notes = []
         if room.chosen_deal:
@@ -54,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         if room.winnable_only:
             notes.append("winnable only")
         racers = f"{room.racers}/{room.max_racers}"
-        host = clean(room.host_name)[:24]
+        host = fit_cells(clean(room.host_name), NAME_MAX)  # by terminal cells: a wide character takes 2
         phase = clean(room.phase)
-        print(f"{clean(room.code):<6} {host:<24} {phase:<9} {racers:>7} {room.spectators:>8}  {', '.join(notes)}")
+        print(f"{clean(room.code):<6} {host} {phase:<9} {racers:>7} {room.spectators:>8}  {', '.join(notes)}")
     print("join one with  plot join CODE   or watch with  plot watch CODE")
     return 0

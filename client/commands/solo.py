@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from client.commands.deal import cards_text
+from client.words import plural
 from shared.cards import rank_name
 from shared.deal import parse_deal_number
 from shared.engine import PLAYING, RESIGN, UNDO, Game, IllegalMove, View, rank_word
@@ -143,9 +144,9 @@ def run(args: argparse.Namespace) -> int:
             print("undone")
 
     if game.status == PLAYING:
-        print(f"game left unfinished with {game.foundation_cards} cards on the foundations")
+        print(f"game left unfinished with {plural(game.foundation_cards, 'card')} on the foundations")
     else:
-        print(f"game over: {game.status}, {game.foundation_cards} cards on the foundations")
+        print(f"game over: {game.status}, {plural(game.foundation_cards, 'card')} on the foundations")
     if game.entries:
         _save_record(game, args.save)
     return 0

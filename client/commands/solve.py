@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from client.words import plural
+
 DEFAULT_SECONDS = 30.0
 
 
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         lines = [f"deal {deal}: {result.verdict} ({result.positions} positions, {result.seconds:.3f} s)"]
         if result.verdict == WINNABLE:
-            lines.append(f"a win in {len(result.moves)} moves:")
+            lines.append(f"a win in {plural(len(result.moves), 'move')}:")
             lines.extend("  " + " ".join(result.moves[i : i + 10]) for i in range(0, len(result.moves), 10))
         text = "\n".join(lines)
     try:

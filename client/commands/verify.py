@@ -3,7 +3,8 @@
 Exit 0 when every entry is legal (and the commitment, if given, matches); 1 at the first
 illegal entry (later entries are not applied) or on a commitment mismatch; 2 when the
 record cannot be read or is not a game record (docs/rules.md, "Piles, what a player sees,
-and moves"), with the reason on stderr.
+and moves"), with the reason on stderr (and, with ``--json``, the JSON error object on stdout:
+``ok`` false, ``status`` null, ``error`` with the reason and no entry).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import json
 import sys
 
+from client.words import plural
 from shared.engine import NotARecord, ReplayResult, parse_record, replay
 
 
@@ -31,9 +33,24 @@ def _read(source: str) -> bytes:
         return handle.read()
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, as_json: bool = False) -> int:
+    """Exit 2: the line on stderr, and with ``--json`` the JSON error object on stdout too."""
     print(f"plot verify: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(error_json(message)))
     return 2
+
+
+def error_json(message: str) -> dict[str, object]:
+    """The ``--json`` object when nothing could be replayed (exit 2): the result's shape, ``ok``
+    false, ``status`` null, and ``error`` with no entry (index and move null) and the reason."""
+    return {
+        "ok": False,
+        "moves": 0,
+        "foundation_cards": 0,
+        "status": None,
+        "error": {"index": None, "move": None, "reason": message},
+    }
 
 
 def result_json(result: ReplayResult) -> dict[str, object]:
@@ -50,22 +67,22 @@ def result_json(result: ReplayResult) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     if (args.commitment is None) != (args.salt is None):
-        return _fail("--commitment and --salt go together: give both or neither")
+        return _fail("--commitment and --salt go together: give both or neither", args.json)
     name = "standard input" if args.record == "-" else args.record
     try:
         raw = _read(args.record)
     except OSError as exc:
-        return _fail(f"cannot read {name}: {exc.strerror or exc}")
+        return _fail(f"cannot read {name}: {exc.strerror or exc}", args.json)
     try:
         data = json.loads(raw)
     except RecursionError:
-        return _fail(f"{name} is not a game record: its JSON is nested too deeply")
+        return _fail(f"{name} is not a game record: its JSON is nested too deeply", args.json)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return _fail(f"{name} is not JSON: {exc}")
+        return _fail(f"{name} is not JSON: {exc}", args.json)
     try:
         deal, entries, undo = parse_record(data)
     except NotARecord as exc:
-        return _fail(f"{name} is not a game record: {exc}")
+        return _fail(f"{name} is not a game record: {exc}", args.json)
 
     _, result = replay(deal, entries, undo=undo)
     commitment_ok: bool | None = None
@@ -82,14 +99,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         if result.error is None:
             print(
-                f"legal: {result.moves} entries, {result.foundation_cards} cards on the foundations, "
-                f"status {result.status}"
+                f"legal: {plural(result.moves, 'entry')}, "
+                f"{plural(result.foundation_cards, 'card')} on the foundations, status {result.status}"
             )
         else:
             error = result.error
             print(
                 f"illegal entry {error.index} ({error.move}): {error.reason} "
-                f"[{result.moves} entries applied, {result.foundation_cards} cards on the foundations]"
+                f"[{plural(result.moves, 'entry')} applied, "
+                f"{plural(result.foundation_cards, 'card')} on the foundations]"
             )
         if commitment_ok:
             print(f"commitment matches deal {deal} and the salt")

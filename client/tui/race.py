@@ -32,6 +32,7 @@ from client.widgets.leaderboard import LeaderboardPanel, clock
 from client.widgets.overlays import ConfirmScreen
 from client.widgets.plain import plain
 from client.widgets.room import LobbyPanel, ResultsPanel, save_records
+from client.words import describe_error
 from shared.engine import PLAYING, View
 from shared.protocol import (
     COUNTDOWN,
@@ -42,6 +43,7 @@ from shared.protocol import (
     RESULTS,
     SPECTATOR,
     SUPERSEDED,
+    UNKNOWN_ROOM,
     CreateRoom,
     EndRace,
     Error,
@@ -504,7 +506,7 @@ class RaceApp(App[int]):
         if config.mode == HOST:
             reply = await connection.request(CreateRoom(options=config.options), Room)
             if isinstance(reply, Error):
-                self.screen_.say(f"cannot create the room: {reply.message}", error=True, sticky=True)
+                self.fail(f"cannot create the room: {describe_error(reply)}")
                 return
             self.entered = True
             self.on_server_message(reply)
@@ -520,9 +522,27 @@ class RaceApp(App[int]):
         assert self.connection is not None
         reply = await self.connection.request(Join(code=code, role=role), Room)  # type: ignore[arg-type]
         if isinstance(reply, Error):
-            self.screen_.say(f"cannot join room {code}: {reply.message}", error=True, sticky=True)
+            why = describe_error(reply)
+            if reply.code == UNKNOWN_ROOM:
+                why = f"there is no room {code} on {self.config.url} (plot rooms lists the open ones)"
+            if self.entered:
+                self.screen_.say(f"cannot join room {code} again: {why}", error=True, sticky=True)
+            else:
+                self.fail(f"cannot join room {code}: {why}")
             return
         self.entered = True
+
+    def fail(self, note: str) -> None:
+        """This window cannot do what its command asked (no such room, a refused room): say so,
+        and end with ``note`` printed and exit code 1."""
+        self.exit_note = note
+        self.screen_.say(note, error=True, sticky=True)
+
+        async def end() -> None:
+            await self.shutdown()
+            self.exit(1, return_code=1)
+
+        self.run_worker(end(), group="quit")
 
     def add_bot(self, code: str, number: int) -> None:
         from client.bot import Bot
@@ -544,7 +564,7 @@ class RaceApp(App[int]):
             return  # this window stopped: nothing more from that room is shown
         changed = self.model.apply(msg)
         if "error" in changed and isinstance(msg, Error) and msg.ref != "move" and msg.code != SUPERSEDED:
-            self.screen_.say(f"server: {msg.message} ({msg.code})", error=True)
+            self.screen_.say(f"server: {describe_error(msg)}", error=True)
         if changed & {"room", "left"} and self.token_file is not None:
             with contextlib.suppress(OSError):
                 self.token_file.set_room(self.model.room.code if self.model.room is not None else None)

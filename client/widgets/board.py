@@ -19,6 +19,7 @@ from textual.widget import Widget
 
 from client.viewmodel import legal_moves, needed_rank
 from client.widgets.cards import DIM, card_plain, card_text, fit_run, rank_text, span
+from client.words import plural
 from shared.cards import rank
 from shared.engine import PLAYING, View
 
@@ -92,7 +93,7 @@ class PileBox(Widget):
     def _cards(self, view: View, width: int) -> Text:
         pile = self.pile
         if pile == "stock":
-            return span(f"{view.stock} cards", "bold") if view.stock else span("empty", DIM)
+            return span(plural(view.stock, "card"), "bold") if view.stock else span("empty", DIM)
         if pile == "waste":
             # The top plays, so it is drawn prominently; earlier cards as far as they fit.
             if not view.waste:

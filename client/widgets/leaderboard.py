@@ -14,6 +14,7 @@ from client.widgets.cards import span
 from client.widgets.plain import clean, plain
 from shared.cards import CARD_COUNT
 from shared.protocol import Leaderboard, LeaderboardRow
+from shared.textwidth import fit_cells
 
 STATUS_STYLE = {
     "playing": "",
@@ -49,9 +50,9 @@ def progress_bar(cards: int, width: int) -> Text:
 
 
 def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
-    name = row.name if len(row.name) <= NAME_WIDTH else row.name[: NAME_WIDTH - 1] + "…"
+    name = fit_cells(clean(row.name), NAME_WIDTH)  # by terminal cells: a wide character takes 2
     out = span(f"{row.rank:>2} ", "bold")
-    out.append_text(plain(name.ljust(NAME_WIDTH), style="bold reverse" if me else "bold"))
+    out.append_text(plain(name, style="bold reverse" if me else "bold"))
     out.append(" ⚙" if row.bot else "  ", style="dim")
     fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6
     bar_width = max(width - fixed, 6)

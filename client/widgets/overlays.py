@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from client.widgets.cards import card_text
+from client.words import plural
 
 OVERLAY_CSS = """
 {name} {{ align: center middle; }}
@@ -74,7 +75,9 @@ class WasteScreen(ModalScreen[None]):
                 body.append(" ")
             body.append_text(card_text(card, highlight=i == len(self.waste) - 1))
         with Vertical():
-            yield Static(Text(f"The waste: {len(self.waste)} cards, bottom first; the last one plays", style="bold"))
+            yield Static(
+                Text(f"The waste: {plural(len(self.waste), 'card')}, bottom first; the last one plays", style="bold")
+            )
             yield Static(body, id="waste-all")
             yield Static(Text("Esc or v closes", style="dim"))
 

@@ -15,8 +15,10 @@ from client.viewmodel import RaceModel
 from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
+from client.words import plural
 from shared.engine import replay
-from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
+from shared.protocol import DEALING, NAME_MAX, RACER, SPECTATOR, Results, Room
+from shared.textwidth import fit_cells
 
 
 def rules_text(room: Room) -> Text:
@@ -116,9 +118,11 @@ def check_records(results: Results) -> list[RecordCheck]:
             error = result.error
             checks.append(RecordCheck(name, False, f"illegal entry {error.index if error else '?'}"))
         elif row is not None and row.cards != game.foundation_cards:
-            checks.append(RecordCheck(name, False, f"replays to {game.foundation_cards} cards, board says {row.cards}"))
+            checks.append(
+                RecordCheck(name, False, f"replays to {plural(game.foundation_cards, 'card')}, board says {row.cards}")
+            )
         else:
-            checks.append(RecordCheck(name, True, f"{game.foundation_cards} cards, {game.status}"))
+            checks.append(RecordCheck(name, True, f"{plural(game.foundation_cards, 'card')}, {game.status}"))
     return checks
 
 
@@ -139,11 +143,11 @@ class ResultsPanel(Widget):
         out = span(f"Results of race {results.race}\n", "bold underline")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
-            out.append_text(
-                plain(row.name[:24].ljust(24), style="bold reverse" if row.player_id == model.player_id else "bold")
-            )
+            style = "bold reverse" if row.player_id == model.player_id else "bold"
+            out.append_text(plain(fit_cells(clean(row.name), NAME_MAX), style=style))  # by terminal cells
             out.append(" ⚙" if row.bot else "  ", style="dim")
-            out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} moves  {clock(row.elapsed_ms)}\n")
+            moves = "move " if row.moves == 1 else "moves"
+            out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms)}\n")
         out.append("\nDeal ", style="bold")
         out.append(str(results.deal))
         if results.chosen_deal:
@@ -166,7 +170,10 @@ class ResultsPanel(Widget):
         checks = check_records(results)
         bad = [c for c in checks if not c.ok]
         if checks and not bad:
-            out.append(f"\n✓ all {len(checks)} records replayed here agree with the ranking", style="green")
+            agree = f"all {len(checks)} records replayed here agree"
+            if len(checks) == 1:
+                agree = "the record replayed here agrees"
+            out.append(f"\n✓ {agree} with the ranking", style="green")
         for check in bad:
             out.append("\n✗ ", style="bold red")
             out.append_text(plain(check.name))

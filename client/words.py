@@ -1,0 +1,52 @@
+"""Words the client says to people: counts with the right plural, and server errors as sentences a
+player can act on (never a validator's raw text). Pure and light: command modules import it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shared.protocol import Error
+
+IRREGULAR = {"entry": "entries", "racer": "racers"}
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 card``, ``2 cards``, ``0 entries``: the count and the word, in the right number."""
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {many or IRREGULAR.get(word) or word + 's'}"
+
+
+# What a player can do about each refusal, when the server's own sentence is not for people.
+ERROR_SENTENCES: dict[str, str] = {
+    "malformed": "the client sent something the server could not read: update the client (plot) and try again",
+    "unknown_type": "the server does not know that request: update the client or the server",
+    "bad_field": "the server refused a value this client sent: check the command's options",
+    "unsupported_version": "this client and the server speak different protocol versions: update the client",
+    "internal": "the server failed on that request (a server bug); nothing changed: try again",
+    "rate_limited": "too many requests too fast: the server closed the connection",
+    "server_full": "the server is full right now: try again later",
+    "store_unavailable": "the server's store did not answer; nothing changed: try again in a moment",
+}
+
+
+def describe_error(error: Error) -> str:
+    """A server error as a sentence for a player. The server's message is kept where it already is
+    one (it names the room, the racer or the reason); codes whose message is technical (a field and
+    a validator's words) get a sentence that says what to do."""
+    sentence = ERROR_SENTENCES.get(error.code)
+    if sentence is None:
+        return error.message
+    if error.code == "bad_field" and error.message.startswith("field '"):
+        field = error.message.split("'", 2)[1]
+        return f"{sentence} (the server refused {field})"
+    return sentence
+
+
+def option_problem(name: str, value: int | None, low: int, high: int, unit: str = "") -> str | None:
+    """None if ``value`` (an integer option) is in ``low..high``, else a sentence naming the flag."""
+    if value is None or low <= value <= high:
+        return None
+    suffix = f" {unit}" if unit else ""
+    return f"{name} must be {low}..{high}{suffix}, not {value}"
