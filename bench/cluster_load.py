@@ -33,7 +33,8 @@ def one_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PLOT_") and key != "REDIS_URL"}
     env["PLOT_WEB_PORT"] = "0"
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
-               "--max-connections", str(args.racers + 100), "--log-level", "warning"]  # fmt: skip
+               "--max-connections", str(args.racers + 100), "--log-level", "warning",
+               "--max-conns-per-address", "0", "--hellos-per-minute", "0", "--rooms-per-minute", "0"]  # fmt: skip
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         wait_healthy(server, port)

@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any, assert_never
 import msgspec
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
+from websockets.protocol import Event as WsEvent
 
 from server.core import CoreConfig, ServerCore
 from server.core.events import (
@@ -85,6 +87,7 @@ from server.core.records import (
     open_race_of,
 )
 from server.fanout import Fanout, LocalFanout
+from server.limits import AddressLimits, LimitsConfig, address_key
 from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
 from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
@@ -150,6 +153,8 @@ class ServerConfig:
     write_soft_limit: int = 64 * 1024  # over this many buffered bytes, progress frames are dropped
     write_hard_limit: int = 1024 * 1024  # over this, the connection is cut: it cannot keep up
     slow_grace_s: float = 10.0  # ... and so is one that stays over the soft limit this long
+    buffer_check_s: float = 1.0  # every connection's write buffer is checked this often, sent to or not
+    limits: LimitsConfig = field(default_factory=LimitsConfig)  # hello deadline, per-address caps
     ping_interval: float | None = 20.0
     ping_timeout: float | None = 20.0
     socket_sndbuf: int | None = None  # kernel send buffer per connection (None: the system's)
@@ -183,6 +188,9 @@ class ServerStats:
     dropped_frames: int = 0
     slow_disconnects: int = 0
     rate_limited: int = 0
+    refused_per_address: int = 0  # upgrades refused with 429: the address holds its cap of connections
+    hello_timeouts: int = 0
+    address_limited: int = 0  # hellos, room creations and joins refused rate_limited for their address
 
 
 class TokenBucket:
@@ -204,12 +212,43 @@ class TokenBucket:
         return False
 
 
+class PlotConnection(ServerConnection):
+    """A server connection whose WebSocket pings and pongs take from its message bucket.
+
+    websockets answers a ping by itself, below the frame loop: without this, pings bypassed the
+    rate limit and a client that sent them and never read piled up pongs without limit."""
+
+    bucket: TokenBucket | None = None
+    address: str = "local"
+    flooded: bool = False
+
+    def process_event(self, event: WsEvent) -> None:
+        if (
+            self.bucket is not None
+            and isinstance(event, Frame)
+            and event.opcode in (Opcode.PING, Opcode.PONG)
+            and not self.bucket.take()
+        ):
+            if not self.flooded:
+                self.flooded = True
+                log_event(logging.WARNING, "rate_limited", address=self.address, what="pings")
+                # Close 1008, stop reading (and answering pings), and cut it if it does not go.
+                self.protocol.fail(CloseCode.POLICY_VIOLATION, "rate limit exceeded (pings count as messages)")
+                self.send_data()
+                self.loop.call_later(2.0, self.transport.abort)
+            return
+        super().process_event(event)
+
+
 @dataclass(slots=True)
 class Conn:
     id: int
     ws: ServerConnection
     bucket: TokenBucket
+    address: str = "local"
     player: str | None = None
+    hello_seen: bool = False
+    join_pending: str | None = None  # a join waiting for its room to load (its budget token not yet given back)
     over_since: float | None = None
     cut: bool = False
     moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
@@ -265,6 +304,12 @@ class RaceServer:
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
         self._searches: set[asyncio.Task[None]] = set()
+        self.limits = AddressLimits(self.config.limits)
+        self._buffer_watch: asyncio.Task[None] | None = None
+        # The store as last seen: None (not asked yet), True, or False with when it went.
+        self.store_ok: bool | None = None
+        self._store_down_since: float | None = None
+        self._store_watch: asyncio.Task[None] | None = None
         # Several nodes on one Redis (CoreConfig.shared_rooms): the pub/sub link, started by start().
         self.nodes: NodeLink | None = None
         self._room_epochs: dict[str, int] = {}  # refreshes of each room from the store
@@ -377,7 +422,10 @@ class RaceServer:
             process_request=self._process_request,
             ssl=ssl_context,
             server_header="plot-server",
+            create_connection=PlotConnection,
         )
+        self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
+        self._store_watch = asyncio.ensure_future(self._watch_store())
         log_event(
             logging.INFO,
             "server_started",
@@ -416,6 +464,48 @@ class RaceServer:
             return int(sock.getsockname()[1])
         raise RuntimeError("the server is not listening")
 
+    async def _ping_store(self) -> str | None:
+        """None when the store answers a ping, else the cause."""
+        try:
+            await asyncio.wait_for(self.store.ping(), 2.0)
+        except (StoreUnavailable, TimeoutError, OSError) as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
+    def _store_seen(self, cause: str | None) -> None:
+        """Log the store's transitions once each: store_unreachable (with the cause) and
+        store_reachable (with how long it was away); a watcher retries while it is away."""
+        if cause is None:
+            if self.store_ok is False:
+                down = time.monotonic() - (self._store_down_since or time.monotonic())
+                log_event(logging.INFO, "store_reachable", store=self.store_name, down_s=round(down, 1))
+            self.store_ok = True
+            self._store_down_since = None
+            return
+        if self.store_ok is not False:
+            self._store_down_since = time.monotonic()
+            log_event(
+                logging.ERROR,
+                "store_unreachable",
+                store=self.store_name,
+                cause=cause,
+                action="clients get store_unavailable; retrying with back-off",
+            )
+        self.store_ok = False
+        if not self._closing and (self._store_watch is None or self._store_watch.done()):
+            self._store_watch = asyncio.ensure_future(self._watch_store())
+
+    async def _watch_store(self) -> None:
+        """Ask the store until it answers: at start-up, and again whenever it is found away
+        (back-off from 0.5 s doubling up to 30 s)."""
+        backoff = Backoff(first=0.5, cap=30.0)
+        while not self._closing:
+            cause = await self._ping_store()
+            self._store_seen(cause)
+            if cause is None:
+                return
+            await backoff.wait()
+
     async def serve_forever(self) -> None:
         assert self._server is not None
         await self._server.serve_forever()
@@ -431,6 +521,10 @@ class RaceServer:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        if self._buffer_watch is not None:
+            self._buffer_watch.cancel()
+        if self._store_watch is not None:
+            self._store_watch.cancel()
         for search in self._searches:
             search.cancel()  # a room still dealing is stored so: a restarted server searches again
         self.deal_finder.shutdown()
@@ -462,15 +556,16 @@ class RaceServer:
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
         if path == "/healthz":
-            healthy = True
-            try:
-                await asyncio.wait_for(self.store.ping(), 2.0)
-            except (StoreUnavailable, TimeoutError, OSError):
-                healthy = False
+            cause = await self._ping_store()
+            if cause is not None or self.store_ok is False:
+                self._store_seen(cause)
+            healthy = cause is None
+            down = self._store_down_since
             body = {
                 "status": "ok" if healthy else "unavailable",
                 "store": self.store_name,
                 "store_ok": healthy,
+                "store_down_s": None if down is None else round(time.monotonic() - down, 1),
                 "connections": len(self._conns),
                 "rooms": len(self.core.rooms),
                 "protocol": p.PROTOCOL_VERSION,
@@ -485,6 +580,20 @@ class RaceServer:
             return connection.respond(503, "the server is shutting down\n")
         if len(self._conns) >= self.config.max_connections:
             return connection.respond(503, "the server is full: try again later\n")
+        address = address_key(connection.remote_address)
+        if self.limits.connection_refused(address):
+            self.stats.refused_per_address += 1
+            cap = self.config.limits.conns_per_address
+            log_event(logging.WARNING, "connection_refused", address=address, why="per_address", limit=cap)
+            return connection.respond(
+                429, f"too many connections from your address (limit {cap}): close some and try again\n"
+            )
+        # Counted from here until the TCP connection is gone, whatever happens to the handshake.
+        self.limits.opened(address)
+        connection.connection_lost_waiter.add_done_callback(lambda _: self.limits.closed(address))
+        if isinstance(connection, PlotConnection):
+            connection.address = address
+            connection.bucket = TokenBucket(self.config.rate_per_s, self.config.burst)
         return None
 
     def _metrics_response(self, connection: ServerConnection) -> Response:
@@ -505,7 +614,12 @@ class RaceServer:
     # ================================================================ connections
 
     async def _handler(self, ws: ServerConnection) -> None:
-        conn = Conn(next(self._ids), ws, TokenBucket(self.config.rate_per_s, self.config.burst))
+        bucket = ws.bucket if isinstance(ws, PlotConnection) else None
+        address = ws.address if isinstance(ws, PlotConnection) else "local"
+        conn = Conn(next(self._ids), ws, bucket or TokenBucket(self.config.rate_per_s, self.config.burst), address)
+        deadline = asyncio.get_running_loop().call_later(
+            self.config.limits.hello_timeout_s, self._hello_overdue, conn
+        )
         if self.config.socket_sndbuf is not None:
             sock = ws.transport.get_extra_info("socket")
             if sock is not None:
@@ -530,6 +644,7 @@ class RaceServer:
         except ConnectionClosed:
             pass
         finally:
+            deadline.cancel()
             self._conns.pop(conn.id, None)
             if conn.player is not None:
                 conns = self._player_conns.get(conn.player)
@@ -538,6 +653,47 @@ class RaceServer:
                     if not conns:
                         del self._player_conns[conn.player]
             self._dispatch(Disconnected(conn.id, now_ms()))
+
+    def _hello_overdue(self, conn: Conn) -> None:
+        """The hello deadline: a connection that has said nothing useful gives its slot back."""
+        if conn.hello_seen or conn.cut or conn.id not in self._conns:
+            return
+        self.stats.hello_timeouts += 1
+        timeout = self.config.limits.hello_timeout_s
+        log_event(logging.INFO, "hello_timeout", conn=conn.id, address=conn.address, seconds=timeout)
+        self._spawn(self._close(conn, 1008, f"no hello within {timeout:g} s"))
+
+    async def _close(self, conn: Conn, code: int, reason: str) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await conn.ws.close(code, reason)
+
+    def _address_limited(self, conn: Conn, msg: p.ClientMessage) -> p.Error | None:
+        """The per-address budgets (server/limits.py): a hello, a room creation or a join past
+        its address's budget is answered rate_limited with a retry hint, and never reaches the core."""
+        limits = self.config.limits
+        if isinstance(msg, p.Hello):
+            wait, what, per = self.limits.take_hello(conn.address), "hellos", limits.hellos_per_minute
+        elif isinstance(msg, p.CreateRoom):
+            wait, what, per = self.limits.take_room(conn.address), "rooms created", limits.rooms_per_minute
+        elif isinstance(msg, p.Join):
+            wait, what, per = self.limits.take_join(conn.address), "failed joins", limits.join_failures_per_minute
+        else:
+            return None
+        if wait == 0.0:
+            return None
+        self.stats.address_limited += 1
+        retry_ms = max(1, round(wait * 1000))
+        log_event(logging.WARNING, "address_limited", conn=conn.id, address=conn.address, what=what)
+        return p.Error(
+            code=p.RATE_LIMITED,
+            message=f"too many {what} from your address (limit {per} a minute): "
+            f"try again in {wait:.1f} s; retry_ms={retry_ms}",
+            ref=p.message_type(msg),
+        )
+
+    def _member_of(self, conn: Conn, code: str) -> bool:
+        room = self.core.rooms.get(code)
+        return room is not None and conn.player is not None and conn.player in room.members
 
     async def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
         ref: str | None = None
@@ -551,6 +707,12 @@ class RaceServer:
                     conn.moves_in.clear()
                 conn.moves_in[msg.id] = time.perf_counter()
             if isinstance(msg, p.Hello):
+                conn.hello_seen = True
+            limited = self._address_limited(conn, msg)
+            if limited is not None:
+                self._reply(conn, limited)
+                return
+            if isinstance(msg, p.Hello):
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
             if isinstance(msg, p.Move) and conn.player is not None and self._busy():
@@ -561,6 +723,11 @@ class RaceServer:
                 self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
                 return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
+            if isinstance(msg, p.Join):
+                if self._member_of(conn, msg.code):
+                    self.limits.join_succeeded(conn.address)  # only failed joins spend the budget
+                elif not self.core.has_room(msg.code):
+                    conn.join_pending = msg.code  # decided once the room is loaded (RoomLoaded)
         except p.ProtocolError as exc:
             self._reply(conn, exc.to_message())
         except StoreUnavailable as exc:
@@ -595,6 +762,12 @@ class RaceServer:
         if self.nodes is not None and isinstance(event, ClientEvent):
             self._note_command(event, effects)
         self._execute(effects)
+        if isinstance(event, RoomLoaded):
+            for conn in self._conns.values():
+                if conn.join_pending == event.code:
+                    conn.join_pending = None
+                    if self._member_of(conn, event.code):
+                        self.limits.join_succeeded(conn.address)
 
     def _note_command(self, event: ClientEvent, effects: list[Effect]) -> None:
         """Several nodes: remember a room command until a save of its room commits it (a join that
@@ -764,27 +937,45 @@ class RaceServer:
         hard limit, or over the soft limit for too long, cannot keep up and is cut."""
         targets: list[ServerConnection] = []
         clock = time.monotonic()
-        soft, hard = self.config.write_soft_limit, self.config.write_hard_limit
         for cid in conn_ids:
             conn = self._conns.get(cid)
             if conn is None or conn.cut:
                 continue
-            buffered = conn.ws.transport.get_write_buffer_size()
-            if buffered > soft:
-                if conn.over_since is None:
-                    conn.over_since = clock
-                if buffered > hard or clock - conn.over_since > self.config.slow_grace_s:
-                    self._cut(conn, buffered)
-                    continue
-                if droppable:
-                    self.stats.dropped_frames += 1
-                    continue
-            else:
-                conn.over_since = None
+            state = self._buffer_state(conn, clock)
+            if state == "cut":
+                continue
+            if state == "over" and droppable:
+                self.stats.dropped_frames += 1
+                continue
             targets.append(conn.ws)
         if targets:
             self.stats.frames_out += len(targets)
             broadcast(targets, frame)
+
+    def _buffer_state(self, conn: Conn, clock: float) -> str:
+        """"ok"; "over" the soft limit (progress frames are skipped); or "cut": over the hard
+        limit, or over the soft one for longer than slow_grace_s (the connection is aborted)."""
+        buffered = conn.ws.transport.get_write_buffer_size()
+        if buffered <= self.config.write_soft_limit:
+            conn.over_since = None
+            return "ok"
+        if conn.over_since is None:
+            conn.over_since = clock
+        if buffered > self.config.write_hard_limit or clock - conn.over_since > self.config.slow_grace_s:
+            self._cut(conn, buffered)
+            return "cut"
+        return "over"
+
+    async def _watch_buffers(self) -> None:
+        """Every connection's write buffer on a timer, not only when a game message goes out:
+        a client that never reads while the server answers it (pongs, errors) is cut too."""
+        while True:
+            await asyncio.sleep(self.config.buffer_check_s)
+            clock = time.monotonic()
+            for conn in list(self._conns.values()):
+                if not conn.cut:
+                    self._buffer_state(conn, clock)
+            self.limits.prune()
 
     def _cut(self, conn: Conn, buffered: int) -> None:
         conn.cut = True

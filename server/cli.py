@@ -13,18 +13,22 @@ import contextlib
 import gc
 import json
 import logging
+import math
 import os
 import signal
 import ssl
 import sys
 import time
 from collections.abc import Sequence
-from typing import NoReturn
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
+from server.limits import LimitsConfig
 from server.store.base import Store
 from server.web import WebConfig, WebServer
+from server.web.site import check_public_ws_url
 from server.winnable import (
     DEFAULT_BLOCKED_QUEUE,
     DEFAULT_BLOCKED_WORKERS,
@@ -34,6 +38,8 @@ from server.winnable import (
     DEFAULT_WORKERS,
     WinnableConfig,
 )
+
+DEFAULT_WRITE_LIMIT = ServerConfig().write_hard_limit
 
 # Attributes of a LogRecord that are not extra fields.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -60,9 +66,69 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+class ConfigError(ValueError):
+    """A flag or environment variable plot-server cannot use: one line for stderr, then exit 2."""
+
+
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric option: its flag, its environment variable, its type, default and range."""
+
+    dest: str
+    flag: str
+    env: str
+    kind: type[int] | type[float]
+    default: float | None
+    low: float
+    high: float | None = None
+    low_open: bool = False  # the value must be above ``low`` rather than at least ``low``
+
+
+NUMBERS: list[Number] = []
+
+
+def _range(spec: Number) -> str:
+    if spec.high is not None:
+        return f"{spec.low:g} to {spec.high:g}"
+    return f"above {spec.low:g}" if spec.low_open else f"at least {spec.low:g}"
+
+
+def parse_number(spec: Number, text: str, source: str) -> int | float:
+    """``text`` as ``spec``'s type within its range, or a ConfigError naming ``source`` (the flag
+    or the variable it came from)."""
+    what = "a whole number" if spec.kind is int else "a number"
+    try:
+        value: int | float = spec.kind(text.strip())
+    except ValueError:
+        raise ConfigError(f"{source} {text!r}: expected {what} ({_range(spec)})") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{source} {text!r}: expected {what} ({_range(spec)})")
+    too_low = value <= spec.low if spec.low_open else value < spec.low
+    if too_low or (spec.high is not None and value > spec.high):
+        raise ConfigError(f"{source} {text!r}: must be {_range(spec)}")
+    return value
+
+
+def resolve_numbers(args: argparse.Namespace) -> None:
+    """Turn every numeric option into its value, in place: the flag if given, else its
+    environment variable, else the default. Idempotent. A bad one raises ConfigError."""
+    for spec in NUMBERS:
+        raw = getattr(args, spec.dest)
+        if isinstance(raw, int | float):
+            continue
+        if raw is not None:
+            setattr(args, spec.dest, parse_number(spec, raw, spec.flag))
+            continue
+        env = _env(spec.env)
+        if env is not None:
+            setattr(args, spec.dest, parse_number(spec, env, spec.env))
+        else:
+            setattr(args, spec.dest, spec.default)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,67 +138,118 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Every option also reads an environment variable (shown in brackets); a flag wins over it.",
     )
     add = parser.add_argument
+    NUMBERS.clear()
+
+    def number(
+        flag: str,
+        env: str,
+        kind: type[int] | type[float],
+        default: float | None,
+        low: float,
+        help: str,
+        *,
+        high: float | None = None,
+        low_open: bool = False,
+        metavar: str | None = None,
+    ) -> None:
+        spec = Number(flag.lstrip("-").replace("-", "_"), flag, env, kind, default, low, high, low_open)
+        NUMBERS.append(spec)
+        add(flag, default=None, metavar=metavar or ("N" if kind is int else "S"), help=help)
+
     add("--host", default=_env("PLOT_HOST", "127.0.0.1"), help="address to listen on [PLOT_HOST] (127.0.0.1)")
-    add("--port", type=int, default=int(_env("PLOT_PORT", "8765") or 8765), help="port [PLOT_PORT] (8765)")
+    number("--port", "PLOT_PORT", int, 8765, 0, "port, 1 to 65535; 0: any free port [PLOT_PORT] (8765)",
+           high=65535, metavar="PORT")  # fmt: skip
     add("--redis", default=_env("REDIS_URL"), metavar="URL", help="Redis URL, e.g. redis://127.0.0.1:6379/0, "
         "or redis+cluster://host:port for a Redis Cluster [REDIS_URL]; without it the embedded in-memory store "
         "is used")  # fmt: skip
     add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
         "nodes on the same Redis: any node serves any racer (needs --redis; one Redis, not a cluster yet) "
         "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
-    add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), choices=["debug", "info", "warning", "error"],
-        help="[PLOT_LOG_LEVEL] (info)")  # fmt: skip
+    add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), help="debug, info, warning or error "
+        "[PLOT_LOG_LEVEL] (info)")  # fmt: skip
     add("--tls-cert", default=_env("PLOT_TLS_CERT"), metavar="PEM", help="serve wss:// with this certificate chain "
         "[PLOT_TLS_CERT]")  # fmt: skip
     add("--tls-key", default=_env("PLOT_TLS_KEY"), metavar="PEM", help="private key for --tls-cert [PLOT_TLS_KEY]")
-    add("--max-frame", type=int, default=int(_env("PLOT_MAX_FRAME", "4096") or 4096),
-        help="largest incoming message, bytes [PLOT_MAX_FRAME] (4096)")  # fmt: skip
-    add("--rate", type=float, default=float(_env("PLOT_RATE", "30") or 30),
-        help="messages per second per connection [PLOT_RATE] (30; burst twice that)")  # fmt: skip
-    add("--max-connections", type=int, default=int(_env("PLOT_MAX_CONNECTIONS", "2000") or 2000),
-        help="[PLOT_MAX_CONNECTIONS] (2000)")  # fmt: skip
-    add("--max-rooms", type=int, default=int(_env("PLOT_MAX_ROOMS", "1000") or 1000),
-        help="[PLOT_MAX_ROOMS] (1000)")  # fmt: skip
-    add("--countdown", type=float, default=float(_env("PLOT_COUNTDOWN", "3") or 3),
-        help="seconds between start and the race [PLOT_COUNTDOWN] (3)")  # fmt: skip
-    add("--grace", type=float, default=float(_env("PLOT_GRACE", "60") or 60),
-        help="seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
-    add("--room-ttl", type=float, default=float(_env("PLOT_ROOM_TTL", str(24 * 3600)) or 86400),
-        help="seconds finished rooms (logs, results) are kept [PLOT_ROOM_TTL] (86400)")  # fmt: skip
-    add("--winnable-budget", type=int, default=int(_env("PLOT_WINNABLE_BUDGET", str(DEFAULT_BUDGET)) or 0),
-        metavar="POSITIONS", help="winnable-only rooms: the solver's budget per candidate deal "
-        f"[PLOT_WINNABLE_BUDGET] ({DEFAULT_BUDGET})")  # fmt: skip
-    add("--winnable-tries", type=int, default=int(_env("PLOT_WINNABLE_TRIES", str(DEFAULT_TRIES)) or 0),
-        metavar="N", help="winnable-only rooms: candidate deals per search before the host is told none was "
-        f"found [PLOT_WINNABLE_TRIES] ({DEFAULT_TRIES})")  # fmt: skip
-    add("--winnable-workers", type=int, default=int(_env("PLOT_WINNABLE_WORKERS", str(DEFAULT_WORKERS)) or 0),
-        metavar="N", help="worker processes for those searches, started on first use "
-        f"[PLOT_WINNABLE_WORKERS] ({DEFAULT_WORKERS})")  # fmt: skip
-    web_port = _env("PLOT_WEB_PORT")
-    add("--web-port", type=int, default=int(web_port) if web_port else None, metavar="PORT",
-        help="serve the spectator page (http://HOST:PORT/watch/CODE) on this port; 0: no page "
-        "[PLOT_WEB_PORT] (the game port + 1: 8766)")  # fmt: skip
+    number("--max-frame", "PLOT_MAX_FRAME", int, 4096, 256,
+           "largest incoming message, bytes [PLOT_MAX_FRAME] (4096)", metavar="BYTES")  # fmt: skip
+    number("--rate", "PLOT_RATE", float, 30, 0, "messages per second per connection, pings included "
+           "[PLOT_RATE] (30; burst twice that)", low_open=True, metavar="N")  # fmt: skip
+    number("--max-connections", "PLOT_MAX_CONNECTIONS", int, 2000, 1, "[PLOT_MAX_CONNECTIONS] (2000)")
+    number("--max-rooms", "PLOT_MAX_ROOMS", int, 1000, 1, "[PLOT_MAX_ROOMS] (1000)")
+    number("--countdown", "PLOT_COUNTDOWN", float, 3, 0,
+           "seconds between start and the race [PLOT_COUNTDOWN] (3)")  # fmt: skip
+    number("--grace", "PLOT_GRACE", float, 60, 0,
+           "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
+    number("--room-ttl", "PLOT_ROOM_TTL", float, 24 * 3600, 0,
+           "seconds finished rooms (logs, results) are kept [PLOT_ROOM_TTL] (86400)", low_open=True)  # fmt: skip
+    number("--winnable-budget", "PLOT_WINNABLE_BUDGET", int, DEFAULT_BUDGET, 1, "winnable-only rooms: the "
+           f"solver's budget per candidate deal [PLOT_WINNABLE_BUDGET] ({DEFAULT_BUDGET})",
+           metavar="POSITIONS")  # fmt: skip
+    number("--winnable-tries", "PLOT_WINNABLE_TRIES", int, DEFAULT_TRIES, 1, "winnable-only rooms: candidate deals "
+           f"per search before the host is told none was found [PLOT_WINNABLE_TRIES] ({DEFAULT_TRIES})")  # fmt: skip
+    number("--winnable-workers", "PLOT_WINNABLE_WORKERS", int, DEFAULT_WORKERS, 1, "worker processes for those "
+           f"searches, started on first use [PLOT_WINNABLE_WORKERS] ({DEFAULT_WORKERS})")  # fmt: skip
+    number("--web-port", "PLOT_WEB_PORT", int, None, 0, "serve the spectator page (http://HOST:PORT/watch/CODE) "
+           "on this port; 0: no page [PLOT_WEB_PORT] (the game port + 1: 8766)", high=65535,
+           metavar="PORT")  # fmt: skip
     add("--web-ws-url", default=_env("PLOT_WEB_WS_URL"), metavar="URL", help="the game WebSocket URL the page "
         "connects to, when browsers reach it under another name (a proxy) [PLOT_WEB_WS_URL]; default: the page's "
         "host name and --port")  # fmt: skip
-    add("--winnable-queue", type=int, default=int(_env("PLOT_WINNABLE_QUEUE", str(DEFAULT_QUEUE)) or 0),
-        metavar="N", help="winnable-only rooms: searches waiting for a worker, one per room; past it a start "
-        f"is refused with server_busy [PLOT_WINNABLE_QUEUE] ({DEFAULT_QUEUE})")  # fmt: skip
-    add("--blocked-workers", type=int, default=int(_env("PLOT_BLOCKED_WORKERS", str(DEFAULT_BLOCKED_WORKERS)) or 0),
-        metavar="N", help="worker processes for the exact blocked checks, apart from the searches' "
-        f"[PLOT_BLOCKED_WORKERS] ({DEFAULT_BLOCKED_WORKERS})")  # fmt: skip
-    add("--blocked-queue", type=int, default=int(_env("PLOT_BLOCKED_QUEUE", str(DEFAULT_BLOCKED_QUEUE)) or 0),
-        metavar="N", help="exact blocked checks in flight; past it a check is answered 'unknown' and asked "
-        f"again on the racer's next move [PLOT_BLOCKED_QUEUE] ({DEFAULT_BLOCKED_QUEUE})")  # fmt: skip
+    number("--winnable-queue", "PLOT_WINNABLE_QUEUE", int, DEFAULT_QUEUE, 1, "winnable-only rooms: searches "
+           "waiting for a worker, one per room; past it a start is refused with server_busy "
+           f"[PLOT_WINNABLE_QUEUE] ({DEFAULT_QUEUE})")  # fmt: skip
+    number("--blocked-workers", "PLOT_BLOCKED_WORKERS", int, DEFAULT_BLOCKED_WORKERS, 1, "worker processes for "
+           "the exact blocked checks, apart from the searches' "
+           f"[PLOT_BLOCKED_WORKERS] ({DEFAULT_BLOCKED_WORKERS})")  # fmt: skip
+    number("--blocked-queue", "PLOT_BLOCKED_QUEUE", int, DEFAULT_BLOCKED_QUEUE, 1, "exact blocked checks in "
+           "flight; past it a check is answered 'unknown' and asked again on the racer's next move "
+           f"[PLOT_BLOCKED_QUEUE] ({DEFAULT_BLOCKED_QUEUE})")  # fmt: skip
+    limits = LimitsConfig()
+    number("--hello-timeout", "PLOT_HELLO_TIMEOUT", float, limits.hello_timeout_s, 0, "seconds a new connection "
+           f"has to send hello before it is closed (1008) [PLOT_HELLO_TIMEOUT] ({limits.hello_timeout_s:g})",
+           low_open=True)  # fmt: skip
+    number("--max-conns-per-address", "PLOT_MAX_CONNS_PER_ADDRESS", int, limits.conns_per_address, 0,
+           "open connections per client address (IPv6: per /64); past it the upgrade is refused with HTTP 429; "
+           f"0: no cap [PLOT_MAX_CONNS_PER_ADDRESS] ({limits.conns_per_address})")  # fmt: skip
+    number("--hellos-per-minute", "PLOT_HELLOS_PER_MINUTE", int, limits.hellos_per_minute, 0, "hellos per "
+           "address and minute (bursts of as many); past it: error rate_limited with retry_ms; 0: no cap "
+           f"[PLOT_HELLOS_PER_MINUTE] ({limits.hellos_per_minute})")  # fmt: skip
+    number("--rooms-per-minute", "PLOT_ROOMS_PER_MINUTE", int, limits.rooms_per_minute, 0, "rooms created per "
+           f"address and minute; 0: no cap [PLOT_ROOMS_PER_MINUTE] ({limits.rooms_per_minute})")  # fmt: skip
+    number("--join-failures-per-minute", "PLOT_JOIN_FAILURES_PER_MINUTE", int, limits.join_failures_per_minute, 0,
+           "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
+           "private codes); 0: no cap "
+           f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
+           "sent to one connection before it is cut as too slow, checked every second "
+           f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
     add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the game port, "
         "in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
     return parser
 
 
-def usage_error(message: str) -> NoReturn:
-    """A bad flag or environment variable: one line, exit 2."""
-    print(f"plot-server: {message}", file=sys.stderr)
-    raise SystemExit(2)
+LOG_LEVELS = ("debug", "info", "warning", "error")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+
+
+def check_redis_url(url: str) -> str:
+    """A URL redis-py can use, or a ConfigError saying what one looks like."""
+    parts = urlsplit(url)
+    if parts.scheme not in REDIS_SCHEMES:
+        shown = url if parts.password is None else "(a URL with a password)"
+        raise ConfigError(
+            f"--redis / REDIS_URL {shown!r}: expected redis://host:port/db, rediss://, unix:///path "
+            "or redis+cluster://host:port"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme != "unix" and (not parts.hostname or port == -1 or port == 0):
+        raise ConfigError(f"--redis / REDIS_URL: no usable host and port in {parts.scheme}:// URL")
+    if parts.scheme == "unix" and not parts.path:
+        raise ConfigError("--redis / REDIS_URL: a unix:// URL needs the socket's path (unix:///path/redis.sock)")
+    return url
 
 
 def multi_node(args: argparse.Namespace) -> bool:
@@ -142,21 +259,28 @@ def multi_node(args: argparse.Namespace) -> bool:
     else:
         text = (_env("PLOT_MULTI_NODE") or "0").strip().lower()
         if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-            usage_error(f"PLOT_MULTI_NODE={text!r}: expected 1 or 0")
+            raise ConfigError(f"PLOT_MULTI_NODE={text!r}: expected 1 or 0")
         wanted = text in ("1", "true", "yes", "on")
     if wanted and not args.redis:
-        usage_error("--multi-node needs --redis URL: the nodes share their rooms through one Redis")
+        raise ConfigError("--multi-node needs --redis URL: the nodes share their rooms through one Redis")
     if wanted and "+cluster://" in args.redis:
-        usage_error("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
+        raise ConfigError("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
     return wanted
 
-
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """The server's configuration from parsed arguments; ConfigError on any bad value."""
+    resolve_numbers(args)
+    if args.log_level not in LOG_LEVELS:
+        raise ConfigError(f"--log-level / PLOT_LOG_LEVEL {args.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
     if args.metrics not in ("on", "off"):
-        print(f"plot-server: --metrics {args.metrics!r}: expected on or off (PLOT_METRICS too)", file=sys.stderr)
-        raise SystemExit(2)
+        raise ConfigError(f"--metrics / PLOT_METRICS {args.metrics!r}: expected on or off")
     if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("plot-server: --tls-cert and --tls-key go together")
+        raise ConfigError("--tls-cert and --tls-key go together")
+    for flag, path in (("--tls-cert / PLOT_TLS_CERT", args.tls_cert), ("--tls-key / PLOT_TLS_KEY", args.tls_key)):
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"{flag} {path!r}: no such file")
+    if args.redis:
+        check_redis_url(args.redis)
     winnable = WinnableConfig(
         budget=args.winnable_budget,
         tries=args.winnable_tries,
@@ -165,17 +289,6 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         blocked_workers=args.blocked_workers,
         blocked_queue=args.blocked_queue,
     )
-    solver_limits = {
-        "--winnable-budget": winnable.budget,
-        "--winnable-tries": winnable.tries,
-        "--winnable-workers": winnable.workers,
-        "--winnable-queue": winnable.queue,
-        "--blocked-workers": winnable.blocked_workers,
-        "--blocked-queue": winnable.blocked_queue,
-    }
-    too_small = [f"{flag} {value}" for flag, value in solver_limits.items() if value < 1]
-    if too_small:
-        raise SystemExit(f"plot-server: {', '.join(too_small)}: each must be at least 1")
     core = CoreConfig(
         countdown_ms=int(args.countdown * 1000),
         grace_ms=int(args.grace * 1000),
@@ -192,6 +305,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_connections=args.max_connections,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        write_hard_limit=args.max_write_buffer,
+        limits=LimitsConfig(
+            hello_timeout_s=args.hello_timeout,
+            conns_per_address=args.max_conns_per_address,
+            hellos_per_minute=args.hellos_per_minute,
+            rooms_per_minute=args.rooms_per_minute,
+            join_failures_per_minute=args.join_failures_per_minute,
+        ),
         core=core,
         winnable=winnable,
         metrics=args.metrics == "on",
@@ -202,7 +323,10 @@ def make_store(redis_url: str | None) -> tuple[Store, str]:
     if redis_url:
         from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
 
-        return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
+        try:
+            return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
+        except ValueError as exc:  # redis-py refused the URL
+            raise ConfigError(f"--redis / REDIS_URL: {exc}") from None
     from server.store.memory import MemoryStore
 
     return MemoryStore(), "memory"
@@ -217,8 +341,7 @@ def setup_logging(level: str) -> None:
     logging.getLogger("websockets").setLevel(max(logging.WARNING, root.level))
 
 
-async def serve(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     store, store_name = make_store(args.redis)
     server = RaceServer(store, config, store_name=store_name)
     stop = asyncio.Event()
@@ -280,7 +403,7 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
             ssl_context=web_ssl,
         )
     except ValueError as exc:
-        raise SystemExit(f"plot-server: {exc} (--web-ws-url)") from None
+        raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None
 
 
 def tune_gc() -> None:
@@ -296,14 +419,28 @@ def tune_gc() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 after a clean shutdown, 1 when the port cannot be had, 2 on a bad flag or variable
+    (one line on stderr, no traceback)."""
     args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+        if args.web_ws_url:
+            try:
+                check_public_ws_url(args.web_ws_url)
+            except ValueError as exc:
+                raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None
+        if args.redis:
+            make_store(args.redis)  # redis-py's own URL checks (it connects lazily)
+    except ConfigError as exc:
+        print(f"plot-server: {exc}", file=sys.stderr)
+        return 2
     setup_logging(args.log_level)
     tune_gc()
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(serve(args))
-    return uvloop.run(serve(args))
+        return asyncio.run(serve(args, config))
+    return uvloop.run(serve(args, config))
 
 
 if __name__ == "__main__":

@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import inspect
 import json
 import os
 import random
+import socket
 import ssl
 import subprocess
 import sys
@@ -33,6 +35,7 @@ from websockets.exceptions import ConnectionClosed
 from server.app import RaceServer, ServerConfig
 from server.core import CoreConfig, ServerCore
 from server.core.testing import DEAL, SeededEntropy, Shell, lobby, pid, racing
+from server.limits import LimitsConfig
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from shared import protocol as p
@@ -60,6 +63,7 @@ __all__ = [
     "pid",
     "play",
     "racing",
+    "raw_upgrade",
     "room_phase",
     "running_server",
     "screen_text",
@@ -70,6 +74,7 @@ __all__ = [
     "view_game",
     "wait_for_file",
     "wait_healthy",
+    "ws_frame",
 ]
 
 
@@ -107,7 +112,11 @@ FAST = CoreConfig(countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderb
 
 def fast_config(**overrides: Any) -> ServerConfig:
     core = overrides.pop("core", FAST)
-    base = ServerConfig(host="127.0.0.1", port=0, rate_per_s=1000, burst=2000, flush_timeout_s=2.0, core=core)
+    # The per-address caps are off: the tests open many connections from 127.0.0.1 (one address).
+    limits = LimitsConfig.per_address_off()
+    base = ServerConfig(
+        host="127.0.0.1", port=0, rate_per_s=1000, burst=2000, flush_timeout_s=2.0, core=core, limits=limits
+    )
     return replace(base, **overrides)
 
 
@@ -216,6 +225,38 @@ class Client:
     async def closed(self, timeout: float = 5.0) -> int | None:
         await asyncio.wait_for(self._reader, timeout)
         return self.closed_code
+
+
+async def raw_upgrade(
+    port: int, source: str = "127.0.0.1", rcvbuf: int | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A WebSocket connection by hand (a client that may never read): the upgrade's answer has
+    been read; what follows is frames. ``source``: another loopback address (127.0.0.2, ...) to
+    come from; ``rcvbuf``: a small receive buffer, so a client that does not read fills up fast."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.bind((source, 0))
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    if not head.startswith(b"HTTP/1.1 101"):
+        writer.close()
+        raise ConnectionError(head.decode(errors="replace").split("\r\n", 1)[0])
+    return reader, writer
+
+
+def ws_frame(opcode: int, payload: bytes = b"") -> bytes:
+    """One masked client frame (payload up to 125 bytes): 0x9 ping, 0x2 binary, 0x8 close."""
+    assert len(payload) <= 125
+    mask = os.urandom(4)
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
 def view_game(view: View) -> Game:

@@ -207,3 +207,23 @@ def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
         port = target.url.rsplit(":", 1)[1]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert b"plot_moves_accepted_total" in response.read()
+
+
+# ---------------------------------------------------------------- bench/attacks.py (issue 9)
+
+
+def test_the_attack_bench_runs_and_the_limits_hold() -> None:
+    """bench/attacks.py, briefly, so it cannot rot (its figures: docs/reliability.md, Limits)."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "attacks.py"), "--only", "rooms,guess", "--seconds", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    rooms, guess = (json.loads(line) for line in out.stdout.splitlines())
+    assert 1 <= rooms["rooms_created"] <= 11 and rooms["honest"]["ok"]
+    assert 1 <= guess["wrong_guesses"] <= 11

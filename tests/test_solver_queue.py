@@ -207,7 +207,7 @@ def _broken_room() -> bool:
 
 
 def test_server_flags_and_environment_set_the_queues(monkeypatch: pytest.MonkeyPatch) -> None:
-    from server.cli import build_parser, config_from_args
+    from server.cli import ConfigError, build_parser, config_from_args
 
     config = config_from_args(build_parser().parse_args([]))
     assert (config.winnable.queue, config.winnable.blocked_workers, config.winnable.blocked_queue) == (32, 1, 256)
@@ -217,7 +217,7 @@ def test_server_flags_and_environment_set_the_queues(monkeypatch: pytest.MonkeyP
     config = config_from_args(build_parser().parse_args(["--blocked-queue", "3"]))  # a flag wins over the env
     assert (config.winnable.queue, config.winnable.blocked_workers, config.winnable.blocked_queue) == (5, 2, 3)
     for flag in ("--winnable-queue", "--blocked-workers", "--blocked-queue"):
-        with pytest.raises(SystemExit, match=f"{flag} 0: each must be at least 1"):
+        with pytest.raises(ConfigError, match=f"{flag} '0': must be at least 1"):
             config_from_args(build_parser().parse_args([flag, "0"]))
 
 

@@ -137,7 +137,7 @@ async def test_plot_server_serves_the_page_on_its_web_port() -> None:
 
 def test_the_web_port_defaults_to_the_game_port_plus_one_and_zero_turns_it_off() -> None:
     from server.app import RaceServer
-    from server.cli import build_parser, config_from_args, make_web_server
+    from server.cli import ConfigError, build_parser, config_from_args, make_web_server
     from server.store.memory import MemoryStore
 
     def web_for(*argv: str) -> WebServer | None:
@@ -153,7 +153,7 @@ def test_the_web_port_defaults_to_the_game_port_plus_one_and_zero_turns_it_off()
     assert chosen is not None and chosen.config.port == 9200
     assert web_for("--web-port", "0") is None
     assert web_for("--port", "0") is None  # any free game port: say which page port with --web-port
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError):
         web_for("--web-ws-url", "http://not-a-websocket/")
 
 

@@ -450,7 +450,7 @@ async def test_hint_key_gives_a_legal_move_in_practice(state_dir: Path) -> None:
 
 
 def test_server_flags_and_environment_set_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
-    from server.cli import build_parser, config_from_args
+    from server.cli import ConfigError, build_parser, config_from_args
 
     config = config_from_args(build_parser().parse_args([]))
     assert (config.winnable.budget, config.winnable.tries, config.winnable.workers) == (20_000, 20, 1)
@@ -460,5 +460,5 @@ def test_server_flags_and_environment_set_the_search(monkeypatch: pytest.MonkeyP
     assert (config.winnable.budget, config.winnable.tries, config.winnable.workers) == (50_000, 5, 2)
     config = config_from_args(build_parser().parse_args(["--winnable-budget", "1000"]))  # a flag wins over the env
     assert config.winnable.budget == 1000
-    with pytest.raises(SystemExit, match="at least 1"):
+    with pytest.raises(ConfigError, match="at least 1"):
         config_from_args(build_parser().parse_args(["--winnable-workers", "0"]))

@@ -1,0 +1,374 @@
+"""Attacks on a real plot-server on loopback, and what they cost it (docs/reliability.md, Limits).
+
+Each attack starts its own ``plot-server`` process (embedded store, default limits unless said),
+attacks it from one loopback address (127.0.0.2; Linux routes all of 127/8) and measures, from
+an honest client on 127.0.0.1 where it applies:
+
+- ``ping``: WebSocket pings as fast as the socket takes them, from clients that never read
+  (a small receive buffer): the server's RSS, its peak over the run;
+- ``conns``: 2,000 connections that never say hello: how the honest client fares (HTTP status)
+  and its time from connecting to ``race_start`` (hello, create a room, start);
+- ``rooms``: throwaway identities creating rooms as fast as they can: rooms made, and whether
+  the honest client can still create one;
+- ``guess``: joins of random room codes over many connections: wrong guesses answered per
+  second (the private-code search rate).
+
+``--server-root DIR`` runs the server from another checkout (for a before/after comparison, run
+once against a checkout of the commit before the limits). Usage::
+
+    python bench/attacks.py [--only ping,conns,rooms,guess] [--seconds 20] [--server-root DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import random
+import resource
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from shared import protocol as p  # noqa: E402
+
+ATTACKER = "127.0.0.2"
+HONEST = "127.0.0.1"
+
+
+def raise_fd_limit() -> None:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@contextmanager
+def plot_server(root: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
+    env["PLOT_WEB_PORT"] = "0"
+    env["PYTHONPATH"] = str(root)
+    cmd = [sys.executable, "-m", "server.cli", "--port", str(port), "--log-level", "error", "--countdown", "0.1"]
+    proc = subprocess.Popen(
+        [*cmd, *flags], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=raise_fd_limit,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("plot-server did not start") from None
+                time.sleep(0.05)
+        yield proc, port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def raw_upgrade(port: int, source: str, rcvbuf: int | None = None) -> tuple[Any, asyncio.StreamWriter]:
+    """A hand-made WebSocket connection from ``source`` that need never read: (reader, writer)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.bind((source, 0))
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    if not head.startswith(b"HTTP/1.1 101"):
+        writer.close()
+        raise ConnectionError(head.split(b"\r\n", 1)[0].decode())
+    return reader, writer
+
+
+def ping_frame(payload: bytes) -> bytes:
+    mask = os.urandom(4)
+    return bytes([0x89, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+@asynccontextmanager
+async def client(port: int, source: str = HONEST) -> AsyncIterator[ClientConnection]:
+    async with connect(f"ws://127.0.0.1:{port}", compression=None, local_addr=(source, 0), open_timeout=10) as ws:
+        yield ws
+
+
+async def expect(ws: ClientConnection, kind: type[Any], timeout: float = 10.0) -> Any:
+    async def wait() -> Any:
+        while True:
+            msg = p.decode_server(await ws.recv(decode=False))
+            if isinstance(msg, (kind, p.Error)):
+                return msg
+
+    return await asyncio.wait_for(wait(), timeout)
+
+
+async def honest_race(port: int, timeout: float = 30.0) -> dict[str, Any]:
+    """An honest client's time from its first connection attempt to race_start (retrying a refusal)."""
+    started = time.monotonic()
+    refusals: dict[str, int] = {}
+    while time.monotonic() - started < timeout:
+        try:
+            async with client(port) as ws:
+                await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Honest")))
+                welcome = await expect(ws, p.Welcome)
+                if isinstance(welcome, p.Error):
+                    return {"ok": False, "error": welcome.code}
+                await ws.send(p.encode(p.CreateRoom()))
+                room = await expect(ws, p.Room)
+                if isinstance(room, p.Error):
+                    return {"ok": False, "error": room.code, "seconds": round(time.monotonic() - started, 3)}
+                await ws.send(p.encode(p.Start()))
+                start = await expect(ws, p.RaceStart)
+                if isinstance(start, p.Error):
+                    return {"ok": False, "error": start.code}
+                return {"ok": True, "seconds": round(time.monotonic() - started, 3), "refusals": refusals}
+        except InvalidStatus as exc:
+            key = f"HTTP {exc.response.status_code}"
+            refusals[key] = refusals.get(key, 0) + 1
+            await asyncio.sleep(0.2)
+        except (OSError, TimeoutError, ConnectionClosed) as exc:
+            key = type(exc).__name__
+            refusals[key] = refusals.get(key, 0) + 1
+            await asyncio.sleep(0.2)
+    return {"ok": False, "seconds": timeout, "refusals": refusals}
+
+
+# ---------------------------------------------------------------- the attacks
+
+
+async def attack_ping(root: Path, seconds: float, flooders: int) -> dict[str, Any]:
+    with plot_server(root) as (proc, port):
+        before = rss_mib(proc.pid)
+        peak = before
+        closed = 0
+        sent = 0
+
+        async def flood() -> None:
+            nonlocal closed, sent
+            try:
+                _reader, writer = await raw_upgrade(port, ATTACKER, rcvbuf=4096)
+            except (OSError, ConnectionError):
+                closed += 1
+                return
+            frame = ping_frame(b"x" * 125)
+            end = time.monotonic() + seconds
+            try:
+                while time.monotonic() < end:
+                    writer.write(frame * 64)
+                    await writer.drain()
+                    sent += 64
+            except (ConnectionError, OSError):
+                closed += 1
+            finally:
+                writer.transport.abort()
+
+        tasks = [asyncio.ensure_future(flood()) for _ in range(flooders)]
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            peak = max(peak, rss_mib(proc.pid))
+            await asyncio.sleep(0.25)
+        await asyncio.gather(*tasks)
+        peak = max(peak, rss_mib(proc.pid))
+        return {
+            "attack": f"ping flood, {flooders} connection(s) that never read, {seconds:g} s",
+            "rss_before_mib": round(before, 1),
+            "rss_peak_mib": round(peak, 1),
+            "pings_sent": sent,
+            "flooders_cut": closed,
+        }
+
+
+async def attack_conns(root: Path, count: int, addresses: int = 1) -> dict[str, Any]:
+    """``count`` connections that never say hello, from ``addresses`` loopback addresses."""
+    sources = [ATTACKER] if addresses == 1 else [f"127.0.1.{i + 1}" for i in range(addresses)]
+    with plot_server(root) as (_proc, port):
+        held: list[asyncio.StreamWriter] = []
+        refused: dict[str, int] = {}
+
+        async def one(n: int) -> None:
+            try:
+                _reader, writer = await raw_upgrade(port, sources[n % len(sources)])
+                held.append(writer)
+            except ConnectionError as exc:
+                refused[str(exc)] = refused.get(str(exc), 0) + 1
+            except OSError as exc:
+                refused[type(exc).__name__] = refused.get(type(exc).__name__, 0) + 1
+
+        started = time.monotonic()
+        for i in range(0, count, 200):
+            await asyncio.gather(*(one(i + j) for j in range(min(200, count - i))))
+        opened = time.monotonic() - started
+        race = await honest_race(port)
+        for writer in held:
+            writer.transport.abort()
+        return {
+            "attack": f"{count} connections that never say hello, from {addresses} address(es)",
+            "attacker_accepted": len(held),
+            "attacker_refused": refused,
+            "open_seconds": round(opened, 2),
+            "honest_time_to_race_s": race.get("seconds"),
+            "honest": race,
+        }
+
+
+async def attack_rooms(root: Path, seconds: float, target: int) -> dict[str, Any]:
+    with plot_server(root) as (_proc, port):
+        created = 0
+        refused: dict[str, int] = {}
+
+        async def identity() -> None:
+            nonlocal created
+            try:
+                async with client(port, ATTACKER) as ws:
+                    await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Spam")))
+                    welcome = await expect(ws, p.Welcome)
+                    if isinstance(welcome, p.Error):
+                        refused[welcome.code] = refused.get(welcome.code, 0) + 1
+                        return
+                    await ws.send(p.encode(p.CreateRoom(options=p.RoomOptions(private=True))))
+                    room = await expect(ws, p.Room)
+                    if isinstance(room, p.Error):
+                        refused[room.code] = refused.get(room.code, 0) + 1
+                    else:
+                        created += 1
+            except InvalidStatus as exc:
+                key = f"HTTP {exc.response.status_code}"
+                refused[key] = refused.get(key, 0) + 1
+            except (OSError, TimeoutError, ConnectionClosed) as exc:
+                refused[type(exc).__name__] = refused.get(type(exc).__name__, 0) + 1
+
+        started = time.monotonic()
+        while time.monotonic() - started < seconds and created < target:
+            await asyncio.gather(*(identity() for _ in range(50)))
+        took = time.monotonic() - started
+        race = await honest_race(port, timeout=10)
+        return {
+            "attack": f"room flood from throwaway identities (up to {target} rooms or {seconds:g} s)",
+            "rooms_created": created,
+            "seconds": round(took, 2),
+            "attacker_refused": refused,
+            "honest": race,
+        }
+
+
+async def attack_guess(root: Path, seconds: float, conns: int) -> dict[str, Any]:
+    with plot_server(root) as (_proc, port):
+        answers: dict[str, int] = {}
+        rng = random.Random(7)
+
+        async def guesser() -> None:
+            """Paced under the per-connection message rate (25 a second), reconnecting if cut."""
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                try:
+                    async with client(port, ATTACKER) as ws:
+                        await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Guess")))
+                        if isinstance(await expect(ws, p.Welcome), p.Error):
+                            answers["hello refused"] = answers.get("hello refused", 0) + 1
+                            await asyncio.sleep(1.0)
+                            continue
+                        while time.monotonic() < end:
+                            sent = time.monotonic()
+                            code = "".join(rng.choice(p.ROOM_CODE_ALPHABET) for _ in range(p.ROOM_CODE_LENGTH))
+                            await ws.send(p.encode(p.Join(code=code)))
+                            answer = await expect(ws, p.Room)
+                            key = answer.code if isinstance(answer, p.Error) else "joined"
+                            answers[key] = answers.get(key, 0) + 1
+                            await asyncio.sleep(max(0.0, 0.04 - (time.monotonic() - sent)))
+                except InvalidStatus as exc:
+                    key = f"HTTP {exc.response.status_code}"
+                    answers[key] = answers.get(key, 0) + 1
+                    await asyncio.sleep(1.0)
+                except (OSError, TimeoutError, ConnectionClosed) as exc:
+                    answers[type(exc).__name__] = answers.get(type(exc).__name__, 0) + 1
+                    await asyncio.sleep(0.1)
+
+        started = time.monotonic()
+        await asyncio.gather(*(guesser() for _ in range(conns)))
+        took = time.monotonic() - started
+        wrong = answers.get(p.UNKNOWN_ROOM, 0)
+        return {
+            "attack": f"guessing room codes over {conns} connections, {seconds:g} s",
+            "wrong_guesses": wrong,
+            "guesses_per_s": round(wrong / took, 1),
+            "answers": answers,
+        }
+
+
+async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    root = Path(args.server_root).resolve()
+    only = set(args.only.split(","))
+    results: list[dict[str, Any]] = []
+    if "ping" in only:
+        results.append(await attack_ping(root, args.seconds, 1))
+        results.append(await attack_ping(root, args.seconds, 3))
+    if "conns" in only:
+        results.append(await attack_conns(root, args.conns))
+        results.append(await attack_conns(root, args.conns, addresses=40))
+    if "rooms" in only:
+        results.append(await attack_rooms(root, args.seconds, 1000))
+    if "guess" in only:
+        results.append(await attack_guess(root, min(args.seconds, 10.0), 100))
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="ping,conns,rooms,guess")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each flood (20)")
+    parser.add_argument("--conns", type=int, default=2000, help="connections of the connection flood (2000)")
+    parser.add_argument("--server-root", default=str(ROOT), help="the checkout whose server is attacked")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    raise_fd_limit()
+    results = asyncio.run(run(args))
+    for result in results:
+        print(json.dumps(result) if args.json else "\n".join(f"  {k}: {v}" for k, v in result.items()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""plot-server's configuration: every flag and environment variable is checked before anything
+starts, and a bad one ends in one line on stderr and exit 2, never a traceback (issue 9)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+from redis_fixture import RedisServer, free_port
+from support import eventually, health, log_lines, server_process
+from websockets.asyncio.client import connect
+
+from server.cli import NUMBERS, ConfigError, build_parser, config_from_args, main
+from shared import protocol as p
+
+
+def refused(args: list[str], env: dict[str, str] | None = None) -> str:
+    """Run plot-server as a process with a bad setting: the one line it prints (exit 2)."""
+    with server_process(*args, env=env) as proc:
+        assert proc.wait(15) == 2
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("plot-server: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        ([], {"PLOT_PORT": "abc"}, "PLOT_PORT 'abc': expected a whole number"),
+        (["--port", "99999"], None, "--port '99999': must be 0 to 65535"),
+        (["--port", "65536"], None, "--port '65536': must be 0 to 65535"),
+        (["--port", "-1"], None, "must be 0 to 65535"),
+        (["--redis", "nonsense"], None, "--redis / REDIS_URL 'nonsense': expected redis://"),
+        ([], {"REDIS_URL": "http://x"}, "REDIS_URL 'http://x': expected redis://"),
+        (["--redis", "redis://:6379"], None, "no usable host and port"),
+        ([], {"PLOT_RATE": "fast"}, "PLOT_RATE 'fast': expected a number"),
+        ([], {"PLOT_LOG_LEVEL": "loud"}, "PLOT_LOG_LEVEL 'loud'"),
+        (["--tls-cert", "/no/such.pem", "--tls-key", "/no/such.key"], None, "'/no/such.pem': no such file"),
+        (["--web-ws-url", "http://not-a-websocket/"], None, "--web-ws-url / PLOT_WEB_WS_URL: not a WebSocket URL"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(args: list[str], env: dict[str, str] | None, says: str) -> None:
+    assert says in refused(args, env)
+
+
+def test_every_numeric_variable_and_flag_is_checked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_parser()
+    assert {spec.env for spec in NUMBERS} >= {"PLOT_PORT", "PLOT_MAX_FRAME", "PLOT_RATE", "PLOT_ROOM_TTL", "PLOT_GRACE"}
+    for spec in NUMBERS:
+        for bad in ("abc", "1e999", "nan", "-5"):
+            monkeypatch.setenv(spec.env, bad)
+            assert main([]) == 2, (spec.env, bad)
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and err.startswith(f"plot-server: {spec.env} '{bad}'"), err
+            monkeypatch.delenv(spec.env)
+            assert main([spec.flag, bad]) == 2, (spec.flag, bad)
+            err = capsys.readouterr().err
+            assert err.startswith(f"plot-server: {spec.flag} '{bad}'"), err
+
+
+def test_flags_win_over_variables_and_defaults_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = config_from_args(build_parser().parse_args([]))
+    assert (config.port, config.max_frame, config.rate_per_s, config.max_connections) == (8765, 4096, 30.0, 2000)
+    monkeypatch.setenv("PLOT_PORT", "9000")
+    monkeypatch.setenv("PLOT_GRACE", "5")
+    config = config_from_args(build_parser().parse_args(["--port", "9001"]))
+    assert config.port == 9001 and config.core.grace_ms == 5000
+    with pytest.raises(ConfigError, match="--port '65536': must be 0 to 65535"):
+        config_from_args(build_parser().parse_args(["--port", "65536"]))
+
+
+def test_the_help_still_works() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "server.cli", "--help"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0 and "PLOT_PORT" in result.stdout
+
+
+async def test_an_unreachable_store_at_start_is_logged_retried_and_seen_coming_back(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    redis = redis_server_factory()
+    redis.stop()  # its port is kept: nothing listens there now
+    port = free_port()
+
+    def status() -> int:
+        try:
+            return health(port)[0]
+        except OSError:
+            return 0  # not listening yet
+
+    with server_process("--port", str(port), "--redis", redis.url) as proc:
+        await eventually(lambda: status() == 503, 15, what="/healthz answers 503 while the store is away")
+        _status, body = health(port)
+        assert body["store_ok"] is False and body["store_down_s"] is not None
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Ann")))
+            error = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 10))
+            assert isinstance(error, p.Error) and error.code == p.STORE_UNAVAILABLE
+        redis.start()
+        await eventually(lambda: status() == 200, 30, what="/healthz answers 200 once the store is back")
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Ann")))
+            assert isinstance(p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 10)), p.Welcome)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 15) == 0
+        lines = log_lines(proc)
+    events = [line["event"] for line in lines]
+    unreachable = next(line for line in lines if line["event"] == "store_unreachable")
+    assert "refused" in unreachable["cause"].lower() or "connect" in unreachable["cause"].lower(), unreachable
+    assert events.count("store_unreachable") == 1
+    assert events.index("store_unreachable") < events.index("store_reachable")
+    assert next(line for line in lines if line["event"] == "store_reachable")["down_s"] >= 0
