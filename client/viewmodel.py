@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from shared.cards import rank
-from shared.engine import Game, View, replay
+from shared.engine import Game, ReplayResult, View, replay
 from shared.fairplay import check_commitment
 from shared.protocol import (
     Boards,
@@ -85,6 +85,7 @@ class RaceModel:
     left_reason: str | None = None
     clock_offset_ms: int = 0  # server time minus local time
     saved_records: dict[str, Path] = field(default_factory=dict)
+    _replayed: tuple[Results, dict[str, ReplayedRecord]] | None = None  # replays of these results, made once
 
     # ------------------------------------------------------------------ feeding
 
@@ -217,6 +218,16 @@ class RaceModel:
                     return row.name
         return player_id
 
+    def replayed(self) -> dict[str, ReplayedRecord]:
+        """Every revealed record of the current results replayed here, once per results message
+        (repaints and board cycling reuse them); empty before the results."""
+        results = self.results
+        if results is None:
+            return {}
+        if self._replayed is None or self._replayed[0] is not results:
+            self._replayed = (results, replay_results(results))
+        return self._replayed[1]
+
     def commitment_verified(self) -> bool | None:
         """Does the revealed deal and salt match the commitment received at the start? None before the results."""
         if self.results is None:
@@ -225,10 +236,26 @@ class RaceModel:
         return check_commitment(self.results.deal, self.results.salt, expected)
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayedRecord:
+    """One revealed record replayed on the local engine."""
+
+    view: View  # the final board
+    game: Game  # the final position
+    result: ReplayResult
+    cards: list[int]  # foundation cards after each applied entry
+
+
+def replay_results(results: Results) -> dict[str, ReplayedRecord]:
+    """Replay every revealed record once: final boards, the checks, the cards over each game."""
+    out: dict[str, ReplayedRecord] = {}
+    for player_id, record in results.records.items():
+        cards: list[int] = []
+        game, result = replay(record.deal, record.moves, undo=record.undo, progress=cards)
+        out[player_id] = ReplayedRecord(view=game.view(), game=game, result=result, cards=cards)
+    return out
+
+
 def final_views(results: Results) -> dict[str, View]:
     """Every racer's final board, by replaying the revealed records (the client's own check)."""
-    boards: dict[str, View] = {}
-    for player_id, record in results.records.items():
-        game, _result = replay(record.deal, record.moves, undo=record.undo)
-        boards[player_id] = game.view()
-    return boards
+    return {player_id: replayed.view for player_id, replayed in replay_results(results).items()}

@@ -1129,7 +1129,9 @@ def parse_record(data: object) -> tuple[int, list[object], bool]:
     return deal, moves, undo
 
 
-def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[Game, ReplayResult]:
+def replay(
+    deal: int, entries: Sequence[object], *, undo: bool = True, progress: list[int] | None = None
+) -> tuple[Game, ReplayResult]:
     """Replay a game record's entries; stops at the first illegal entry (later ones are not applied).
 
     Each entry is checked against the move rules; whether the position is blocked is decided
@@ -1139,6 +1141,9 @@ def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[
     cannot decide stays playing until the server's exact check answers, so only in that window
     can a record the server writes hold entries after a blocked position). The replayed game
     checks exactly (no budget).
+
+    ``progress``, when given, gets the foundation cards after each applied entry (one number per
+    entry, in order): a racer's cards over their game, for the client's results screen.
     """
     game = Game(deal, undo=undo, blocked_budget=None)  # a tool's answer: exact, however long
     for index, entry in enumerate(entries):
@@ -1150,6 +1155,8 @@ def replay(deal: int, entries: Sequence[object], *, undo: bool = True) -> tuple[
         except IllegalMove as exc:
             game.settle_status()
             return game, _failed(game, index, entry, exc.reason)
+        if progress is not None:
+            progress.append(game.foundation_cards)
     game.settle_status()
     return game, ReplayResult(ok=True, moves=len(entries), foundation_cards=game.foundation_cards, status=game.status)
 

@@ -236,3 +236,48 @@ async def test_pubsub_between_two_nodes_is_counted(redis_url: str) -> None:
     finally:
         await a_store.close()
         await b_store.close()
+
+
+async def test_every_metric_served_is_documented_and_every_documented_one_served() -> None:
+    """docs/scaling.md's Metrics section names exactly the families a scrape has."""
+    import re
+    from pathlib import Path
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "scaling.md").read_text()
+    section = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    documented = {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in re.findall(r"`(plot_[a-z_]+)", section)}
+    async with running_server() as server:
+        body = await asyncio.to_thread(metrics_text, server.port)
+    served = {family.name for family in text_string_to_metric_families(body) if not family.name.endswith("_created")}
+    assert served == documented, (served - documented, documented - served)
+
+
+async def test_the_alert_rules_name_only_metrics_that_are_served() -> None:
+    """deploy/alerts.yml (Prometheus rules): well formed, and every plot_ metric it names exists."""
+    import re
+    from pathlib import Path
+
+    import yaml
+    from prometheus_client.parser import text_string_to_metric_families
+
+    rules = yaml.safe_load((Path(__file__).resolve().parent.parent / "deploy" / "alerts.yml").read_text())
+    (group,) = rules["groups"]
+    alerts = group["rules"]
+    assert len({rule["alert"] for rule in alerts}) == len(alerts) >= 8
+    named: set[str] = set()
+    for rule in alerts:
+        assert rule["labels"]["severity"] in ("page", "ticket") and rule["annotations"]["summary"]
+        assert rule["expr"].count("(") == rule["expr"].count(")"), rule["alert"]
+        named |= {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in re.findall(r"plot_[a-z_]+", rule["expr"])}
+    async with running_server() as server:
+        body = await asyncio.to_thread(metrics_text, server.port)
+    served = {family.name for family in text_string_to_metric_families(body)}
+    assert named and named <= served, named - served
+    assert {"plot_store_errors", "plot_move_ack_seconds", "plot_pubsub_lag_seconds"} <= named
+
+
+def metrics_text(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())

@@ -35,15 +35,15 @@ class GameDriver(Protocol):
 
 # Keys other than the piles' own: (Textual keys, action, label in the help, shown in the footer).
 COMMAND_KEYS: list[tuple[tuple[str, ...], str, str, str | None]] = [
-    (("f",), "home", "send the picked card to a foundation (the one that takes it)", "home"),
-    (("z", "backspace"), "undo", "undo the last move (stock turns and reserve moves cannot be undone)", "undo"),
-    (("t", "colon"), "type", "type a move: waste>t3, stock>waste, r>f0, undo, resign", "type"),
+    (("f",), "home", "send the picked card home (where it fits)", "home"),
+    (("z", "backspace"), "undo", "undo (not a stock turn or a reserve move)", "undo"),
+    (("t", "colon"), "type", "type a move: waste>t3, r>f0, undo, resign…", "type"),
     (("v",), "waste", "view the whole waste", None),
-    (("h",), "hint", "hint: a suggested next move (practice games only)", None),
+    (("h",), "hint", "a hint from the solver (play, practice)", None),
     (("R",), "resign", "resign (asks first)", None),
     (("escape",), "cancel", "cancel the pick / leave the move line", None),
     (("question_mark", "f1"), "help", "this help", "help"),
-    (("ctrl+q", "ctrl+c"), "quit", "quit (Ctrl+C asks first while your race is on)", None),
+    (("ctrl+q", "ctrl+c"), "quit", "quit (Ctrl+C asks first mid-race)", None),
 ]
 
 KEY_LABELS = {
@@ -70,9 +70,9 @@ def _pile_help() -> list[tuple[str, str]]:
         ("Space", "turn the stock (stock>waste)"),
         ("w", "pick the waste's top card"),
         ("r", "pick the reserve's top card"),
-        (tableau, "pick t0 … t11 (the keys sit like the piles: three rows of four)"),
+        (tableau, "pick t0 … t11 (rows of four, like the piles)"),
         ("0 1 2 3 4 5 6 7", "f0 … f7 as a destination"),
-        ("pile twice", "the obvious move for that card (home first, else its only move)"),
+        ("pile twice", "its obvious move: home, else its only one"),
         ("mouse", "click a pile: the same as its key"),
     ]
 

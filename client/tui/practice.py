@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from client.tui.play import solver_hint
-from client.tui.race import HOST, RaceApp, RaceConfig
+from client.tui.race import GIVEN_PRACTICE_DEAL, HOST, RANDOM_PRACTICE_DEAL, RaceApp, RaceConfig
 from client.widgets.room import verify_command
 from shared.engine import Game, view_hash
 from shared.fairplay import random_deal
@@ -37,7 +37,7 @@ async def embedded_server(countdown_ms: int = 3000, **server_options: Any) -> As
         await server.stop("practice is over")
 
 
-def practice_config(url: str, *, name: str, bots: int, deal: int, speed: float) -> RaceConfig:
+def practice_config(url: str, *, name: str, bots: int, deal: int, speed: float, deal_given: bool = False) -> RaceConfig:
     """The race app's settings for practice; the hint replays your accepted moves on the deal."""
     config = RaceConfig(
         url=url,
@@ -50,6 +50,7 @@ def practice_config(url: str, *, name: str, bots: int, deal: int, speed: float) 
         auto_start=True,
         title="practice",
         next_deal=random_deal,
+        deal_note=GIVEN_PRACTICE_DEAL if deal_given else RANDOM_PRACTICE_DEAL,
     )
     return config
 
@@ -82,9 +83,10 @@ def attach_hint(app: RaceApp) -> None:
 
 
 async def run_practice(*, name: str, bots: int, deal: int | None, speed: float) -> int:
+    given = deal is not None
     deal = random_deal() if deal is None else deal
     async with embedded_server() as url:
-        app = RaceApp(practice_config(url, name=name, bots=bots, deal=deal, speed=speed))
+        app = RaceApp(practice_config(url, name=name, bots=bots, deal=deal, speed=speed, deal_given=given))
         attach_hint(app)
         await app.run_async()
         await app.shutdown()

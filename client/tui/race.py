@@ -25,13 +25,13 @@ from client.connection import CONNECTED, RECONNECTING, Connection, ConnectionFai
 from client.state import safe_name, state_dir
 from client.tui.game import GameScreen, help_rows
 from client.tui.play import CSS_PATH
-from client.viewmodel import RaceModel, final_views
+from client.viewmodel import RaceModel
 from client.widgets.board import Board
 from client.widgets.cards import span
 from client.widgets.leaderboard import LeaderboardPanel, clock
 from client.widgets.overlays import ConfirmScreen
 from client.widgets.plain import plain
-from client.widgets.room import LobbyPanel, ResultsPanel, save_records
+from client.widgets.room import LobbyPanel, ResultsPanel, ordinal, save_records
 from client.words import describe_error
 from shared.engine import PLAYING, View
 from shared.protocol import (
@@ -61,6 +61,8 @@ from shared.protocol import (
 )
 
 HOST = "host"
+RANDOM_PRACTICE_DEAL = "picked for you at random"
+GIVEN_PRACTICE_DEAL = "the number you gave"
 JOIN = "join"
 WATCH = "watch"
 
@@ -83,12 +85,7 @@ class RaceConfig:
     next_deal: Callable[[], int] | None = None  # the deal of each rematch, when the host chooses (practice)
     title: str = "The Plot race"
     watch_url: str | None = None  # the spectator page's base URL: the lobby shows the room's link (plot host)
-
-
-def ordinal(n: int) -> str:
-    """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    deal_note: str | None = None  # practice: how the (chosen) deal was chosen, said instead of the chosen-deal warning
 
 
 class NetDriver:
@@ -155,6 +152,7 @@ class RaceScreen(GameScreen):
         super().__init__(NetDriver(app), title=app.config.title)
         self.race_app = app
         self.board_index = 0  # which racer's board a spectator (or the results) shows
+        self.viewing: str | None = None  # whose board is on show, when it is not the player's own
 
     def compose(self) -> ComposeResult:
         yield Static("", id="status-line", markup=False)
@@ -185,6 +183,8 @@ class RaceScreen(GameScreen):
         racers = sum(1 for m in room.members if m.role == RACER) if room else 2
         # status 1 + board 15 + message and move line 2 + footer 1, and the leaderboard below unless wide
         needed = 19 + (0 if wide else 1 + racers)
+        if self.race_app.model.phase == RESULTS:
+            needed = 23  # status 1 + board 15 + the results' few lines under it 5 + message 1 + footer 1
         self.set_class(height < needed, "-short")
 
     def help_rows(self) -> list[tuple[str, str]]:
@@ -192,9 +192,9 @@ class RaceScreen(GameScreen):
             [
                 ("Enter", "lobby: ready / not ready"),
                 ("s", "lobby, host: start the race"),
-                ("Shift+E", "host: end the race now"),
-                ("n", "results, host: a new race in the same room"),
-                ("[ ]", "spectators and results: the previous / next racer's board"),
+                ("Shift+E", "host: end the race now (asks first)"),
+                ("n", "results, host: a new race in this room"),
+                ("[ ]", "the previous / next board (results, watching)"),
             ]
         )
 
@@ -221,10 +221,14 @@ class RaceScreen(GameScreen):
         self.set_class(phase == RESULTS and model.results is not None, "-results")
         self.set_class(spectator, "-spectator")
         self.set_class(model.role == RACER, "-racer")
-        self.query_one(LobbyPanel).refresh(layout=True)
-        results_panel = self.query_one(ResultsPanel)
-        results_panel.refresh(layout=True)
+        lobby = self.query_one(LobbyPanel)
+        lobby.deal_note = self.race_app.config.deal_note
+        lobby.refresh(layout=True)
         board_on_show = self._board_to_show()
+        results_panel = self.query_one(ResultsPanel)
+        results_panel.deal_note = self.race_app.config.deal_note
+        results_panel.showing = self.viewing if board_on_show is not None and phase == RESULTS else None
+        results_panel.refresh(layout=True)
         self.set_class(board_on_show is not None, "-boards")
         if board_on_show is not None:
             self.show_view(board_on_show)
@@ -241,9 +245,9 @@ class RaceScreen(GameScreen):
             return model.view
         boards: dict[str, View] = {}
         if model.phase == RESULTS and model.results is not None:
-            if self.board_index == 0:
-                return None  # the results summary is on show
-            boards = final_views(model.results)
+            boards = {pid: replayed.view for pid, replayed in model.replayed().items()}
+            if self.board_index % (len(boards) + 1) == 0:
+                return None  # the results summary is on show (between the last board and the first)
         elif model.phase == RACING and model.boards is not None:
             race_ms = model.race_clock_ms() or 0
             if race_ms < model.boards.delay_ms:
@@ -252,7 +256,8 @@ class RaceScreen(GameScreen):
         if not boards:
             return None
         ids = list(boards)
-        index = (self.board_index - 1) % len(ids) if model.phase == RESULTS else self.board_index % len(ids)
+        # On the results, position 0 is the summary: the boards are 1..len.
+        index = self.board_index % (len(ids) + 1) - 1 if model.phase == RESULTS else self.board_index % len(ids)
         self.viewing = ids[index]
         return boards[ids[index]]
 
@@ -282,8 +287,8 @@ class RaceScreen(GameScreen):
             out.append(f" · {clock(race_ms)}", style="bold")
             if model.race is not None and model.race.ends_at is not None:
                 out.append(f" (ends in {clock(model.race.ends_at - model.server_now())})")
-        if self.has_class("-boards") and model.role != RACER:
-            viewing = getattr(self, "viewing", None)
+        if self.has_class("-boards") and (model.role != RACER or model.phase == RESULTS):
+            viewing = self.viewing
             if viewing is not None:
                 out.append(" · board of ")
                 out.append_text(plain(model.member_name(viewing), style="bold"))
@@ -349,6 +354,8 @@ class RaceScreen(GameScreen):
         if app.model.phase == RESULTS:
             deal = app.config.next_deal() if app.config.next_deal else None
             app.known_deal = deal
+            if app.config.deal_note is not None:
+                app.config.deal_note = RANDOM_PRACTICE_DEAL
             app.send(Rematch(deal=deal))
 
     def action_end_race(self) -> None:

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -25,9 +25,18 @@ OVERLAY_CSS = """
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, generated from the keymap itself so it can never be out of date."""
+    """Every key, generated from the keymap itself so it can never be out of date.
 
-    DEFAULT_CSS = OVERLAY_CSS.format(name="HelpScreen")
+    How to close it is on its first line; the keys scroll (arrows, PgUp/PgDn, Home/End, the
+    wheel) when the terminal has fewer rows than there are keys.
+    """
+
+    DEFAULT_CSS = (
+        OVERLAY_CSS.format(name="HelpScreen")
+        + """
+    HelpScreen #help-scroll { height: auto; max-height: 100%; }
+    """
+    )
     BINDINGS = [
         Binding("escape", "dismiss", "close"),
         Binding("question_mark", "dismiss", "close"),
@@ -45,10 +54,14 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for keys, what in self.rows:
             table.add_row(Text(keys), Text(what))
+        title = Text.assemble((self.title_text, "bold"), ("   Esc or ? closes · ↑ ↓ PgUp PgDn scroll", "dim"))
         with Vertical():
-            yield Static(Text(self.title_text, style="bold"), markup=False)
-            yield Static(table, id="help-keys")
-            yield Static(Text("Esc or ? closes this help", style="dim"), markup=False)
+            yield Static(title, markup=False, id="help-title")
+            with VerticalScroll(id="help-scroll"):
+                yield Static(table, id="help-keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-scroll", VerticalScroll).focus()
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

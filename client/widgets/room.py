@@ -11,17 +11,24 @@ from rich.text import Text
 from textual.widget import Widget
 
 from client.state import safe_name
-from client.viewmodel import RaceModel
+from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
 from client.words import plural
-from shared.engine import replay
 from shared.protocol import DEALING, NAME_MAX, RACER, SPECTATOR, Results, Room
 from shared.textwidth import fit_cells
 
 
-def rules_text(room: Room) -> Text:
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def rules_text(room: Room, deal_note: str | None = None) -> Text:
+    """The room's rules in one line, and its warnings. ``deal_note`` (practice) replaces the
+    chosen-deal warning with what the chosen deal means there."""
     rules = room.rules
     parts = [
         f"up to {rules.max_racers} racers",
@@ -37,7 +44,9 @@ def rules_text(room: Room) -> Text:
     else:
         parts.append(f"spectators see boards {rules.spectator_boards}s behind")
     out = span(" · ".join(parts), "dim")
-    if room.chosen_deal:
+    if room.chosen_deal and deal_note is not None:
+        out.append(f"\npractice deal: {deal_note} (this client knows it: that is what lets h give hints)", style="dim")
+    elif room.chosen_deal:
         out.append("\n⚠ chosen deal: the host (and anyone who knows it) knows the stock", style="yellow")
     if not room.leak_proof:
         out.append("\n⚠ not leak-proof: spectators see live boards", style="yellow")
@@ -53,6 +62,7 @@ class LobbyPanel(Widget):
         super().__init__(id="lobby")
         self.model = model
         self.watch_url = watch_url  # the spectator page's base URL, when this client knows it (plot host)
+        self.deal_note: str | None = None  # practice: what the chosen deal is (see rules_text)
 
     def render(self) -> Text:
         model = self.model
@@ -66,7 +76,7 @@ class LobbyPanel(Widget):
         out.append(f"   friends join with: plot join {code}   watch: plot watch {code}\n", style="dim")
         if self.watch_url:
             out.append(f"   watch in a browser: {clean(self.watch_url)}/watch/{code}\n", style="dim")
-        out.append_text(rules_text(room))
+        out.append_text(rules_text(room, self.deal_note))
         racers = [m for m in room.members if m.role == RACER]
         out.append(f"\n\nRacers {len(racers)}/{room.rules.max_racers}\n", style="bold")
         for member in racers:
@@ -104,14 +114,17 @@ class RecordCheck:
     detail: str
 
 
-def check_records(results: Results) -> list[RecordCheck]:
-    """Replay every revealed record locally and compare it with the server's final leaderboard."""
+def check_records(results: Results, replayed: dict[str, ReplayedRecord] | None = None) -> list[RecordCheck]:
+    """Compare every revealed record, replayed locally (``replayed``: already, e.g.
+    ``RaceModel.replayed()``), with the server's final leaderboard."""
+    if replayed is None:
+        replayed = replay_results(results)
     rows = {row.player_id: row for row in results.racers}
     checks: list[RecordCheck] = []
     for player_id, record in results.records.items():
         row = rows.get(player_id)
         name = row.name if row else player_id
-        game, result = replay(record.deal, record.moves, undo=record.undo)
+        game, result = replayed[player_id].game, replayed[player_id].result
         if record.deal != results.deal:
             checks.append(RecordCheck(name, False, f"record deal {record.deal} is not the revealed deal"))
         elif not result.ok:
@@ -127,19 +140,36 @@ def check_records(results: Results) -> list[RecordCheck]:
 
 
 class ResultsPanel(Widget):
-    """The end of a race: ranking, the reveal and its check, where the records are."""
+    """The end of a race: ranking, the reveal and its check, where the records are.
+
+    With a racer's final board on show (``showing``), it keeps to a few lines under the board:
+    whose board it is, the commitment check and the records folder, so nothing of that is pushed
+    off an 80x24 terminal. The records are replayed once per results (``RaceModel.replayed``).
+    """
 
     DEFAULT_CSS = "ResultsPanel { height: auto; padding: 0 1; }"
 
     def __init__(self, model: RaceModel) -> None:
         super().__init__(id="results")
         self.model = model
+        self.showing: str | None = None  # the player whose final board is on show (None: the summary)
+        self.deal_note: str | None = None  # practice: what the chosen deal is, instead of "chosen by the host"
+        self._checks: tuple[Results, list[RecordCheck]] | None = None
+
+    def checks(self, results: Results) -> list[RecordCheck]:
+        """The record checks of ``results``, made once."""
+        if self._checks is None or self._checks[0] is not results:
+            replayed = self.model.replayed() if self.model.results is results else None
+            self._checks = (results, check_records(results, replayed))
+        return self._checks[1]
 
     def render(self) -> Text:
         model = self.model
         results = model.results
         if results is None:
             return Text("")
+        if self.showing is not None:
+            return self._render_compact(results, self.showing)
         out = span(f"Results of race {results.race}\n", "bold underline")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
@@ -150,24 +180,16 @@ class ResultsPanel(Widget):
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms)}\n")
         out.append("\nDeal ", style="bold")
         out.append(str(results.deal))
-        if results.chosen_deal:
+        if results.chosen_deal and self.deal_note is not None:
+            out.append(f"  (practice deal: {self.deal_note})", style="dim")
+        elif results.chosen_deal:
             out.append("  (chosen by the host)", style="yellow")
         out.append("\nSalt ", style="bold")
         out.append(clean(results.salt))
         out.append("\nCommitment at the start ", style="bold")
         out.append(clean(model.commitment or "(not seen: joined after the start)"))
-        verified = model.commitment_verified()
-        if verified:
-            out.append(
-                "\n✓ verified here: sha256(the-plot:<deal>:<salt>) is the commitment made at the start",
-                style="bold green",
-            )
-        else:
-            out.append(
-                "\n✗ NOT verified: the revealed deal and salt do not give the commitment made at the start",
-                style="bold red",
-            )
-        checks = check_records(results)
+        out.append_text(self._verdict())
+        checks = self.checks(results)
         bad = [c for c in checks if not c.ok]
         if checks and not bad:
             agree = f"all {len(checks)} records replayed here agree"
@@ -187,6 +209,42 @@ class ResultsPanel(Widget):
         keys = "\n[ ]: each racer's final board · "
         keys += "n: new race (same room) · " if model.is_host else ""
         out.append(keys + "Ctrl+Q: quit", style="dim")
+        return out
+
+    def _verdict(self, short: bool = False) -> Text:
+        if self.model.commitment_verified():
+            if short:  # one line at 80 columns
+                return span("\n✓ verified here: sha256(the-plot:<deal>:<salt>) = the start's commitment", "bold green")
+            return span(
+                "\n✓ verified here: sha256(the-plot:<deal>:<salt>) is the commitment made at the start", "bold green"
+            )
+        if short:
+            return span("\n✗ NOT verified: the deal and salt do not give the start's commitment", "bold red")
+        return span(
+            "\n✗ NOT verified: the revealed deal and salt do not give the commitment made at the start", "bold red"
+        )
+
+    def _render_compact(self, results: Results, player_id: str) -> Text:
+        """Under a racer's final board: whose it is, the commitment check, the records folder."""
+        model = self.model
+        out = span("Board of ", "bold")
+        row = next((r for r in results.racers if r.player_id == player_id), None)
+        out.append_text(plain(row.name if row else model.member_name(player_id), style="bold reverse"))
+        if row is not None:
+            place = results.ranking.index(player_id) + 1 if player_id in results.ranking else row.rank
+            moves = f"{row.moves} move" + ("" if row.moves == 1 else "s")
+            out.append(f" · {ordinal(place)} · {clean(row.status)} · {row.cards}/104 · {moves}")
+            out.append(f" · {clock(row.elapsed_ms)}")
+        bad = [c for c in self.checks(results) if not c.ok]
+        if bad:
+            out.append(
+                f" · ✗ {len(bad)} {'record disagrees' if len(bad) == 1 else 'records disagree'}", style="bold red"
+            )
+        out.append_text(self._verdict(short=True))
+        if model.saved_records:
+            folder = next(iter(model.saved_records.values())).parent
+            out.append(f"\nRecords saved in {folder}{'/'}", style="bold")
+        out.append("\n[ ]: the previous / next board (past the last: the results) · Ctrl+Q: quit", style="dim")
         return out
 
 
