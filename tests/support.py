@@ -49,6 +49,7 @@ __all__ = [
     "Client",
     "SeededEntropy",
     "Shell",
+    "board",
     "eventually",
     "eventually_sync",
     "fast_config",
@@ -259,6 +260,13 @@ def ws_frame(opcode: int, payload: bytes = b"") -> bytes:
     return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
+def board(msg: p.MoveOk | p.RaceStart) -> View:
+    """The board a move_ok (filled in by Client or the test shell from its changes) or a racer's
+    race_start shows."""
+    assert msg.view is not None, f"no board in {msg!r}"
+    return msg.view
+
+
 def view_game(view: View) -> Game:
     """A Game with the position a view shows (the stock's cards unknown): for choosing legal moves
     on the client side, as a client without the deal must."""
@@ -322,7 +330,7 @@ async def play(client: Client, view: View, moves: int, rng: random.Random, first
         reply = await client.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
         assert isinstance(reply, p.MoveOk), reply
         assert reply.id == move_id
-        view = reply.view
+        view = board(reply)
         move_id += 1
     return view, move_id
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
-from support import DEAL, SeededEntropy, Shell, lobby, pid, racing
+from support import DEAL, SeededEntropy, Shell, board, lobby, pid, racing
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
@@ -282,7 +282,7 @@ def test_moves_are_persisted_before_they_are_acknowledged() -> None:
     assert shell.held[0].entry == LogEntry("stock>waste", 0, 7)
     shell.release()
     ok = shell.inbox[conns[0]][-1]
-    assert isinstance(ok, p.MoveOk) and ok.id == 7 and ok.seq == 1 and ok.view.stock == 77
+    assert isinstance(ok, p.MoveOk) and ok.id == 7 and ok.seq == 1 and board(ok).stock == 77
 
 
 def test_moves_queue_in_order_while_a_write_is_pending() -> None:
@@ -295,7 +295,7 @@ def test_moves_queue_in_order_while_a_write_is_pending() -> None:
     while shell.held:
         shell.release()
     oks = [m for m in shell.inbox[conns[0]] if isinstance(m, p.MoveOk)]
-    assert [(m.id, m.seq, m.view.stock) for m in oks] == [(1, 1, 77), (2, 2, 76), (3, 3, 75)]
+    assert [(m.id, m.seq, board(m).stock) for m in oks] == [(1, 1, 77), (2, 2, 76), (3, 3, 75)]
     log = shell.logs[(code, 1, pid(shell, conns[0]))]
     assert [e.id for e in log] == [1, 2, 3]
 
@@ -318,7 +318,7 @@ def test_a_retried_move_id_is_never_applied_twice() -> None:
     conns, code = racing(shell)
     shell.move(conns[0], 1, "stock>waste")
     again = shell.move(conns[0], 1, "stock>waste")
-    assert isinstance(again, p.MoveOk) and again.duplicate and again.seq == 1 and again.view.stock == 77
+    assert isinstance(again, p.MoveOk) and again.duplicate and again.seq == 1 and board(again).stock == 77
     # Pending (not yet stored) retries are ignored: the ack will come once.
     shell.hold_persists = True
     shell.send(conns[0], p.Move(id=2, move="stock>waste"))

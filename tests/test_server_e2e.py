@@ -15,7 +15,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from support import Client, eventually, fast_config, make_room, play, running_server, start_race, url, view_game
+from support import Client, board, eventually, fast_config, make_room, play, running_server, start_race, url, view_game
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -221,7 +221,7 @@ async def test_reconnect_mid_race_loses_nothing_and_applies_nothing_twice(store:
         assert [e.id for e in stored].count(next_id) == 1
         assert reply.seq == len(stored)
         # The game goes on from exactly there.
-        view, next_id = await play(back, reply.view, 4, rng, first_id=next_id + 1)
+        view, next_id = await play(back, board(reply), 4, rng, first_id=next_id + 1)
         await back.send(p.Move(id=next_id, move="resign"))
         await bob.send(p.Move(id=1, move="resign"))
         results = await back.expect(p.Results)
