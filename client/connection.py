@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from shared.protocol import (
     BAD_TOKEN,
     CLOSE_SUPERSEDED,
     PROTOCOL_VERSION,
+    RATE_LIMITED,
     SUPERSEDED,
     BoardKeeper,
     ClientMessage,
@@ -57,6 +59,8 @@ log = logging.getLogger("plot.client")
 
 DEFAULT_SERVER = "ws://localhost:8765"
 CLOSE_TIMEOUT = 2.0  # seconds a close may take before it is cut short
+HELLO_WAITS = 5  # hellos refused rate_limited (the server's per-address budget) waited out before giving up
+RETRY_MS = re.compile(r"retry_ms=(\d+)")
 M = TypeVar("M")
 
 # Connection states, for the screen.
@@ -302,9 +306,18 @@ class Connection:
             delay = min(delay * 2, self.backoff_max)
 
     async def _hello(self, ws: ClientConnection) -> None:
-        for attempt in range(2):
+        attempt = waits = 0
+        while True:
             await ws.send(encode(Hello(v=PROTOCOL_VERSION, name=self.name, token=self.token, bot=self.bot)))
             reply = await self._next_message(ws)
+            wait = _retry_after(reply)
+            if wait is not None and waits < HELLO_WAITS:
+                # Too many hellos from this address for now (docs/protocol.md, §1): wait as told, on
+                # the same connection, and say hello again.
+                waits += 1
+                self._set_state(RECONNECTING, f"the server asks to wait {wait:.0f} s: {reply_text(reply)}")
+                await asyncio.sleep(wait)
+                continue
             if isinstance(reply, Welcome):
                 self.welcome = reply
                 self.token = reply.token
@@ -321,6 +334,7 @@ class Connection:
                 return
             if isinstance(reply, Error) and reply.code == BAD_TOKEN and attempt == 0 and self.token:
                 # The server no longer knows us (it forgot, or the token is from elsewhere): start afresh.
+                attempt += 1
                 self.token = None
                 if self.token_file is not None:
                     self.token_file.clear()
@@ -483,3 +497,15 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     return str(exc) or type(exc).__name__
+
+
+def _retry_after(reply: ServerMessage) -> float | None:
+    """Seconds to wait before saying hello again, when the hello was refused for a while."""
+    if not (isinstance(reply, Error) and reply.code == RATE_LIMITED and reply.ref == "hello"):
+        return None
+    found = RETRY_MS.search(reply.message)
+    return min(60.0, int(found.group(1)) / 1000) if found else 1.0
+
+
+def reply_text(reply: ServerMessage) -> str:
+    return reply.message if isinstance(reply, Error) else type(reply).__name__

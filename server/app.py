@@ -17,12 +17,13 @@ import contextlib
 import itertools
 import json
 import logging
+import secrets
 import socket
 import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
 import msgspec
@@ -55,6 +56,7 @@ from server.core.events import (
     LookupToken,
     MovePersisted,
     MovePersistFailed,
+    NodesGone,
     Note,
     PersistMove,
     PlayerRegistered,
@@ -190,7 +192,8 @@ class ServerStats:
     rate_limited: int = 0
     refused_per_address: int = 0  # upgrades refused with 429: the address holds its cap of connections
     hello_timeouts: int = 0
-    address_limited: int = 0  # hellos, room creations and joins refused rate_limited for their address
+    # Hellos, room creations and joins refused rate_limited for their address, by message type.
+    address_limited: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("hello", "create_room", "join"), 0))
 
 
 class TokenBucket:
@@ -221,6 +224,7 @@ class PlotConnection(ServerConnection):
     bucket: TokenBucket | None = None
     address: str = "local"
     flooded: bool = False
+    stats: ServerStats | None = None
 
     def process_event(self, event: WsEvent) -> None:
         if (
@@ -231,6 +235,8 @@ class PlotConnection(ServerConnection):
         ):
             if not self.flooded:
                 self.flooded = True
+                if self.stats is not None:
+                    self.stats.rate_limited += 1
                 log_event(logging.WARNING, "rate_limited", address=self.address, what="pings")
                 # Close 1008, stop reading (and answering pings), and cut it if it does not go.
                 self.protocol.fail(CloseCode.POLICY_VIOLATION, "rate limit exceeded (pings count as messages)")
@@ -268,9 +274,12 @@ class RaceServer:
     ) -> None:
         self.store = store
         self.config = config or ServerConfig()
-        self.core = core or ServerCore(self.config.core)
         self.store_name = store_name
+        if self.config.core.shared_rooms and not self.config.core.node_id:
+            # Several nodes: this node's name, recorded with the members connected to it.
+            self.config = replace(self.config, core=replace(self.config.core, node_id=secrets.token_hex(6)))
         self.stats = ServerStats()
+        self.core = core or ServerCore(self.config.core)
         self.fanout = fanout or LocalFanout(self._conns_of, self._deliver)
         self._conns: dict[int, Conn] = {}
         self._player_conns: dict[str, set[int]] = {}
@@ -293,7 +302,6 @@ class RaceServer:
         self._stored_races: dict[str, int | None] = {}
         self._queued_races: dict[str, int | None] = {}
         self._held_ticks: set[str] = set()
-        self._append_failures: dict[tuple[str, int, str], int] = {}  # consecutive failed appends per log
         self._append_queue: list[PersistMove] = []  # waiting for the next batch
         self._append_backlog = 0  # moves queued, backing off or in flight to the store
         self._append_batches = 0  # batches in flight
@@ -362,6 +370,13 @@ class RaceServer:
             dropped_frames=stats.dropped_frames,
             slow_disconnects=stats.slow_disconnects,
             rate_limited=stats.rate_limited,
+            limited={
+                "conns_per_address": stats.refused_per_address,
+                "hello_timeout": stats.hello_timeouts,
+                "hellos_per_minute": stats.address_limited["hello"],
+                "rooms_per_minute": stats.address_limited["create_room"],
+                "join_failures_per_minute": stats.address_limited["join"],
+            },
             connections_total=stats.connections,
             pubsub_published=0 if self.nodes is None else self.nodes.published,
             pubsub_received=0 if self.nodes is None else self.nodes.received,
@@ -446,15 +461,27 @@ class RaceServer:
             self.store,
             self._on_node_message,
             self._on_nodes_missed,
+            node_id=self.core.config.node_id or None,
             on_lag=None if self.metrics is None else self.metrics.pubsub_lag.observe,
         )
         await self.nodes.start()
         self._sweeper = asyncio.ensure_future(self._sweep_channels())
 
     async def _sweep_channels(self) -> None:
+        """Every second: members of the rooms held here whose node stopped renewing its liveness are
+        away (NodesGone); every ``node_sweep_s``: channels of rooms no longer held are dropped."""
+        swept = time.monotonic()
         while True:
-            await asyncio.sleep(self.config.node_sweep_s)
-            if self.nodes is not None:
+            await asyncio.sleep(1.0)
+            if self.nodes is None:
+                continue
+            others = self.core.remote_nodes()
+            gone = await self.nodes.gone(others) if others else set()
+            if gone:
+                log_event(logging.WARNING, "nodes_gone", nodes=sorted(gone))
+                self._dispatch(NodesGone(frozenset(gone), now_ms()))
+            if time.monotonic() - swept >= self.config.node_sweep_s:
+                swept = time.monotonic()
                 await self.nodes.retain(self.core.holds)
 
     @property
@@ -594,6 +621,7 @@ class RaceServer:
         if isinstance(connection, PlotConnection):
             connection.address = address
             connection.bucket = TokenBucket(self.config.rate_per_s, self.config.burst)
+            connection.stats = self.stats
         return None
 
     def _metrics_response(self, connection: ServerConnection) -> Response:
@@ -681,7 +709,7 @@ class RaceServer:
             return None
         if wait == 0.0:
             return None
-        self.stats.address_limited += 1
+        self.stats.address_limited[p.message_type(msg)] += 1
         retry_ms = max(1, round(wait * 1000))
         log_event(logging.WARNING, "address_limited", conn=conn.id, address=conn.address, what=what)
         return p.Error(
@@ -843,8 +871,6 @@ class RaceServer:
                 if timer is not None:
                     timer.cancel()
                 self._held_ticks.discard(effect.code)
-                for key in [key for key in self._append_failures if key[0] == effect.code]:
-                    del self._append_failures[key]
                 if effect.code not in self._room_workers:
                     self._forget_room_store_state(effect.code)
             else:
@@ -1143,20 +1169,10 @@ class RaceServer:
         return time.monotonic() - min(self._batch_starts.values()) > self.config.append_stall_ms / 1000
 
     def _enqueue_append(self, effect: PersistMove) -> None:
-        """Queue a move for the next batch. A log whose last appends failed waits a growing
-        delay first: no retry loop through the core can spin."""
+        """Queue a move for the next batch, at once: a retried write comes from the core only when
+        its own back-off is over (the racer's RETRYING state, docs/architecture.md), so the shell
+        adds no second delay of its own."""
         self._append_backlog += 1
-        failures = self._append_failures.get((effect.code, effect.race, effect.player_id), 0)
-        if failures:
-            self._spawn(self._append_later(effect, min(2.0, 0.05 * 2 ** (failures - 1))))
-        else:
-            self._queue_append(effect)
-
-    async def _append_later(self, effect: PersistMove, delay: float) -> None:
-        await asyncio.sleep(delay)
-        self._queue_append(effect)
-
-    def _queue_append(self, effect: PersistMove) -> None:
         self._append_queue.append(effect)
         if not self._append_flush_scheduled:
             self._append_flush_scheduled = True
@@ -1206,7 +1222,6 @@ class RaceServer:
             if appended:
                 self._spawn(self.nodes.publish(appended))
         for effect, result in zip(batch, results, strict=True):
-            key = (effect.code, effect.race, effect.player_id)
             event: MovePersisted | MovePersistFailed
             if isinstance(result, StoreUnavailable):
                 log_event(
@@ -1215,10 +1230,6 @@ class RaceServer:
                 event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
             else:
                 event = self._persist_outcome(effect, result)
-            if isinstance(event, MovePersisted):
-                self._append_failures.pop(key, None)
-            else:
-                self._append_failures[key] = self._append_failures.get(key, 0) + 1
             self._dispatch(event)
 
     def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:

@@ -41,6 +41,7 @@ class Snapshot:
     dropped_frames: int = 0
     slow_disconnects: int = 0
     rate_limited: int = 0
+    limited: Mapping[str, int] = field(default_factory=dict)  # refusals by the abuse limits, by limit
     connections_total: int = 0
     pubsub_published: int = 0  # several nodes (server/nodes.py); 0 on a single node
     pubsub_received: int = 0
@@ -69,6 +70,14 @@ class _Levels(Collector):
             counter = CounterMetricFamily(name, text)
             counter.add_metric([], value)
             yield counter
+        limited = CounterMetricFamily(
+            "plot_limited",
+            "Refusals and closes by the per-address limits and the hello deadline (docs/reliability.md, Limits)",
+            labels=["limit"],
+        )
+        for limit, value in sorted(now.limited.items()):
+            limited.add_metric([limit], value)
+        yield limited
         pubsub = CounterMetricFamily(
             "plot_pubsub_messages", "Room events over Redis pub/sub between nodes, by direction", labels=["direction"]
         )

@@ -8,7 +8,8 @@ store (record and logs) and resynchronises its own connections. A move appended 
 serving its racer is published on the same channel with its entry, and played on the other
 nodes' copies (leaderboards, spectators' boards, the race's end).
 
-Pub/sub is not durable. Each node publishes a heartbeat with a sequence number on its own
+Pub/sub is not durable. When redis-py makes the subscription's connection again, and besides
+that, each node publishes a heartbeat with a sequence number on its own
 channel (``ns:process:NODE``) every ``heartbeat_s`` and listens to it: a gap in the numbers (the
 subscription connection dropped and came back, Redis restarted, or Redis cut a slow reader)
 means messages may have been lost, and ``on_missed`` reloads every room the node holds.
@@ -74,11 +75,14 @@ class NodeLink:
         on_message: Callable[[str, RoomVersion | Appended], None],
         on_missed: Callable[[], None],
         *,
+        node_id: str | None = None,
         heartbeat_s: float = 0.5,
+        alive_ttl_s: float = 3.0,
         subscribe_timeout_s: float = 2.0,
         on_lag: Callable[[float], None] | None = None,
     ) -> None:
-        self.node_id = secrets.token_hex(6)
+        self.node_id = node_id or secrets.token_hex(6)
+        self.alive_ttl_s = alive_ttl_s
         self._store = store
         self._on_message = on_message
         self._on_missed = on_missed
@@ -194,7 +198,17 @@ class NodeLink:
                 self._beats[self._seq] = time.perf_counter()
             with contextlib.suppress(StoreUnavailable):
                 await self._store.publish([(self._own, _encoder.encode(Heartbeat(self.node_id, self._seq)))])
+            with contextlib.suppress(StoreUnavailable):  # after the heartbeat: its trip is the lag measured
+                await self._store.mark_alive(self.node_id, int(self.alive_ttl_s * 1000))
             await asyncio.sleep(self._heartbeat_s)
+
+    async def gone(self, nodes: set[str]) -> set[str]:
+        """Which of these nodes have let their liveness key expire (none if Redis does not answer)."""
+        try:
+            alive = await self._store.nodes_alive(sorted(nodes))
+        except StoreUnavailable:
+            return set()
+        return nodes - alive
 
     async def _listen(self) -> None:
         delay = 0.05
@@ -204,6 +218,8 @@ class NodeLink:
                 rooms = set(self._rooms)
                 await pubsub.subscribe(self._own, *(self._channel(code) for code in rooms))
                 self._pubsub = pubsub
+                if pubsub.connection is not None:  # redis-py reconnects on its own: hear of it
+                    pubsub.connection.register_connect_callback(self._reconnected)
                 late = self._rooms - rooms  # asked for while this connection was being made
                 if late:
                     await pubsub.subscribe(*(self._channel(code) for code in late))
@@ -226,6 +242,13 @@ class NodeLink:
             if not self._closed:
                 await asyncio.sleep(delay)
                 delay = min(2.0, delay * 2)
+
+    async def _reconnected(self, connection: object) -> None:
+        """redis-py made the subscription's connection again (after its own resubscription, which
+        runs first): messages published meanwhile are lost, so every room held is read back."""
+        self.missed += 1
+        _log(logging.WARNING, "node_pubsub_reconnected", rooms=len(self._rooms))
+        asyncio.get_running_loop().call_soon(self._on_missed)
 
     def _received(self, message: dict[str, Any]) -> None:
         kind = message.get("type")

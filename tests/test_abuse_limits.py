@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from support import Client, eventually, fast_config, raw_upgrade, running_server, url, ws_frame
+from support import Client, eventually, fast_config, metric, metrics, raw_upgrade, running_server, url, ws_frame
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -76,6 +76,9 @@ async def test_hellos_per_minute_per_address() -> None:
         assert "retry_ms=" in error.message
         elsewhere = await Client.open(server, local_addr=("127.0.0.3", 0))
         await elsewhere.hello("Other")
+        samples = await asyncio.to_thread(metrics, server.port)
+        assert metric(samples, "plot_limited_total", limit="hellos_per_minute") == 1
+        assert metric(samples, "plot_limited_total", limit="rooms_per_minute") == 0
         for client in (*clients, elsewhere):
             await client.close()
 
@@ -162,6 +165,7 @@ async def test_websocket_pings_count_in_the_message_rate() -> None:
                 await client.ws.ping()  # not waiting for the pongs
         assert await client.closed() == 1008
         assert "rate limit" in (client.ws.close_reason or "")
+        assert server.stats.rate_limited == 1
 
 
 async def test_a_client_that_never_reads_is_cut_on_the_timer() -> None:
@@ -243,3 +247,21 @@ def test_addresses_are_counted_by_ipv4_or_ipv6_64_and_idle_ones_forgotten() -> N
     now[0] = 200.0
     limits.prune()
     assert len(limits) == 0
+
+
+async def test_the_client_waits_out_a_refused_hello_and_gets_in() -> None:
+    from client.connection import Connection
+
+    async with running_server(config=limited(hellos_per_minute=60)) as server:
+        crowd = [await Client.open(server) for _ in range(60)]
+        for i, client in enumerate(crowd):
+            await client.hello(f"C{i}")  # the address's whole budget: the next hello waits a second
+        states: list[tuple[str, str]] = []
+        late = Connection(url(server), "Late")
+        late.on_state = lambda state, detail: states.append((state, detail))
+        welcome = await asyncio.wait_for(late.start(), 10)
+        assert welcome.player_id in server.core.players
+        assert any("the server asks to wait" in detail and "too many hellos" in detail for _state, detail in states)
+        await late.close()
+        for client in crowd:
+            await client.close()

@@ -55,10 +55,9 @@ def moves_of(client: Client, pid: str) -> int:
     return -1
 
 
-async def spread_race(a: RaceServer | str, b: RaceServer | str) -> None:
-    """Host and a racer on node A, a racer and a spectator on node B: the room, the start, the moves
-    and the results go across, and every client sees the same results."""
-    rng = random.Random(5)
+async def spread_room(a: RaceServer | str, b: RaceServer | str) -> tuple[list[Client], list[p.RaceStart]]:
+    """Host and a racer on node A, a racer and a spectator on node B, through to the race's start:
+    [host, ann, bob, eve] and the racers' race_start."""
     host, ann = await hello(a, "host"), await hello(a, "ann")
     bob, eve = await hello(b, "bob"), await hello(b, "eve")
     await host.send(p.CreateRoom(options=p.RoomOptions()))
@@ -81,24 +80,36 @@ async def spread_race(a: RaceServer | str, b: RaceServer | str) -> None:
     starts = [await c.expect(p.RaceStart) for c in (host, ann, bob)]
     await eve.expect(p.RaceStart)
     assert len({s.race for s in starts}) == 1
-    # Moves on both nodes; the spectator on B sees A's racer's progress, and A's host sees B's racer.
+    return [host, ann, bob, eve], starts
+
+
+async def finish_race(clients: list[Client], moves: dict[str, int]) -> None:
+    """Every racer resigns; every client gets the same results, with every racer's moves."""
+    for racer in clients[:3]:
+        await racer.send(p.Move(id=1000, move="resign"))
+    results = [await c.expect(p.Results, timeout=10) for c in clients]
+    assert all(r == results[0] for r in results), results
+    assert {row.player_id: row.moves for row in results[0].racers} == {pid: n + 1 for pid, n in moves.items()}
+    for client in clients:
+        await room_phase(client, p.RESULTS)
+        await client.close()
+
+
+async def spread_race(a: RaceServer | str, b: RaceServer | str) -> None:
+    """The room, the start, the moves and the results go across, and every client sees the same."""
+    rng = random.Random(5)
+    clients, starts = await spread_room(a, b)
+    host, ann, bob, eve = clients
     views = [s.view for s in starts]
     assert views[1] is not None and views[2] is not None
+    # Moves on both nodes; the spectator on B sees A's racer's progress, and A's host sees B's racer.
     await play(ann, views[1], 12, rng)
     await play(bob, views[2], 9, rng)
     ann_moves = latest(ann, p.MoveOk).seq
     bob_moves = latest(bob, p.MoveOk).seq
     await eventually(lambda: moves_of(eve, ann.pid) == ann_moves, what="ann's progress seen on node B")
     await eventually(lambda: moves_of(host, bob.pid) == bob_moves, what="bob's progress seen on node A")
-    for racer in (host, ann, bob):
-        await racer.send(p.Move(id=1000, move="resign"))
-    results = [await c.expect(p.Results, timeout=10) for c in (host, ann, bob, eve)]
-    assert all(r == results[0] for r in results), results
-    assert {row.player_id: row.moves for row in results[0].racers}[ann.pid] == ann_moves + 1
-    assert {row.player_id: row.moves for row in results[0].racers}[bob.pid] == bob_moves + 1
-    for client in (host, ann, bob, eve):
-        await room_phase(client, p.RESULTS)
-        await client.close()
+    await finish_race(clients, {host.pid: 0, ann.pid: ann_moves, bob.pid: bob_moves})
 
 
 async def test_a_race_spread_over_two_nodes(redis_url: str) -> None:
@@ -147,3 +158,73 @@ def test_multi_node_needs_one_redis_and_says_so() -> None:
         assert proc.returncode == 2, (args, env, err)
         lines = err.strip().splitlines()
         assert len(lines) == 1 and said in lines[0], err
+
+
+async def test_dropped_subscriptions_catch_up_mid_race(own_redis_server: RedisServer) -> None:
+    """CLIENT KILL TYPE pubsub mid-race: both nodes' subscriptions drop (what they publish
+    meanwhile is lost); each reads its rooms back, and everyone converges."""
+    rng = random.Random(8)
+    async with node(own_redis_server.url) as a, node(own_redis_server.url) as b:
+        clients, starts = await spread_room(a, b)
+        host, ann, bob, eve = clients
+        assert a.nodes is not None and b.nodes is not None
+        views = [s.view for s in starts]
+        assert views[1] is not None and views[2] is not None
+        view_ann, next_id = await play(ann, views[1], 3, rng)
+        killed = own_redis_server.command("CLIENT", "KILL", "TYPE", "pubsub")
+        assert isinstance(killed, int) and killed >= 2
+        await play(ann, view_ann, 6, rng, first_id=next_id)  # published while B is not listening
+        await play(bob, views[2], 4, rng)
+        sam = await hello(a, "sam")  # a room change during the gap too: a second spectator, on A
+        await sam.send(p.Join(code=latest(host, p.Room).code, role=p.SPECTATOR))
+        await sam.expect(p.Room)
+        await eventually(lambda: a.nodes is not None and a.nodes.missed >= 1, what="node A saw its gap")
+        await eventually(lambda: b.nodes is not None and b.nodes.missed >= 1, what="node B saw its gap")
+        ann_moves, bob_moves = latest(ann, p.MoveOk).seq, latest(bob, p.MoveOk).seq
+        await eventually(lambda: moves_of(eve, ann.pid) == ann_moves, what="ann's moves on B")
+        await eventually(lambda: moves_of(host, bob.pid) == bob_moves, what="bob's moves on A")
+        await eventually(lambda: latest(eve, p.Room).spectators == 2, what="the second spectator counted on B")
+        await finish_race([host, ann, bob, eve, sam], {host.pid: 0, ann.pid: ann_moves, bob.pid: bob_moves})
+
+
+async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_server: RedisServer) -> None:
+    """kill -9 of node A mid-race: ann (on A) resumes on node B with her token and finds every
+    acknowledged move; the host (on A) never comes back: node B sees A's liveness lapse, and the
+    host forfeits after the grace period on B's timer; the race finishes."""
+    rng = random.Random(3)
+    ports = free_port(), free_port()
+    common = ("--redis", own_redis_server.url, "--multi-node", "--countdown", "0.1", "--rate", "1000", "--grace", "1")
+    with (
+        server_process("--port", str(ports[0]), *common) as first,
+        server_process("--port", str(ports[1]), *common) as second,
+    ):
+        await asyncio.to_thread(wait_healthy, first, ports[0])
+        await asyncio.to_thread(wait_healthy, second, ports[1])
+        node_b = f"ws://127.0.0.1:{ports[1]}"
+        clients, starts = await spread_room(f"ws://127.0.0.1:{ports[0]}", node_b)
+        host, ann, bob, eve = clients
+        assert starts[1].view is not None and starts[2].view is not None
+        await play(ann, starts[1].view, 10, rng)
+        acked = latest(ann, p.MoveOk)
+        await play(bob, starts[2].view, 5, rng)
+        first.kill()  # SIGKILL: no shutdown message, no flush, no disconnect saved
+        assert ann.welcome is not None
+        again = await Client.open(node_b, "ann again")
+        welcome = await again.hello("ann", token=ann.welcome.token)
+        assert welcome.resumed and welcome.player_id == ann.pid
+        board = await again.expect(p.RaceStart)
+        assert (board.seq, board.view_hash) == (acked.seq, acked.view_hash)  # no acknowledged move lost
+        assert board.view is not None
+        await play(again, board.view, 4, rng, first_id=500)
+        ann_moves = latest(again, p.MoveOk).seq
+        bob_moves = latest(bob, p.MoveOk).seq
+        for racer in (again, bob):
+            await racer.send(p.Move(id=1000, move="resign"))
+        # The host, left on the dead node, forfeits on node B (liveness lapse, then the grace).
+        results = [await c.expect(p.Results, timeout=15) for c in (again, bob, eve)]
+        assert all(r == results[0] for r in results)
+        rows = {row.player_id: row for row in results[0].racers}
+        assert rows[host.pid].status == "resigned" and not rows[host.pid].connected
+        assert (rows[ann.pid].moves, rows[bob.pid].moves) == (ann_moves + 1, bob_moves + 1)
+        for client in (again, bob, eve, host, ann):
+            await client.close()

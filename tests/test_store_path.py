@@ -369,3 +369,48 @@ async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
                 await client.close()
     finally:
         await store.close()
+
+
+class FailingAppends(RedisStore):
+    """The real Redis store; the first ``failures`` append batches holding ``player``'s entry get no
+    answer (StoreUnavailable: the outcome is unknown), and the time of each such attempt is kept."""
+
+    def __init__(self, url: str, failures: int) -> None:
+        super().__init__(url)
+        self.failures = failures
+        self.player: str | None = None
+        self.attempts: list[float] = []
+
+    async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
+        if self.player is not None and any(r.player_id == self.player for r in batch):
+            self.attempts.append(time.monotonic())
+            if len(self.attempts) <= self.failures:
+                raise StoreUnavailable("injected: no answer")
+        return await super().append_moves(batch)
+
+
+async def test_a_failed_append_is_retried_after_the_core_s_back_off_alone(redis_url: str) -> None:
+    """One back-off per retry: the core's RETRYING state (here a fixed 300 ms). The shell used to
+    add its own delay on top (50 ms doubling per failure), so each retry came later than the last."""
+    core = replace(FAST, retry_first_ms=300, retry_max_ms=300, store_outage_ms=30_000)
+    store = FailingAppends(redis_url, failures=5)
+    try:
+        async with running_server(store, fast_config(core=core)) as server:
+            (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+            starts = await start_race([ann, bob])
+            ann_move, _bob_move = await first_moves(starts)
+            store.player = ann.pid
+            await ann.send(p.Move(id=1, move=ann_move))
+            ok = await ann.expect(p.MoveOk, timeout=15.0)
+            assert ok.id == 1 and ok.seq == 1 and not ok.duplicate
+            assert [decode_entry(e).id for e in await store.load_moves(code, 1, ann.pid)] == [1]
+            for client in (ann, bob):
+                await client.close()
+    finally:
+        await store.close()
+    assert len(store.attempts) == 6  # five without an answer, then the one that lands
+    gaps = [later - earlier for earlier, later in zip(store.attempts, store.attempts[1:], strict=False)]
+    assert min(gaps) >= 0.3, gaps  # the core's back-off holds in the real shell...
+    # ...and it is the only one: with the shell's second back-off the gaps grew by 50, 100, 200,
+    # 400 and 800 ms on top (a spread of 0.75 s).
+    assert max(gaps) - min(gaps) < 0.3, gaps

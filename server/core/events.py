@@ -186,6 +186,15 @@ class RoomChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class NodesGone:
+    """Several nodes: these nodes stopped renewing their liveness in the store (killed, or cut off
+    from Redis). Members the rooms record as connected to them are away from now on."""
+
+    nodes: frozenset[str]
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
 class RemoteMoves:
     """Several nodes: entries another node appended to a racer's log (it holds the racer's
     connection), starting at index ``start``. Applied to this node's copy of the racer's game if
@@ -219,6 +228,7 @@ Event = (
     | BlockedChecked
     | RoomChanged
     | RemoteMoves
+    | NodesGone
 )
 
 # ---------------------------------------------------------------- effects (core -> shell)

@@ -136,10 +136,14 @@ class LoadingMixin(CoreBase):
             if pid in old.members and pid not in joining:  # removed by another node (its join is replayed)
                 self._send((pid,), p.Kicked(room=code, reason="removed"))
                 self._save_player(pid, None, player.name, player.bot, player.token_hash)
-        if any(room.members[pid].left_ms is not None and self._connected(pid) for pid in local if pid in room.members):
-            for pid in local:  # connected here (a resume whose save lost): the room says so again
-                if pid in room.members and self._connected(pid):
-                    room.members[pid].left_ms = None
+        stored = {m.player_id: m for m in ev.record.members} if ev.record is not None else {}
+        here = [pid for pid in local if pid in room.members and self._connected(pid)]
+        if any(
+            pid not in stored or (stored[pid].left_ms, stored[pid].node) != (None, self.config.node_id) for pid in here
+        ):
+            for pid in here:  # connected here (a resume whose save lost): the room says so again
+                room.members[pid].left_ms = None
+                room.members[pid].node = self.config.node_id
             self._changed(room)
         for replayed in ev.replay:
             self._client(replace(replayed, now=ev.now))

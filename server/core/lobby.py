@@ -16,6 +16,7 @@ from server.core.events import (
     HelloEvent,
     ListRooms,
     LookupToken,
+    NodesGone,
     PlayerRegistered,
     RegisterPlayer,
     RoomCreated,
@@ -185,15 +186,17 @@ class LobbyMixin(CoreBase):
             return
         member = room.members[player.player_id]
         was_away = member.left_ms is not None
+        moved = member.node != self.config.node_id  # several nodes: it was connected to another
         member.left_ms = None
+        member.node = self.config.node_id
         if room.race is not None and player.player_id in room.race.racers:
             room.race.racers[player.player_id].forfeit_at = None
             room.race.lb_dirty = True
         if was_away and self._shown(room, member):
             self._changed(room)
         else:
-            if was_away:
-                self._spectators_changed(room, counted=False)  # back: only its own snapshot shows it
+            if was_away or moved:  # back (only its own snapshot shows it), or now on this node: saved
+                self._spectators_changed(room, counted=False)
             self._reply(conn, self._room_message(room, player.player_id))
         self._snapshot(conn, room, player.player_id, now)
 
@@ -243,6 +246,7 @@ class LobbyMixin(CoreBase):
             role=p.RACER,
             ready=False,
             token_hash=player.token_hash,
+            node=self.config.node_id,
         )
         return RoomRecord(
             code=code,
@@ -332,7 +336,9 @@ class LobbyMixin(CoreBase):
             return
         room.last_activity_ms = now
         if member is None:
-            room.members[pid] = MemberState(pid, player.name, player.bot, msg.role, False, player.token_hash)
+            room.members[pid] = MemberState(
+                pid, player.name, player.bot, msg.role, False, player.token_hash, node=self.config.node_id
+            )
             player.room = code
             self._out.append(SavePlayer(player.record(), player.token_hash))
             self._note("room_joined", room=code, player=pid, role=msg.role)
@@ -458,12 +464,25 @@ class LobbyMixin(CoreBase):
         if room is None or pid not in room.members:
             self._forget_if_idle(pid)
             return
-        room.members[pid].left_ms = ev.now
+        self._member_away(room, pid, ev.now)
+
+    def _nodes_gone(self, ev: NodesGone) -> None:
+        """Several nodes: these nodes stopped renewing their liveness (killed, cut off): the members
+        connected to them are away from now on, as if their connections had closed."""
+        for room in list(self.rooms.values()):
+            for pid, member in list(room.members.items()):
+                if member.left_ms is None and member.node in ev.nodes and not self._connected(pid):
+                    self._note("member_node_gone", room=room.code, player=pid, node=member.node, level="warning")
+                    self._touched.add(room.code)
+                    self._member_away(room, pid, ev.now)
+
+    def _member_away(self, room: RoomState, pid: str, now: int) -> None:
+        room.members[pid].left_ms = now
         race = room.race
         if race is not None and pid in race.racers and room.phase in (p.COUNTDOWN, p.RACING):
             racer = race.racers[pid]
             if not racer.game.over:
-                racer.forfeit_at = ev.now + self.config.grace_ms
+                racer.forfeit_at = now + self.config.grace_ms
             race.lb_dirty = True
         if self._shown(room, room.members[pid]):
             self._changed(room)

@@ -30,6 +30,7 @@ from server.core.events import (
     LogReloaded,
     MovePersisted,
     MovePersistFailed,
+    NodesGone,
     PlayerRegistered,
     RegisterFailed,
     RemoteMoves,
@@ -123,6 +124,8 @@ class ServerCore(
             self._room_changed(event)
         elif isinstance(event, RemoteMoves):
             self._remote_moves(event)
+        elif isinstance(event, NodesGone):
+            self._nodes_gone(event)
         else:
             assert_never(event)
 
@@ -210,6 +213,15 @@ class ServerCore(
 
     def has_room(self, code: str) -> bool:
         return code in self.rooms
+
+    def remote_nodes(self) -> set[str]:
+        """Several nodes: the other nodes the rooms held here record members as connected to."""
+        return {
+            m.node
+            for room in self.rooms.values()
+            for m in room.members.values()
+            if m.left_ms is None and m.node and m.node != self.config.node_id
+        }
 
     def holds(self, code: str) -> bool:
         """Does this process hold the room, or is it loading it?"""

@@ -38,6 +38,7 @@ class RebuildMixin(CoreBase):
                     ready=m.ready,
                     token_hash=m.token_hash,
                     left_ms=m.left_ms,
+                    node=m.node,
                 )
                 for m in room.members.values()
             ],
@@ -59,6 +60,7 @@ class RebuildMixin(CoreBase):
                 # Loaded from the store: nobody is connected to this process yet. Several nodes:
                 # presence is as stored (the node holding a member's connection keeps it there).
                 m.left_ms if m.left_ms is not None or self.config.shared_rooms else now,
+                m.node,
             )
             for m in record.members
         }
@@ -66,6 +68,7 @@ class RebuildMixin(CoreBase):
             player = self.players.get(pid)
             if player is not None and player.conns and player.room == record.code:
                 members[pid].left_ms = None
+                members[pid].node = self.config.node_id
         room = RoomState(
             code=record.code,
             options=record.options,

@@ -30,6 +30,7 @@ class MemberRecord(msgspec.Struct, kw_only=True):
     ready: bool
     token_hash: str  # lets any process update this member's player record (put_player needs it)
     left_ms: int | None = None  # disconnected since (server ms), None while connected
+    node: str = ""  # several nodes: the node holding its connection (its death makes the member away)
 
 
 class RacerInfo(msgspec.Struct, kw_only=True):

@@ -46,6 +46,7 @@ class CoreConfig:
     # the stored record (the node holding its connection keeps it there), not from this node's
     # connections; other nodes' changes arrive as RoomChanged and RemoteMoves.
     shared_rooms: bool = False
+    node_id: str = ""  # several nodes: this node's name, recorded with the members connected to it
 
 
 class Entropy:
@@ -92,6 +93,7 @@ class MemberState:
     ready: bool
     token_hash: str
     left_ms: int | None = None
+    node: str = ""  # several nodes: the node holding its connection, while connected
 
 
 @dataclass(slots=True)

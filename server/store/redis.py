@@ -280,6 +280,24 @@ class RedisStore(Store):
             raise ValueError("pub/sub between nodes is not built for a Redis Cluster yet")
         return self._redis.pubsub()
 
+    def node_key(self, node: str) -> str:
+        return f"{self.namespace}:node:{node}"
+
+    async def mark_alive(self, node: str, ttl_ms: int) -> None:
+        """This node is alive for ``ttl_ms`` more (its liveness key; renewed by its heartbeat)."""
+        async with self._talking("mark_alive"):
+            await self._redis.set(self.node_key(node), b"1", px=ttl_ms)
+
+    async def nodes_alive(self, nodes: Sequence[str]) -> set[str]:
+        """Which of these nodes renewed their liveness key in time (one round trip)."""
+        if not nodes:
+            return set()
+        async with self._talking("nodes_alive"), self._redis.pipeline(transaction=False) as pipe:
+            for node in nodes:
+                pipe.exists(self.node_key(node))
+            found = await pipe.execute()
+        return {node for node, exists in zip(nodes, found, strict=True) if exists}
+
     async def publish(self, messages: Sequence[tuple[str, bytes]]) -> None:
         """PUBLISH each (channel, payload), in order, in one round trip."""
         if not messages:
