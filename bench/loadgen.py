@@ -95,6 +95,8 @@ class Stats:
     first_arrival: dict[tuple[str, int, int], float] = field(default_factory=dict)
     delivery_spread: list[float] = field(default_factory=list)
     leaderboards: int = 0
+    racer_frames: int = 0  # every frame the racers received in the window (acks, leaderboards, rooms...)
+    racer_bytes: int = 0
     failures: list[str] = field(default_factory=list)
 
 
@@ -172,6 +174,9 @@ class Racer:
         assert self.ws is not None
         frame = await self.ws.recv()
         assert isinstance(frame, bytes)
+        if self.stats.measuring:
+            self.stats.racer_frames += 1
+            self.stats.racer_bytes += len(frame)
         return frame
 
     async def recv(self) -> p.ServerMessage:
@@ -450,6 +455,8 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         "moves_per_race_racer": round(stats.race_moves / (stats.races * args.room_size), 1) if stats.races else None,
         "move_frame_bytes": round(stats.move_bytes / stats.acks, 1) if stats.acks else None,
         "move_ok_frame_bytes": round(ack_bytes, 1) if ack_bytes else None,
+        "racer_frames_per_move": round(stats.racer_frames / stats.acks, 3) if stats.acks else None,
+        "racer_bytes_per_move": round(stats.racer_bytes / stats.acks, 1) if stats.acks else None,
         "ack_latency_ms": summary_ms(stats.ack_latency),
         "fanout_from_send_ms": summary_ms(stats.fanout_from_send),
         "fanout_from_ack_ms": summary_ms(stats.fanout_from_ack),

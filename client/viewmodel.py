@@ -132,10 +132,10 @@ class RaceModel:
                 return {"view"}
             return set()
         if isinstance(msg, Leaderboard):
-            old = self.leaderboard
-            if old is not None and old.race == msg.race and msg.version < old.version:
+            merged = msg.merged_into(self.leaderboard)  # a partial one holds only the changed rows
+            if merged is None:
                 return set()
-            self.leaderboard = msg
+            self.leaderboard = merged
             return {"leaderboard"}
         if isinstance(msg, Boards):
             self.boards = msg

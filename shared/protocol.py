@@ -422,10 +422,28 @@ class MoveRejected(msgspec.Struct, tag="move_rejected", tag_field="type", kw_onl
     reason: str
 
 
-class Leaderboard(msgspec.Struct, tag="leaderboard", tag_field="type", kw_only=True):
+class Leaderboard(msgspec.Struct, tag="leaderboard", tag_field="type", kw_only=True, omit_defaults=True):
     race: int
     version: int  # total accepted entries of the race: a higher version is newer (latest wins)
     racers: list[LeaderboardRow]  # in rank order
+    # True: only the rows whose cards, status, rank or connection changed (merge them by player
+    # id into the rows you hold); left out (false): every racer's row (docs/protocol.md).
+    partial: bool = False
+
+    def merged_into(self, held: Leaderboard | None) -> Leaderboard | None:
+        """The leaderboard to show after this one arrives, given the one held (None: ignore it:
+        an older version of this race, or a partial one with nothing to merge it into)."""
+        same_race = held is not None and held.race == self.race
+        if held is not None and same_race and self.version < held.version:
+            return None
+        if not self.partial:
+            return self
+        if held is None or not same_race:
+            return None
+        rows = {row.player_id: row for row in held.racers}
+        rows.update((row.player_id, row) for row in self.racers)
+        racers = sorted(rows.values(), key=lambda row: row.rank)
+        return Leaderboard(race=self.race, version=max(self.version, held.version), racers=racers)
 
 
 class Boards(msgspec.Struct, tag="boards", tag_field="type", kw_only=True):

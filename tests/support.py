@@ -108,7 +108,9 @@ def eventually_sync(check: Callable[[], bool], timeout: float = 5.0, interval: f
 
 M = TypeVar("M", bound=p.ServerMessage)
 
-FAST = CoreConfig(countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50)
+FAST = CoreConfig(
+    countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50, leaderboard_full_ms=500
+)
 
 
 def fast_config(**overrides: Any) -> ServerConfig:
@@ -152,6 +154,7 @@ class Client:
         self.board = p.BoardKeeper()  # the racer's board, as a v2 client keeps it
         self.diverged: list[p.MoveOk] = []  # move_oks whose changes or check value did not fit the board
         self.strict = True  # a divergence fails the test (False: tests of planted bugs, the board goes on)
+        self.leaderboard: p.Leaderboard | None = None  # the leaderboard as a client shows it (partial ones merged)
 
     @classmethod
     async def open(cls, server: RaceServer | str, label: str = "", **kwargs: Any) -> Client:
@@ -164,6 +167,8 @@ class Client:
                 assert isinstance(frame, bytes), "the server sends binary frames only"
                 self.frames.append(frame)
                 msg = p.decode_server(frame)
+                if isinstance(msg, p.Leaderboard):
+                    self.leaderboard = msg.merged_into(self.leaderboard) or self.leaderboard
                 if isinstance(msg, p.RaceStart):
                     self.board.race_start(msg)
                 elif isinstance(msg, p.MoveOk):

@@ -218,8 +218,7 @@ def test_an_undecided_move_asks_the_shell_and_a_blocked_answer_ends_the_game() -
     refused = shell.move(ann, 999, "waste>t6")
     assert isinstance(refused, p.MoveRejected) and "over (blocked)" in refused.reason
     shell.advance(shell.config.leaderboard_interval_ms)
-    lb = shell.last(bob, p.Leaderboard)
-    assert isinstance(lb, p.Leaderboard)
+    lb = shell.leaderboards[bob]
     assert next(r for r in lb.racers if r.player_id == ann_id).status == BLOCKED
     # The race's end check: Bob resigns, and the race is over with Ann blocked.
     shell.move(bob, 1, "resign")
@@ -440,7 +439,9 @@ async def test_the_server_ends_an_undecided_game_through_its_worker_while_others
         refused = await ann.expect(p.MoveRejected)
         assert "over (blocked)" in refused.reason
         while True:
-            lb = await bob.expect(p.Leaderboard)
+            await bob.expect(p.Leaderboard)
+            lb = bob.leaderboard
+            assert lb is not None
             if next(r for r in lb.racers if r.player_id == ann.pid).status == BLOCKED:
                 break
         await bob.send(p.Move(id=99, move="resign"))

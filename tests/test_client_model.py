@@ -140,3 +140,21 @@ def test_small_formatting_helpers() -> None:
     assert progress_bar(104, 10).plain == "█" * 10
     assert progress_bar(52, 10).plain.startswith("█████")
     assert clean("a\x1b[31mb\n") == "a�[31mb�"
+
+
+def test_model_merges_partial_leaderboards_by_player() -> None:
+    """A partial leaderboard holds only the rows whose cards, status, rank or connection changed."""
+    model = RaceModel(player_id="p1")
+    assert model.apply(Leaderboard(race=1, version=3, racers=[_row("p1", 5, 1), _row("p2", 4, 2), _row("p3", 1, 3)]))
+    # p3 overtakes both: its row and the two it passed, in a partial one.
+    passed = Leaderboard(race=1, version=7, racers=[_row("p3", 6, 1), _row("p1", 5, 2), _row("p2", 4, 3)], partial=True)
+    assert model.apply(passed) == {"leaderboard"}
+    assert model.leaderboard is not None and [r.player_id for r in model.leaderboard.racers] == ["p3", "p1", "p2"]
+    # p2 gains a card, rank unchanged: only its row comes; the others stay.
+    assert model.apply(Leaderboard(race=1, version=8, racers=[_row("p2", 5, 3)], partial=True)) == {"leaderboard"}
+    assert [(r.player_id, r.cards) for r in model.leaderboard.racers] == [("p3", 6), ("p1", 5), ("p2", 5)]
+    assert model.leaderboard.version == 8 and not model.leaderboard.partial
+    # Older, or partial with nothing to merge into (another race): ignored.
+    assert model.apply(Leaderboard(race=1, version=6, racers=[_row("p2", 1, 1)], partial=True)) == set()
+    assert model.apply(Leaderboard(race=2, version=1, racers=[_row("p2", 1, 1)], partial=True)) == set()
+    assert model.leaderboard.race == 1

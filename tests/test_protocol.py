@@ -133,6 +133,7 @@ SERVER_SAMPLES: list[p.ServerMessage] = [
     p.MoveOk(id=9, seq=4, t_ms=10, check=0, changes=[("f0", 1, [9])], reserve=(12, None), status="won"),
     p.MoveRejected(id=2, code=p.ILLEGAL_MOVE, reason="no"),
     p.Leaderboard(race=1, version=9, racers=[_row(), _row("p2")]),
+    p.Leaderboard(race=1, version=11, racers=[_row("p2")], partial=True),
     p.Boards(race=1, delay_ms=30000, as_of_ms=100, boards={"p1": _view()}),
     p.Results(
         race=1,

@@ -267,8 +267,8 @@ def test_countdown_then_race_start_with_commitment_and_own_view_only() -> None:
     spec_start = shell.last(spectator, p.RaceStart)
     assert isinstance(spec_start, p.RaceStart) and spec_start.view is None
     assert start.commitment == spec_start.commitment and not start.chosen_deal
-    board = shell.last(spectator, p.Leaderboard)
-    assert isinstance(board, p.Leaderboard) and [r.name for r in board.racers] == ["Ann", "Bob", "Cy"]
+    board = shell.leaderboards[spectator]
+    assert [r.name for r in board.racers] == ["Ann", "Bob", "Cy"]
 
 
 def test_moves_are_persisted_before_they_are_acknowledged() -> None:
@@ -339,17 +339,37 @@ def test_leaderboard_is_coalesced_to_the_tick() -> None:
     shell = Shell()
     conns, _code = racing(shell)
     shell.advance(500)
-    spectator_view = shell.take(conns[1])
+    first = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
+    assert len(first) == 1 and not first[0].partial and len(first[0].racers) == 3  # the whole one first
+    game = Game(DEAL)
     for i in range(1, 6):
         shell.move(conns[0], i, "stock>waste")
+        game.play("stock>waste")
     boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
     assert boards == []  # no leaderboard per move ...
     shell.advance(shell.config.leaderboard_interval_ms)
+    # ... and none at the tick either: turning the stock changes no figure anyone is shown
+    assert [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)] == []
+    move_id = 6
+    while not any(">f" in m for m in game.legal_moves()):
+        shell.move(conns[0], move_id, "stock>waste")
+        game.play("stock>waste")
+        move_id += 1
+    home = next(m for m in game.legal_moves() if ">f" in m)
+    shell.move(conns[0], move_id, home)
+    shell.advance(shell.config.leaderboard_interval_ms)
     boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
-    assert len(boards) == 1  # ... one per tick, the latest
+    assert len(boards) == 1 and boards[0].partial  # one per tick, only the rows that changed
     ann = next(r for r in boards[0].racers if r.name == "Ann")
-    assert ann.moves == 5 and boards[0].version == 5
-    assert spectator_view is not None
+    assert ann.cards == 2 and ann.rank == 1 and ann.moves == move_id and boards[0].version == move_id
+    assert "Cy" not in {r.name for r in boards[0].racers}  # Cy's cards, status and rank are as they were
+    # The whole one again leaderboard_full_ms after the last, though nothing moves: every row's
+    # moves and times are current again, and a client that missed a partial one catches up.
+    shell.advance(shell.config.leaderboard_full_ms)
+    boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
+    assert len(boards) == 1 and not boards[0].partial and len(boards[0].racers) == 3
+    shell.advance(shell.config.leaderboard_full_ms * 3)
+    assert [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)] == []  # then quiet
     # Progress only: a leaderboard carries no cards.
     assert set(p.LeaderboardRow.__struct_fields__) == {
         "player_id", "name", "bot", "cards", "moves", "status", "elapsed_ms", "rank", "connected",
@@ -381,8 +401,8 @@ def test_ranking_by_cards_then_time_reached_and_results_reveal() -> None:
     _play_to_cards(shell, conns[0], deal, 3)  # Ann reaches it a second later
     shell.move(conns[2], 1, "stock>waste")  # Cy moved last, but has fewer cards
     shell.advance(shell.config.leaderboard_interval_ms)
-    board = shell.last(conns[2], p.Leaderboard)
-    assert isinstance(board, p.Leaderboard) and [r.player_id for r in board.racers] == [bob, ann, cy]
+    board = shell.leaderboards[conns[2]]
+    assert [r.player_id for r in board.racers] == [bob, ann, cy]
     assert [r.cards for r in board.racers] == [3, 3, 1] and [r.rank for r in board.racers] == [1, 2, 3]
     shell.move(conns[0], 1000, "resign")
     shell.move(conns[1], 1000, "resign")

@@ -201,6 +201,9 @@ class CoreBase:
         def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard: ...
 
         @abstractmethod  # ranking.py
+        def _leaderboard_update(self, race: RaceState, now: int) -> p.Leaderboard | None: ...
+
+        @abstractmethod  # ranking.py
         def _results(self, room: RoomState) -> p.Results: ...
 
         @abstractmethod  # ranking.py

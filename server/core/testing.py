@@ -115,12 +115,17 @@ class Shell:
         self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
         self._next_conn = 0
         self.effects: list[Effect] = []
+        self.leaderboards: dict[int, p.Leaderboard] = {}  # conn -> its leaderboard, partial ones merged
         self.boards: dict[int, p.BoardKeeper] = defaultdict(p.BoardKeeper)  # conn -> its board, as a client keeps it
 
     def _board(self, conn: int, message: p.ServerMessage) -> p.ServerMessage:
         """Keep each connection's board as a v2 client does (race_start, then each move_ok's
         changes), assert that it matches every move_ok's check value, and hand tests the move_ok
         with its ``view`` filled in (the board after the move), so they can read the board."""
+        if isinstance(message, p.Leaderboard):
+            merged = message.merged_into(self.leaderboards.get(conn))
+            if merged is not None:
+                self.leaderboards[conn] = merged
         if isinstance(message, p.RaceStart):
             self.boards[conn].race_start(message)
         elif isinstance(message, p.MoveOk):

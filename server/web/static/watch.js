@@ -238,6 +238,15 @@ function onMessage(msg) {
       const held = state.leaderboard;
       if (state.results && state.results.race === msg.race) break; // the final rows win
       if (held && held.race === msg.race && num(msg.version) < num(held.version)) break;
+      if (msg.partial) {
+        // Only the rows whose cards, status, rank or connection changed: merged into the held ones.
+        if (!held || held.race !== msg.race) break; // a whole one comes with the next snapshot
+        const rows = new Map(held.racers.map((r) => [r.player_id, r]));
+        for (const r of msg.racers) rows.set(r.player_id, r);
+        const racers = [...rows.values()].sort((a, b) => num(a.rank) - num(b.rank));
+        state.leaderboard = { race: msg.race, version: Math.max(num(msg.version), num(held.version)), racers };
+        break;
+      }
       state.leaderboard = msg;
       break;
     }
