@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import secrets
 import socket
 import ssl
@@ -175,6 +176,7 @@ class ServerConfig:
     append_stall_ms: int = 1000
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
+    reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
     node_sweep_s: float = 5.0  # several nodes: how often channels of rooms no longer held are dropped
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
     core: CoreConfig = field(default_factory=CoreConfig)
@@ -430,6 +432,7 @@ class RaceServer:
             self.config.host,
             self.config.port,
             compression=None,
+            reuse_port=self.config.reuse_port or None,
             max_size=self.config.max_frame,
             max_queue=4,
             ping_interval=self.config.ping_interval,
@@ -596,6 +599,8 @@ class RaceServer:
                 "connections": len(self._conns),
                 "rooms": len(self.core.rooms),
                 "protocol": p.PROTOCOL_VERSION,
+                "node": None if self.nodes is None else self.nodes.node_id,  # several nodes: which one answered
+                "pid": os.getpid(),
             }
             response = connection.respond(200 if healthy else 503, json.dumps(body) + "\n")
             del response.headers["Content-Type"]
@@ -645,9 +650,7 @@ class RaceServer:
         bucket = ws.bucket if isinstance(ws, PlotConnection) else None
         address = ws.address if isinstance(ws, PlotConnection) else "local"
         conn = Conn(next(self._ids), ws, bucket or TokenBucket(self.config.rate_per_s, self.config.burst), address)
-        deadline = asyncio.get_running_loop().call_later(
-            self.config.limits.hello_timeout_s, self._hello_overdue, conn
-        )
+        deadline = asyncio.get_running_loop().call_later(self.config.limits.hello_timeout_s, self._hello_overdue, conn)
         if self.config.socket_sndbuf is not None:
             sock = ws.transport.get_extra_info("socket")
             if sock is not None:
@@ -979,7 +982,7 @@ class RaceServer:
             broadcast(targets, frame)
 
     def _buffer_state(self, conn: Conn, clock: float) -> str:
-        """"ok"; "over" the soft limit (progress frames are skipped); or "cut": over the hard
+        """ "ok"; "over" the soft limit (progress frames are skipped); or "cut": over the hard
         limit, or over the soft one for longer than slow_grace_s (the connection is aborted)."""
         buffered = conn.ws.transport.get_write_buffer_size()
         if buffered <= self.config.write_soft_limit:

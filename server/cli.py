@@ -17,6 +17,7 @@ import math
 import os
 import signal
 import ssl
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -165,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
         "nodes on the same Redis: any node serves any racer (needs --redis; one Redis, not a cluster yet) "
         "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
+    number("--workers", "PLOT_WORKERS", int, 1, 1, "server processes sharing the port (SO_REUSEPORT), each a full "
+           "node of --multi-node, supervised: one that dies is restarted; more than one needs --redis "
+           "[PLOT_WORKERS] (1)", high=256)  # fmt: skip
+    add("--reuse-port", action="store_true", default=None, help="listen with SO_REUSEPORT, so that several "
+        "processes share the port (--workers sets it for its own) [PLOT_REUSE_PORT=1] (off)")  # fmt: skip
     add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), help="debug, info, warning or error "
         "[PLOT_LOG_LEVEL] (info)")  # fmt: skip
     add("--tls-cert", default=_env("PLOT_TLS_CERT"), metavar="PEM", help="serve wss:// with this certificate chain "
@@ -252,20 +258,41 @@ def check_redis_url(url: str) -> str:
     return url
 
 
+def _switch(flag: bool | None, env: str) -> bool:
+    """A store_true flag, else its environment variable (1/0, true/false, yes/no, on/off)."""
+    if flag:
+        return True
+    text = (_env(env) or "0").strip().lower()
+    if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+        raise ConfigError(f"{env}={text!r}: expected 1 or 0")
+    return text in ("1", "true", "yes", "on")
+
+
+def check_workers(args: argparse.Namespace) -> None:
+    """More than one worker shares rooms through one Redis, on one fixed port."""
+    if args.workers == 1:
+        return
+    if not args.redis:
+        raise ConfigError(
+            f"--workers / PLOT_WORKERS {args.workers}: more than one worker needs --redis URL (the workers "
+            "share their rooms through Redis; the in-memory store is one process's own)"
+        )
+    if "+cluster://" in args.redis:
+        raise ConfigError(f"--workers / PLOT_WORKERS {args.workers}: one Redis, not a Redis Cluster yet")
+    if args.port == 0:
+        raise ConfigError(f"--workers / PLOT_WORKERS {args.workers}: the workers share one port: give --port")
+
+
 def multi_node(args: argparse.Namespace) -> bool:
-    """--multi-node, else PLOT_MULTI_NODE (1/0, true/false, yes/no, on/off); checked against --redis."""
-    if args.multi_node:
-        wanted = True
-    else:
-        text = (_env("PLOT_MULTI_NODE") or "0").strip().lower()
-        if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-            raise ConfigError(f"PLOT_MULTI_NODE={text!r}: expected 1 or 0")
-        wanted = text in ("1", "true", "yes", "on")
+    """--multi-node, else PLOT_MULTI_NODE (1/0, true/false, yes/no, on/off); checked against --redis.
+    Several workers are several nodes."""
+    wanted = _switch(args.multi_node, "PLOT_MULTI_NODE") or args.workers > 1
     if wanted and not args.redis:
         raise ConfigError("--multi-node needs --redis URL: the nodes share their rooms through one Redis")
     if wanted and "+cluster://" in args.redis:
         raise ConfigError("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
     return wanted
+
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """The server's configuration from parsed arguments; ConfigError on any bad value."""
@@ -281,6 +308,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             raise ConfigError(f"{flag} {path!r}: no such file")
     if args.redis:
         check_redis_url(args.redis)
+    check_workers(args)
     winnable = WinnableConfig(
         budget=args.winnable_budget,
         tries=args.winnable_tries,
@@ -316,6 +344,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         core=core,
         winnable=winnable,
         metrics=args.metrics == "on",
+        reuse_port=_switch(args.reuse_port, "PLOT_REUSE_PORT") or args.workers > 1,
     )
 
 
@@ -397,7 +426,7 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
         web_ssl.load_cert_chain(config.tls_cert, config.tls_key)
     try:
         return WebServer(
-            WebConfig(host=config.host, port=web_port, public_ws_url=args.web_ws_url),
+            WebConfig(host=config.host, port=web_port, public_ws_url=args.web_ws_url, reuse_port=config.reuse_port),
             game_port=game_port,
             game_tls=bool(config.tls_cert),
             ssl_context=web_ssl,
@@ -418,6 +447,61 @@ def tune_gc() -> None:
     gc.set_threshold(20_000, 20, 10)
 
 
+def supervise(workers: int, argv: list[str]) -> int:
+    """``--workers N``: N worker processes, each a whole plot-server node on the same port (SO_REUSEPORT:
+    the kernel spreads new connections over them), restarted when one dies (logged: worker_died,
+    worker_started; after a quick death the restart waits, 0.2 s doubling to 5 s). SIGTERM or SIGINT
+    is passed on to every worker, which shuts down cleanly; exit 0 once all have."""
+    command = [sys.executable, "-m", "server.cli", *argv, "--workers", "1", "--multi-node", "--reuse-port"]
+    stopping = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        log_event(logging.INFO, "signal", signal=signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    started: dict[int, float] = {}
+    delays: dict[int, float] = {}
+
+    def start(slot: int) -> None:
+        procs[slot] = subprocess.Popen(command)
+        started[slot] = time.monotonic()
+        log_event(logging.INFO, "worker_started", worker=slot, pid=procs[slot].pid)
+
+    for slot in range(workers):
+        start(slot)
+    due: dict[int, float] = {}
+    while not stopping:
+        time.sleep(0.1)
+        for slot, proc in procs.items():
+            code = proc.poll()
+            if code is None or slot in due:
+                continue
+            quick = time.monotonic() - started[slot] < 2.0
+            delays[slot] = min(5.0, delays.get(slot, 0.1) * 2) if quick else 0.0
+            log_event(logging.WARNING, "worker_died", worker=slot, pid=proc.pid, code=code, restart_in_s=delays[slot])
+            due[slot] = time.monotonic() + delays[slot]
+        for slot, when in list(due.items()):
+            if time.monotonic() >= when and not stopping:
+                del due[slot]
+                start(slot)
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 15.0
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log_event(logging.INFO, "workers_stopped", workers=workers)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 after a clean shutdown, 1 when the port cannot be had, 2 on a bad flag or variable
     (one line on stderr, no traceback)."""
@@ -435,6 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"plot-server: {exc}", file=sys.stderr)
         return 2
     setup_logging(args.log_level)
+    if args.workers > 1:
+        return supervise(args.workers, list(sys.argv[1:] if argv is None else argv))
     tune_gc()
     try:
         import uvloop

@@ -5,7 +5,10 @@ of one room spread over two nodes, each node a real server (in this process, or 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -16,7 +19,9 @@ from support import (
     Client,
     eventually,
     fast_config,
+    health,
     latest,
+    log_lines,
     play,
     room_phase,
     server_process,
@@ -24,6 +29,7 @@ from support import (
 )
 
 from server.app import RaceServer
+from server.core.records import decode_room
 from server.store.redis import RedisStore
 from shared import protocol as p
 
@@ -228,3 +234,76 @@ async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_serve
         assert (rows[ann.pid].moves, rows[bob.pid].moves) == (ann_moves + 1, bob_moves + 1)
         for client in (again, bob, eve, host, ann):
             await client.close()
+
+
+async def test_a_resume_on_another_node_supersedes_the_older_connection(redis_url: str) -> None:
+    async with node(redis_url) as a, node(redis_url) as b:
+        host, ann = await hello(a, "host"), await hello(a, "ann")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        await ann.send(p.Join(code=code))
+        await ann.expect(p.Room)
+        assert ann.welcome is not None
+        assert isinstance(a.store, RedisStore)
+
+        async def joined() -> bool:  # room records are written behind: the join is stored a moment later
+            loaded = await a.store.load_room(code)
+            return loaded is not None and ann.pid in {m.player_id for m in decode_room(loaded[0]).members}
+
+        await eventually(joined, what="ann's join stored")
+        again = await Client.open(b, "ann on B")
+        welcome = await again.hello("ann", token=ann.welcome.token)
+        assert welcome.resumed and welcome.room == code
+        error = await ann.expect(p.Error)
+        assert error.code == p.SUPERSEDED
+        assert await ann.closed() == p.CLOSE_SUPERSEDED
+        await again.send(p.Ready(ready=True))  # the newer connection acts for ann; A's host sees it
+        await eventually(
+            lambda: any(m.player_id == ann.pid and m.ready and m.connected for m in latest(host, p.Room).members),
+            what="ann ready and connected, seen on A",
+        )
+        for client in (host, again):
+            await client.close()
+
+
+async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_server: RedisServer) -> None:
+    """plot-server --workers 2: both workers answer on the one port, a race runs across them, and a
+    worker killed with SIGKILL is restarted by the supervisor (logged); SIGTERM stops them all."""
+    port = free_port()
+    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
+    with server_process(*args, "--rate", "1000") as supervisor:
+        await asyncio.to_thread(wait_healthy, supervisor, port)
+        pids: set[int] = set()
+
+        def both_answer() -> bool:
+            pids.add(int(health(port)[1]["pid"]))  # a new connection each time: the kernel spreads them
+            return len(pids) >= 2
+
+        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        address = f"ws://127.0.0.1:{port}"
+        await spread_race(address, address)  # clients land on either worker
+        victim = min(pids)
+        os.kill(victim, signal.SIGKILL)
+        fresh: set[int] = set()
+
+        def restarted() -> bool:
+            with contextlib.suppress(OSError, ValueError):
+                fresh.add(int(health(port)[1]["pid"]))
+            return len(fresh - pids) >= 1 and len(fresh - {victim}) >= 2
+
+        await eventually(lambda: asyncio.to_thread(restarted), 20, what="the dead worker restarted")
+        supervisor.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(supervisor.wait, 30) == 0
+        events = [line.get("event") for line in log_lines(supervisor)]
+        assert "worker_died" in events and events.count("worker_started") == 3 and "workers_stopped" in events
+
+
+def test_workers_need_redis_and_a_port() -> None:
+    for args, said in [
+        (("--workers", "2"), "more than one worker needs --redis"),
+        (("--workers", "2", "--redis", "redis://127.0.0.1:1/0", "--port", "0"), "give --port"),
+        (("--workers", "0"), "--workers"),
+    ]:
+        with server_process(*args) as proc:
+            _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and said in err, (args, err)

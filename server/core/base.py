@@ -159,6 +159,9 @@ class CoreBase:
         def _client(self, ev: ClientEvent) -> None: ...
 
         @abstractmethod  # lobby.py
+        def _supersede(self, player: PlayerState) -> None: ...
+
+        @abstractmethod  # lobby.py
         def _close_room(self, room: RoomState, reason: str | None) -> None: ...
 
         @abstractmethod  # lobby.py

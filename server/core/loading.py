@@ -138,12 +138,22 @@ class LoadingMixin(CoreBase):
                 self._save_player(pid, None, player.name, player.bot, player.token_hash)
         stored = {m.player_id: m for m in ev.record.members} if ev.record is not None else {}
         here = [pid for pid in local if pid in room.members and self._connected(pid)]
+        for pid in list(here):
+            seat, before = stored.get(pid), old.members.get(pid)
+            if seat is None or seat.left_ms is not None or seat.node in ("", self.config.node_id):
+                continue
+            if before is not None and seat.claim >= before.claim:  # (not in this copy: it resumed here since)
+                # A newer resume on another node holds the seat: this node's connection yields.
+                self._supersede(self.players[pid])
+                room.members[pid].left_ms, room.members[pid].node = seat.left_ms, seat.node
+                here.remove(pid)
         if any(
             pid not in stored or (stored[pid].left_ms, stored[pid].node) != (None, self.config.node_id) for pid in here
         ):
             for pid in here:  # connected here (a resume whose save lost): the room says so again
-                room.members[pid].left_ms = None
-                room.members[pid].node = self.config.node_id
+                member, before = room.members[pid], old.members.get(pid)
+                member.left_ms, member.node = None, self.config.node_id
+                member.claim = max(member.claim, 0 if before is None else before.claim)
             self._changed(room)
         for replayed in ev.replay:
             self._client(replace(replayed, now=ev.now))

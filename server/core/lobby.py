@@ -189,6 +189,8 @@ class LobbyMixin(CoreBase):
         moved = member.node != self.config.node_id  # several nodes: it was connected to another
         member.left_ms = None
         member.node = self.config.node_id
+        if moved or was_away:
+            member.claim += 1  # the newest claim holds the seat (another node's older one yields)
         if room.race is not None and player.player_id in room.race.racers:
             room.race.racers[player.player_id].forfeit_at = None
             room.race.lb_dirty = True

@@ -39,6 +39,7 @@ class RebuildMixin(CoreBase):
                     token_hash=m.token_hash,
                     left_ms=m.left_ms,
                     node=m.node,
+                    claim=m.claim,
                 )
                 for m in room.members.values()
             ],
@@ -61,6 +62,7 @@ class RebuildMixin(CoreBase):
                 # presence is as stored (the node holding a member's connection keeps it there).
                 m.left_ms if m.left_ms is not None or self.config.shared_rooms else now,
                 m.node,
+                m.claim,
             )
             for m in record.members
         }

@@ -31,6 +31,7 @@ class MemberRecord(msgspec.Struct, kw_only=True):
     token_hash: str  # lets any process update this member's player record (put_player needs it)
     left_ms: int | None = None  # disconnected since (server ms), None while connected
     node: str = ""  # several nodes: the node holding its connection (its death makes the member away)
+    claim: int = 0  # several nodes: +1 at each resume that moves it or brings it back; the highest holds the seat
 
 
 class RacerInfo(msgspec.Struct, kw_only=True):

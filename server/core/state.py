@@ -97,6 +97,7 @@ class MemberState:
     token_hash: str
     left_ms: int | None = None
     node: str = ""  # several nodes: the node holding its connection, while connected
+    claim: int = 0  # several nodes: its seat's claim count (MemberRecord.claim)
 
 
 @dataclass(slots=True)

@@ -333,9 +333,7 @@ class RedisStore(Store):
                 except redis.exceptions.RedisError as error:
                     raise StoreUnavailable(f"Redis at {self._where} refused {operation}: {error}") from error
                 except redis.exceptions.RedisClusterException as error:  # no node reachable, a slot not covered...
-                    raise StoreUnavailable(
-                        f"the Redis Cluster at {self._where} failed {operation}: {error}"
-                    ) from error
+                    raise StoreUnavailable(f"the Redis Cluster at {self._where} failed {operation}: {error}") from error
                 except (OSError, TimeoutError) as error:
                     raise StoreUnavailable(f"cannot reach Redis at {self._where} ({operation}): {error!r}") from error
                 except AttributeError as error:

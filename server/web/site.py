@@ -67,6 +67,7 @@ class WebConfig:
     # The WebSocket URL the page connects to when the browser cannot reach the game port under the
     # host name it used for the page (a reverse proxy, say): e.g. wss://race.example.org/
     public_ws_url: str | None = None
+    reuse_port: bool = False  # SO_REUSEPORT: several processes serve the page (plot-server --workers)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,12 @@ class WebServer:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._serve_client, self.config.host, self.config.port, limit=MAX_HEAD_BYTES, ssl=self._ssl
+            self._serve_client,
+            self.config.host,
+            self.config.port,
+            limit=MAX_HEAD_BYTES,
+            ssl=self._ssl,
+            reuse_port=self.config.reuse_port or None,
         )
         log.info("web_started", extra={"fields": {"host": self.config.host, "port": self.port}})
 
