@@ -80,9 +80,12 @@ class Bot:
         self.connection: Connection | None = None
         self._wake = asyncio.Event()
         self.moves_played = 0
+        self.last_results: Results | None = None  # the latest race's results (kept after a rematch starts)
 
     def _on_message(self, msg: ServerMessage) -> None:
         self.model.apply(msg)
+        if isinstance(msg, Results):
+            self.last_results = msg
         self._wake.set()
 
     async def run(self) -> Results | None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "deal": ("client.commands.deal", "show the layout of a deal number"),
     "verify": ("client.commands.verify", "replay a game record and check every entry"),
+    "replay": ("client.commands.replay", "play a saved game record back on the board (step, pause, jump to a move)"),
     "solo": ("client.commands.solo", "play a game alone in the terminal, line by line"),
     "play": ("client.commands.play", "play a game alone on the full-screen board (keys and mouse)"),
     "practice": ("client.commands.practice", "race bots on a server started in this process (no set-up)"),

@@ -18,6 +18,12 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count} {many or IRREGULAR.get(word) or word + 's'}"
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 # What a player can do about each refusal, when the server's own sentence is not for people.
 ERROR_SENTENCES: dict[str, str] = {
     "malformed": "the client sent something the server could not read: update the client (plot) and try again",

@@ -464,6 +464,9 @@ class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
     commitment: str
     chosen_deal: bool
     records: dict[str, GameRecord]  # player id -> game record
+    # player id -> the race time (ms from the start signal) each entry of that record was accepted,
+    # in order (a later addition to version 1: results without it carry no move times)
+    times: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
 
 class Pong(msgspec.Struct, tag="pong", tag_field="type", kw_only=True):

@@ -227,3 +227,20 @@ def test_the_attack_bench_runs_and_the_limits_hold() -> None:
     rooms, guess = (json.loads(line) for line in out.stdout.splitlines())
     assert 1 <= rooms["rooms_created"] <= 11 and rooms["honest"]["ok"]
     assert 1 <= guess["wrong_guesses"] <= 11
+
+
+def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "nodes_bench.py"), "--rooms", "1", "--racers", "2", "--duration", "1",
+         "--warmup", "0.5", "--runs", "1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout)
+    for layout in ("one", "two"):
+        assert figures[layout][0]["moves_in_window"] > 0
+    assert len(figures["failover"]["reconnect_to_first_ack_ms"]) == 2
+    assert figures["cpu_ratio_two_over_one"] is None or figures["cpu_ratio_two_over_one"] > 0

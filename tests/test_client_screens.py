@@ -3,16 +3,20 @@ results with a racer's board on show, what practice says of its deal, and replay
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import sys
 from pathlib import Path
 
 import pytest
-from support import Client, running_server, screen_text, until, url
+from support import Client, latest, make_room, room_phase, running_server, screen_text, start_race, until, url
 
 import shared.engine
 from client.tui.game import help_rows
 from client.tui.practice import attach_hint, embedded_server, practice_config
 from client.tui.race import GIVEN_PRACTICE_DEAL, HOST, RANDOM_PRACTICE_DEAL, RaceApp, RaceConfig, RaceScreen
-from client.widgets.room import ResultsPanel
+from client.widgets.room import Progress, ResultsPanel, sparkline, splits
+from client.words import ordinal
 from shared import protocol as p
 from shared.engine import ReplayResult
 
@@ -95,6 +99,7 @@ async def test_results_at_80x24_name_each_board_keep_the_check_and_replay_each_r
                 unwrapped = "".join(line.strip() for line in text.splitlines())
                 assert "Records saved in" in text and f"{folder}/" in unwrapped, text
                 assert "RESIGNED" in text  # the board itself
+                assert "Cards home ▁" in text
             await pilot.resize_terminal(100, 40)
             await pilot.pause()
             await pilot.resize_terminal(*SMALL)
@@ -104,7 +109,10 @@ async def test_results_at_80x24_name_each_board_keep_the_check_and_replay_each_r
             for _ in range(3):
                 panel.refresh()
                 await pilot.pause()
-            assert "✓ all 2 records replayed here agree" in screen_text(app)
+            text = screen_text(app)
+            assert "✓ all 2 records replayed here agree" in text
+            assert "the lines: cards home over the race (0:00–" in text
+            assert all(any(row in line and "▁" in line for line in text.splitlines()) for row in ("Ann", "Bob"))
             # Many repaints and redraws, one replay per record.
             assert replays == [4242, 4242]
             await bob.close()
@@ -133,3 +141,73 @@ async def test_practice_says_how_its_deal_was_chosen() -> None:
             await until(lambda: "Results of race 2" in screen_text(app), "the results of race 2", 30.0)
             assert f"(practice deal: {RANDOM_PRACTICE_DEAL})" in screen_text(app)
             await app.shutdown()
+
+
+async def test_plot_bot_prints_each_bots_progress_and_the_result() -> None:
+    async with running_server() as server:
+        host = await Client.open(server, "Host")
+        await host.hello("Host")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "client.cli", "bot", "--room", code, "--server", url(server),
+            "--count", "2", "--speed", "200", "--races", "1", "--every", "0.05",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+
+        def bots_ready() -> bool:
+            room = latest(host, p.Room)
+            return sum(1 for m in room.members if m.bot and m.ready) == 2
+
+        await until(bots_ready, "both bots ready", 20.0)
+        await host.send(p.Ready(ready=True))
+        await host.send(p.Start())
+        await room_phase(host, p.RACING)
+        await host.send(p.Move(id=1, move="resign"))
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        lines = out.decode().splitlines()
+        await until(lambda: any(isinstance(m, p.Results) for m in host.messages), "the results")
+        results = latest(host, p.Results)
+        for name in ("bot-1", "bot-2"):
+            own = [line for line in lines if line.startswith(f"{name}: ")]
+            assert any("race 1:" in line and "/104 home" in line for line in own), own
+            assert any(line.startswith(f"{name}: room {code}") for line in own), own
+            row = next(r for r in results.racers if r.name == name)
+            place = results.ranking.index(row.player_id) + 1
+            assert f"{name}: race 1 over: placed {ordinal(place)} of 3, {row.status}, {row.cards}/104 home" in lines
+        # Progress lines only when something changed: no line twice in a row for a bot.
+        for name in ("bot-1", "bot-2"):
+            own = [line for line in lines if line.startswith(f"{name}: ")]
+            assert all(a != b for a, b in itertools.pairwise(own))
+        assert lines.count(f"race 1 result (deal {results.deal}):") == 1
+        for place, row in enumerate(results.racers, start=1):
+            assert any(line.startswith(f"  {place}. {row.name}") and f"{row.cards}/104" in line for line in lines)
+        await host.close()
+
+
+def test_sparkline_and_splits_follow_the_cards_over_race_time() -> None:
+    progress = Progress(cards=[1, 13, 13, 52, 104], times=[100, 200, 250, 300, 400])
+    assert sparkline(progress, 400, 4).plain == "▁▁▄█"
+    assert sparkline(progress, 800, 8).plain == "▁▁▄█████"  # flat after the last entry
+    assert splits(progress) == [(13, 200), (52, 300), (104, 400)]
+    untimed = Progress(cards=[1, 2, 13], times=None)
+    assert splits(untimed) == [(13, 3)]
+    assert sparkline(untimed, 3, 3).plain == "▁▁▁"
+
+
+async def test_results_carry_when_each_entry_was_accepted() -> None:
+    async with running_server() as server:
+        clients, _code = await make_room(server, ["Ann", "Bob"])
+        ann, bob = clients
+        await start_race(clients)
+        accepted: list[int] = []
+        for move_id, entry in enumerate(["stock>waste", "stock>waste", "resign"], start=1):
+            await ann.send(p.Move(id=move_id, move=entry))
+            accepted.append((await ann.expect(p.MoveOk)).t_ms)
+        await bob.send(p.Move(id=1, move="resign"))
+        results = await ann.expect(p.Results)
+        assert results.times[ann.pid] == accepted
+        assert len(results.times[bob.pid]) == len(results.records[bob.pid].moves) == 1
+        for client in clients:
+            await client.close()

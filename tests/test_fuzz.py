@@ -283,18 +283,18 @@ def test_a_deeply_nested_frame_is_malformed_not_a_crash(nested: bytes) -> None:
 def inbox(driver: FuzzDriver, conn: int) -> Iterator[list[p.ServerMessage]]:
     """What ``conn`` gets while the block runs."""
     got: list[p.ServerMessage] = []
-    deliver = driver.runner.deliver
+    deliver = driver.runner.on_message
 
     def record(to: int | None, player_id: str | None, message: p.ServerMessage) -> None:
         deliver(to, player_id, message)
         if to == conn:
             got.append(message)
 
-    driver.runner.deliver = record
+    driver.runner.on_message = record
     try:
         yield got
     finally:
-        driver.runner.deliver = deliver
+        driver.runner.on_message = deliver
 
 
 def replies(driver: FuzzDriver, conn: int, frame: dict[str, Any]) -> Iterator[p.ServerMessage]:

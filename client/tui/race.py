@@ -31,8 +31,8 @@ from client.widgets.cards import span
 from client.widgets.leaderboard import LeaderboardPanel, clock
 from client.widgets.overlays import ConfirmScreen
 from client.widgets.plain import plain
-from client.widgets.room import LobbyPanel, ResultsPanel, ordinal, save_records
-from client.words import describe_error
+from client.widgets.room import LobbyPanel, ResultsPanel, save_records
+from client.words import describe_error, ordinal
 from shared.engine import PLAYING, View
 from shared.protocol import (
     COUNTDOWN,

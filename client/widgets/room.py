@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +16,10 @@ from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
-from client.words import plural
-from shared.protocol import DEALING, NAME_MAX, RACER, SPECTATOR, Results, Room
+from client.words import ordinal, plural
+from shared.cards import CARD_COUNT
+from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
 from shared.textwidth import fit_cells
-
-
-def ordinal(n: int) -> str:
-    """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def rules_text(room: Room, deal_note: str | None = None) -> Text:
@@ -139,6 +135,76 @@ def check_records(results: Results, replayed: dict[str, ReplayedRecord] | None =
     return checks
 
 
+# ---------------------------------------------------------------- progress over race time
+
+SPARK = "▁▂▃▄▅▆▇█"
+SPLIT_MARKS = (13, 52, 104)  # f0 complete (the game unrestricted), half, every card home
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A racer's foundation cards after each entry, and when each entry was accepted (ms of race
+    time; None when the results carry no times: then the axis is the entry's index)."""
+
+    cards: list[int]
+    times: list[int] | None
+
+
+def racer_progress(results: Results, replayed: dict[str, ReplayedRecord]) -> dict[str, Progress]:
+    out: dict[str, Progress] = {}
+    for player_id, record in replayed.items():
+        times = results.times.get(player_id)
+        if times is not None and len(times) != len(record.cards):
+            times = None  # not the same entries: say nothing about time rather than something wrong
+        out[player_id] = Progress(cards=record.cards, times=list(times) if times is not None else None)
+    return out
+
+
+def sparkline(progress: Progress, end: int, width: int) -> Text:
+    """Cards home over ``[0, end]`` (ms of race time, or entries without times) in ``width`` cells:
+    each cell is the count at the end of its slice, from ▁ (1 card) to █ (104); past the racer's
+    last entry the line goes on dim."""
+    axis = progress.times if progress.times is not None else list(range(1, len(progress.cards) + 1))
+    last = axis[-1] if axis else 0
+    out = Text()
+    end = max(end, 1)
+    for cell in range(width):
+        upto = (cell + 1) * end / width
+        index = bisect.bisect_right(axis, upto)
+        cards = progress.cards[index - 1] if index else 1
+        level = min(len(SPARK) - 1, max(cards * len(SPARK) - 1, 0) // CARD_COUNT)
+        out.append(SPARK[level], style="green" if (cell * end / width) < last or cell == 0 else "dim green")
+    return out
+
+
+def splits(progress: Progress) -> list[tuple[int, int]]:
+    """(cards, when) for each of SPLIT_MARKS the racer reached: the first time (ms) or entry number."""
+    found: list[tuple[int, int]] = []
+    marks = list(SPLIT_MARKS)
+    for index, cards in enumerate(progress.cards):
+        while marks and cards >= marks[0]:
+            found.append((marks.pop(0), progress.times[index] if progress.times is not None else index + 1))
+    return found
+
+
+def progress_end(progress: dict[str, Progress]) -> int:
+    """The common axis of the results' lines: the last entry's race time (or index, without times)."""
+    ends = [(p.times[-1] if p.times is not None else len(p.cards)) for p in progress.values() if p.cards]
+    return max(ends, default=0)
+
+
+def by_time(progress: dict[str, Progress]) -> bool:
+    return all(p.times is not None for p in progress.values())
+
+
+def when(value: int, timed: bool) -> str:
+    return clock(value) if timed else f"move {value}"
+
+
+NAME_WIDTH = 16
+RESULTS_ROW_WIDTH = 3 + NAME_WIDTH + 2 + 10 + 8 + 11 + 2 + 5  # a summary row before its line
+
+
 class ResultsPanel(Widget):
     """The end of a race: ranking, the reveal and its check, where the records are.
 
@@ -156,6 +222,11 @@ class ResultsPanel(Widget):
         self.deal_note: str | None = None  # practice: what the chosen deal is, instead of "chosen by the host"
         self._checks: tuple[Results, list[RecordCheck]] | None = None
 
+    def progress(self, results: Results) -> dict[str, Progress]:
+        """Each racer's cards over the race, from the records replayed once (and the results' times)."""
+        replayed = self.model.replayed() if self.model.results is results else replay_results(results)
+        return racer_progress(results, replayed)
+
     def checks(self, results: Results) -> list[RecordCheck]:
         """The record checks of ``results``, made once."""
         if self._checks is None or self._checks[0] is not results:
@@ -170,14 +241,26 @@ class ResultsPanel(Widget):
             return Text("")
         if self.showing is not None:
             return self._render_compact(results, self.showing)
-        out = span(f"Results of race {results.race}\n", "bold underline")
+        progress = self.progress(results)
+        end = progress_end(progress)
+        timed = by_time(progress)
+        out = span(f"Results of race {results.race}", "bold underline")
+        spark_width = self.content_region.width - RESULTS_ROW_WIDTH - 2
+        if spark_width >= 8:
+            axis = f"0:00–{clock(end)}" if timed else f"moves 0–{end}: no move times from the server"
+            out.append(f"   the lines: cards home over the race ({axis})", style="dim")
+        out.append("\n")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
             style = "bold reverse" if row.player_id == model.player_id else "bold"
-            out.append_text(plain(fit_cells(clean(row.name), NAME_MAX), style=style))  # by terminal cells
+            out.append_text(plain(fit_cells(clean(row.name), NAME_WIDTH), style=style))  # by terminal cells
             out.append(" ⚙" if row.bot else "  ", style="dim")
             moves = "move " if row.moves == 1 else "moves"
-            out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms)}\n")
+            out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms):>5}")
+            if spark_width >= 8 and row.player_id in progress:
+                out.append("  ")
+                out.append_text(sparkline(progress[row.player_id], end, spark_width))
+            out.append("\n")
         out.append("\nDeal ", style="bold")
         out.append(str(results.deal))
         if results.chosen_deal and self.deal_note is not None:
@@ -240,6 +323,14 @@ class ResultsPanel(Widget):
             out.append(
                 f" · ✗ {len(bad)} {'record disagrees' if len(bad) == 1 else 'records disagree'}", style="bold red"
             )
+        progress = self.progress(results)
+        mine = progress.get(player_id)
+        if mine is not None:
+            timed = by_time(progress)
+            out.append("\nCards home ", style="bold")
+            out.append_text(sparkline(mine, progress_end(progress), 24))
+            reached = splits(mine)
+            out.append("  " + " · ".join(f"{cards} at {when(at, timed)}" for cards, at in reached) if reached else "")
         out.append_text(self._verdict(short=True))
         if model.saved_records:
             folder = next(iter(model.saved_records.values())).parent

@@ -22,10 +22,11 @@ store faults. A campaign runs in *episodes* (a fresh store and core each, seeded
 campaign seed and the episode number), so a failure at frame ``i`` is reproduced by running
 that episode alone (:func:`run_campaign` with ``start_frame``).
 
-The effect execution lives in one small class, :class:`EffectRunner`, so that it can be swapped
-for the project's test shell (server/core/testing.py) without touching the generator or the
-invariants. The frame generator is :class:`FrameGenerator` (a seeded ``random.Random``: fast
-enough for 10^6 frames in minutes); tests/test_fuzz.py adds hypothesis-generated frames through
+The effect execution lives in one small class, :class:`EffectRunner`: the shipped test shell's
+:class:`~server.core.testing.EffectExecutor` (the dispatch that server/core/testing.py's Shell
+uses too: connections, delivery, wakes), with the store's part on a MemoryStore with faults.
+The frame generator is :class:`FrameGenerator` (a seeded ``random.Random``: fast enough for 10^6
+frames in minutes); tests/test_fuzz.py adds hypothesis-generated frames through
 :meth:`FuzzDriver.feed`.
 """
 
@@ -40,12 +41,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, TypeVar, assert_never
+from typing import Any, Final, TypeVar
 
 import msgspec
 
 from server.core.events import (
-    Bind,
     BlockedChecked,
     CheckBlocked,
     ClientEvent,
@@ -54,7 +54,6 @@ from server.core.events import (
     CreateRoomRecord,
     DealFound,
     Disconnected,
-    DropRoom,
     Effect,
     Event,
     ExpireRoom,
@@ -79,11 +78,9 @@ from server.core.events import (
     RoomsListed,
     SavePlayer,
     SaveRoom,
-    Send,
     SetListed,
     Tick,
     TokenLooked,
-    Wake,
 )
 from server.core.machine import CoreConfig, Entropy, ServerCore
 from server.core.records import (
@@ -98,6 +95,7 @@ from server.core.records import (
     open_race_of,
 )
 from server.core.state import RacerState
+from server.core.testing import EffectExecutor
 from server.store.base import AppendResult
 from server.store.memory import MemoryStore
 from shared import protocol as p
@@ -238,28 +236,28 @@ class StoreFaults:
 Deliver = Callable[[int | None, str | None, p.ServerMessage], None]
 
 
-class EffectRunner:
+class EffectRunner(EffectExecutor):
     """Carries out the core's effects against a MemoryStore, the way server/app.py does.
 
-    Follow-up events (a move persisted, a log reloaded, a deal found...) are queued on
+    The dispatch, the connections (``live_conns``, ``conns_of``) and the wakes are the test
+    shell's (:class:`~server.core.testing.EffectExecutor`); the store's part is here, with its
+    faults. Follow-up events (a move persisted, a log reloaded, a deal found...) are queued on
     ``events``; the driver hands them to the core. Store answers may be held back (``held``) and
     released later, in any order, as concurrent tasks would finish. Outgoing messages go to
-    ``deliver(conn, player_id, message)``: a Reply to one connection, a Send to every
+    ``on_message(conn, player_id, message)``: a Reply to one connection, a Send to every
     connection bound to each player."""
 
-    def __init__(self, store: MemoryStore, rng: random.Random, faults: StoreFaults, deliver: Deliver) -> None:
+    def __init__(self, store: MemoryStore, rng: random.Random, faults: StoreFaults, on_message: Deliver) -> None:
+        super().__init__()
         self.store = store
         self.rng = rng
         self.faults = faults
-        self.deliver = deliver
+        self.on_message = on_message
         self.events: deque[Event] = deque()
         self.held: list[Callable[[], None]] = []
-        self.player_conns: dict[str, list[int]] = {}
-        self.wakes: dict[str, int] = {}
         self.notes: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()  # store outcomes worth a figure (rooms loaded, gone appends)
         self.now = START_MS
-        self.live_conns: set[int] = set()
         # The driver's hook for a CloseConnection: the connection ends as if the socket closed.
         self.on_close: Callable[[int], None] = lambda conn: None
         self.core: ServerCore | None = None  # the core whose effects these are (set by the driver)
@@ -288,77 +286,66 @@ class EffectRunner:
             work = self.held.pop(self.rng.randrange(len(self.held)))
             work()
 
-    def bind(self, conn: int, player_id: str) -> None:
-        conns = self.player_conns.setdefault(player_id, [])
-        if conn not in conns:
-            conns.append(conn)
-
-    def unbind(self, conn: int) -> None:
-        for pid in [pid for pid, conns in self.player_conns.items() if conn in conns]:
-            self.player_conns[pid].remove(conn)
-            if not self.player_conns[pid]:
-                del self.player_conns[pid]
-
     # -------------------------------------------------------------- effects
 
-    def execute(self, effects: Iterable[Effect]) -> None:
+    def execute_all(self, effects: Iterable[Effect]) -> None:
         for effect in effects:
-            if isinstance(effect, Reply):
-                if effect.conn in self.live_conns:
-                    self.deliver(effect.conn, None, effect.message)
-            elif isinstance(effect, Send):
-                for pid in effect.players:
-                    for conn in self.player_conns.get(pid, ()):
-                        self.deliver(conn, pid, effect.message)
-            elif isinstance(effect, Bind):
-                if effect.conn in self.live_conns:
-                    self.bind(effect.conn, effect.player_id)
-            elif isinstance(effect, CloseConnection):
-                self.counts[f"closed:{effect.code}"] += 1
-                if effect.conn in self.live_conns:
-                    self.on_close(effect.conn)
-            elif isinstance(effect, PersistMove):
-                self._later(partial(self._persist, effect))
-            elif isinstance(effect, Wake):
-                if effect.at_ms is None:
-                    self.wakes.pop(effect.code, None)
-                else:
-                    self.wakes[effect.code] = effect.at_ms
-            elif isinstance(effect, SaveRoom):
-                self._save_room(effect)
-            elif isinstance(effect, Note):
-                self.notes[effect.event] += 1
-            elif isinstance(effect, SavePlayer):
-                record = encode_record(effect.record)
-                run_now(self.store.put_player(effect.record.player_id, effect.token_hash, record, effect.ttl_s))
-            elif isinstance(effect, RegisterPlayer):
-                self._later(partial(self._register, effect))
-            elif isinstance(effect, CreateRoomRecord):
-                self._later(partial(self._create_room, effect))
-            elif isinstance(effect, SetListed):
-                run_now(self.store.set_listed(effect.code, effect.listed))
-            elif isinstance(effect, ExpireRoom):
-                # As server/app.py: a room live in this process (not showing results) never
-                # expires in the store; its expiry starts when it finishes or closes.
-                seconds = None if self._live(effect.code) else effect.seconds
-                run_now(self.store.expire_room(effect.code, seconds))
-                self._expiring(effect.code, seconds)
-            elif isinstance(effect, ReloadLog):
-                self._later(partial(self._reload, effect))
-            elif isinstance(effect, FindDeal):
-                self._later(partial(self._find_deal, effect))
-            elif isinstance(effect, CheckBlocked):
-                self._later(partial(self._check_blocked, effect))
-            elif isinstance(effect, LookupToken):
-                self._later(partial(self._lookup_token, effect))
-            elif isinstance(effect, LoadRoom):
-                self._later(partial(self._load_room, effect))
-            elif isinstance(effect, ListRooms):
-                self._later(partial(self._list_rooms, effect))
-            elif isinstance(effect, DropRoom):
-                self.wakes.pop(effect.code, None)
-            else:
-                assert_never(effect)
+            self.execute(effect)
+
+    def deliver(self, conn: int, player_id: str | None, message: p.ServerMessage) -> None:
+        self.on_message(conn, player_id, message)
+
+    def close_connection(self, effect: CloseConnection) -> None:
+        self.counts[f"closed:{effect.code}"] += 1
+        if effect.conn in self.live_conns:
+            self.on_close(effect.conn)
+
+    def persist_move(self, effect: PersistMove) -> None:
+        self._later(partial(self._persist, effect))
+
+    def save_room(self, effect: SaveRoom) -> None:
+        self._save_room(effect)
+
+    def note(self, effect: Note) -> None:
+        self.notes[effect.event] += 1
+
+    def save_player(self, effect: SavePlayer) -> None:
+        record = encode_record(effect.record)
+        run_now(self.store.put_player(effect.record.player_id, effect.token_hash, record, effect.ttl_s))
+
+    def register_player(self, effect: RegisterPlayer) -> None:
+        self._later(partial(self._register, effect))
+
+    def create_room(self, effect: CreateRoomRecord) -> None:
+        self._later(partial(self._create_room, effect))
+
+    def set_listed(self, effect: SetListed) -> None:
+        run_now(self.store.set_listed(effect.code, effect.listed))
+
+    def expire_room(self, effect: ExpireRoom) -> None:
+        # As server/app.py: a room live in this process (not showing results) never
+        # expires in the store; its expiry starts when it finishes or closes.
+        seconds = None if self._live(effect.code) else effect.seconds
+        run_now(self.store.expire_room(effect.code, seconds))
+        self._expiring(effect.code, seconds)
+
+    def reload_log(self, effect: ReloadLog) -> None:
+        self._later(partial(self._reload, effect))
+
+    def find_deal(self, effect: FindDeal) -> None:
+        self._later(partial(self._find_deal, effect))
+
+    def check_blocked(self, effect: CheckBlocked) -> None:
+        self._later(partial(self._check_blocked, effect))
+
+    def lookup_token(self, effect: LookupToken) -> None:
+        self._later(partial(self._lookup_token, effect))
+
+    def load_room(self, effect: LoadRoom) -> None:
+        self._later(partial(self._load_room, effect))
+
+    def list_rooms(self, effect: ListRooms) -> None:
+        self._later(partial(self._list_rooms, effect))
 
     def _expiring(self, code: str, seconds: float | None) -> None:
         room = self.core.rooms.get(code) if self.core is not None else None
@@ -1181,12 +1168,12 @@ class FuzzDriver:
             effects = self.core.handle(ev)
             self.events += 1
             self.invariants.secrets_changed()
-            self.runner.execute(effects)
+            self.runner.execute_all(effects)
 
     def _connect(self, slot: Slot) -> None:
         self._next_conn += 1
         slot.conn = self._next_conn
-        self.runner.live_conns.add(slot.conn)
+        self.runner.conn_opened(slot.conn)
         self.dispatch(Connected(slot.conn, self.clock_ms))
 
     def _disconnect_conn(self, conn: int) -> None:
@@ -1194,8 +1181,7 @@ class FuzzDriver:
         if slot is None:
             return
         slot.conn = None
-        self.runner.live_conns.discard(conn)
-        self.runner.unbind(conn)
+        self.runner.conn_ended(conn)
         self.unanswered = {key: at for key, at in self.unanswered.items() if key[0] != conn}
         self.runner.events.append(Disconnected(conn, self.clock_ms))
 
@@ -1205,8 +1191,7 @@ class FuzzDriver:
         if any(s.conn == conn for s in self.slots):
             self._disconnect_conn(conn)
             return
-        self.runner.live_conns.discard(conn)
-        self.runner.unbind(conn)
+        self.runner.conn_ended(conn)
         self.unanswered = {key: at for key, at in self.unanswered.items() if key[0] != conn}
         self.runner.events.append(Disconnected(conn, self.clock_ms))
 
@@ -1250,7 +1235,7 @@ class FuzzDriver:
             msg = p.decode_client(frame)
         except p.ProtocolError as exc:
             self.counts[f"decode:{exc.code}"] += 1
-            self.runner.execute([Reply(conn, exc.to_message())])
+            self.runner.execute(Reply(conn, exc.to_message()))
             return
         self.counts[f"in:{p.message_type(msg)}"] += 1
         if isinstance(msg, p.Move):
@@ -1324,7 +1309,7 @@ class FuzzDriver:
             if slot is not None:
                 slot.conn = conn
             self._next_conn = max(self._next_conn, conn)
-            self.runner.live_conns.add(conn)
+            self.runner.conn_opened(conn)
             self.dispatch(Connected(conn, self.clock_ms))
         self.frames += 1
         self.last_frame, self.last_conn = frame, conn

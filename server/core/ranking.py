@@ -87,4 +87,5 @@ class RankingMixin(CoreBase):
             commitment=rec.commitment,
             chosen_deal=rec.chosen_deal,
             records=records,
+            times={pid: list(r.times) for pid, r in race.racers.items()},
         )

@@ -3,12 +3,20 @@
 It is part of the package (not of tests/) so that the tests and the real shell (server/app.py)
 cannot drift apart: both answer every effect the core emits, and the store here is a set of
 dicts that answers a write at once unless a test holds it back (``hold_persists``) or makes it
-fail (``fail_persists``). Each test then reads as a session: hello, create, join, ready, start,
+fail (``store_down``). Each test then reads as a session: hello, create, join, ready, start,
 moves, results.
+
+:class:`EffectExecutor` is the one dispatch of effects that this shell and the fuzzer's runner
+(server/core/fuzzing.py) share: the connections' part (which are open, which player each is
+bound to, Reply and Send delivery) and the rooms' wakes are carried out there once, and every
+effect that goes to the store or a worker is an abstract method that each implements on its own
+store. A new effect is added to that dispatch and so to both (mypy's ``assert_never`` and the
+abstract methods see to it).
 """
 
 from __future__ import annotations
 
+import abc
 import random
 from collections import defaultdict
 from typing import assert_never
@@ -83,28 +91,169 @@ class SeededEntropy(Entropy):
         return f"t{self.rng.getrandbits(128):032x}"
 
 
-class Shell:
+class EffectExecutor(abc.ABC):
+    """Carries out the core's effects: the dispatch shared by :class:`Shell` and the fuzzer's runner.
+
+    Connections: ``live_conns`` are open (:meth:`conn_opened`, :meth:`conn_ended`, which the
+    executor's owner calls as sockets open and end); ``conns_of`` binds each player to its open
+    connections, in binding order. A Reply or Bind for a connection that has ended is dropped, as
+    server/app.py drops them; a Send goes to every connection bound to each player. ``wakes``
+    holds each room's next wake-up (the owner fires them as Tick events)."""
+
+    def __init__(self) -> None:
+        self.live_conns: set[int] = set()
+        self.conns_of: dict[str, list[int]] = {}
+        self.wakes: dict[str, int] = {}
+
+    # -------------------------------------------------------------- connections
+
+    def conn_opened(self, conn: int) -> None:
+        self.live_conns.add(conn)
+
+    def conn_ended(self, conn: int) -> None:
+        """The socket ended: nothing more is delivered to it."""
+        self.live_conns.discard(conn)
+        self.unbind(conn)
+
+    def bind(self, conn: int, player_id: str) -> None:
+        conns = self.conns_of.setdefault(player_id, [])
+        if conn not in conns:
+            conns.append(conn)
+
+    def unbind(self, conn: int) -> None:
+        for pid in [pid for pid, conns in self.conns_of.items() if conn in conns]:
+            self.conns_of[pid].remove(conn)
+            if not self.conns_of[pid]:
+                del self.conns_of[pid]
+
+    # -------------------------------------------------------------- the dispatch
+
+    def execute(self, effect: Effect) -> None:
+        # The most frequent effects first: this runs for every effect of a fuzzing campaign.
+        if isinstance(effect, Reply):
+            if effect.conn in self.live_conns:
+                self.deliver(effect.conn, None, effect.message)
+        elif isinstance(effect, Send):
+            for pid in effect.players:
+                for conn in self.conns_of.get(pid, ()):
+                    self.deliver(conn, pid, effect.message)
+        elif isinstance(effect, Bind):
+            if effect.conn in self.live_conns:
+                self.bind(effect.conn, effect.player_id)
+        elif isinstance(effect, PersistMove):
+            self.persist_move(effect)
+        elif isinstance(effect, Wake):
+            if effect.at_ms is None:
+                self.wakes.pop(effect.code, None)
+            else:
+                self.wakes[effect.code] = effect.at_ms
+        elif isinstance(effect, SaveRoom):
+            self.save_room(effect)
+        elif isinstance(effect, Note):
+            self.note(effect)
+        elif isinstance(effect, SavePlayer):
+            self.save_player(effect)
+        elif isinstance(effect, RegisterPlayer):
+            self.register_player(effect)
+        elif isinstance(effect, CreateRoomRecord):
+            self.create_room(effect)
+        elif isinstance(effect, SetListed):
+            self.set_listed(effect)
+        elif isinstance(effect, ExpireRoom):
+            self.expire_room(effect)
+        elif isinstance(effect, ReloadLog):
+            self.reload_log(effect)
+        elif isinstance(effect, FindDeal):
+            self.find_deal(effect)
+        elif isinstance(effect, CheckBlocked):
+            self.check_blocked(effect)
+        elif isinstance(effect, LookupToken):
+            self.lookup_token(effect)
+        elif isinstance(effect, LoadRoom):
+            self.load_room(effect)
+        elif isinstance(effect, ListRooms):
+            self.list_rooms(effect)
+        elif isinstance(effect, CloseConnection):
+            self.close_connection(effect)
+        elif isinstance(effect, DropRoom):
+            self.wakes.pop(effect.code, None)
+        else:
+            assert_never(effect)
+
+    # -------------------------------------------------------------- each executor's own part
+
+    @abc.abstractmethod
+    def deliver(self, conn: int, player_id: str | None, message: p.ServerMessage) -> None:
+        """A message to an open connection (``player_id``: whom a Send addressed, None for a Reply)."""
+
+    @abc.abstractmethod
+    def close_connection(self, effect: CloseConnection) -> None:
+        """The core closes a connection: unbind it at once (:meth:`conn_ended`), then its end is an event."""
+
+    @abc.abstractmethod
+    def persist_move(self, effect: PersistMove) -> None: ...
+
+    @abc.abstractmethod
+    def reload_log(self, effect: ReloadLog) -> None: ...
+
+    @abc.abstractmethod
+    def save_room(self, effect: SaveRoom) -> None: ...
+
+    @abc.abstractmethod
+    def create_room(self, effect: CreateRoomRecord) -> None: ...
+
+    @abc.abstractmethod
+    def set_listed(self, effect: SetListed) -> None: ...
+
+    @abc.abstractmethod
+    def expire_room(self, effect: ExpireRoom) -> None: ...
+
+    @abc.abstractmethod
+    def register_player(self, effect: RegisterPlayer) -> None: ...
+
+    @abc.abstractmethod
+    def save_player(self, effect: SavePlayer) -> None: ...
+
+    @abc.abstractmethod
+    def lookup_token(self, effect: LookupToken) -> None: ...
+
+    @abc.abstractmethod
+    def load_room(self, effect: LoadRoom) -> None: ...
+
+    @abc.abstractmethod
+    def list_rooms(self, effect: ListRooms) -> None: ...
+
+    @abc.abstractmethod
+    def find_deal(self, effect: FindDeal) -> None: ...
+
+    @abc.abstractmethod
+    def check_blocked(self, effect: CheckBlocked) -> None: ...
+
+    @abc.abstractmethod
+    def note(self, effect: Note) -> None: ...
+
+
+class Shell(EffectExecutor):
     """Carries out effects synchronously: an in-memory store, delivery into per-connection inboxes.
 
-    It handles every effect the core emits (``assert_never`` makes mypy check that, as it does for
-    server/app.py). Store failures are the tests' to make: ``hold_persists`` keeps move writes
-    back (``held``, ``release``), ``reloads`` records log re-reads (a test answers them with
-    LogReloaded), ``hold_loads`` keeps room loads back, ``store_down`` fails token lookups, room
-    loads and room listings."""
+    It handles every effect the core emits (through :class:`EffectExecutor`'s dispatch, which ends
+    in ``assert_never``, as server/app.py's does). Store failures are the tests' to make:
+    ``hold_persists`` keeps move writes back (``held``, ``release``), ``reloads`` records log
+    re-reads (a test answers them with LogReloaded), ``hold_loads`` keeps room loads back,
+    ``store_down`` fails token lookups, room loads and room listings."""
 
     def __init__(self, config: CoreConfig | None = None, entropy: Entropy | None = None) -> None:
+        super().__init__()
         self.config = config or CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000)
         self.core = ServerCore(self.config, entropy or SeededEntropy())
         self.now = 1_700_000_000_000
         self.inbox: dict[int, list[p.ServerMessage]] = defaultdict(list)
-        self.conns_of: dict[str, set[int]] = defaultdict(set)
         self.players: dict[str, PlayerRecord] = {}
         self.player_ttls: dict[str, float | None] = {}  # player id -> the lifetime of its last write
         self.tokens: dict[str, str] = {}  # token hash -> player id
         self.rooms: dict[str, RoomRecord] = {}
         self.listed: dict[str, None] = {}  # listed room codes, oldest first
         self.logs: dict[tuple[str, int, str], list[LogEntry]] = defaultdict(list)
-        self.wakes: dict[str, int] = {}
         self.hold_persists = False
         self.held: list[PersistMove] = []
         self.reloads: list[ReloadLog] = []
@@ -137,6 +286,10 @@ class Shell:
     # -------------------------------------------------------------- plumbing
 
     def run(self, event: Event) -> list[Effect]:
+        if isinstance(event, Connected):
+            self.conn_opened(event.conn)
+        elif isinstance(event, Disconnected):
+            self.conn_ended(event.conn)
         effects = self.core.handle(event)
         self.effects.extend(effects)
         self.apply(effects)
@@ -146,76 +299,80 @@ class Shell:
         for effect in effects:
             self.execute(effect)
 
-    def execute(self, effect: Effect) -> None:
-        if isinstance(effect, Reply):
-            self.inbox[effect.conn].append(self._board(effect.conn, effect.message))
-        elif isinstance(effect, Send):
-            for pid in effect.players:
-                for conn in self.conns_of[pid]:
-                    self.inbox[conn].append(self._board(conn, effect.message))
-        elif isinstance(effect, Bind):
-            self.conns_of[effect.player_id].add(effect.conn)
-        elif isinstance(effect, CloseConnection):
-            # As server/app.py: unbound at once, closed, and then the socket's end is an event.
-            self.closed[effect.conn] = (effect.code, effect.reason)
-            for conns in self.conns_of.values():
-                conns.discard(effect.conn)
-            self.run(Disconnected(effect.conn, self.now))
-        elif isinstance(effect, RegisterPlayer):
-            self.players[effect.record.player_id] = effect.record
-            self.player_ttls[effect.record.player_id] = effect.ttl_s
-            self.tokens[effect.token_hash] = effect.record.player_id
-            self.run(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
-        elif isinstance(effect, SavePlayer):
-            self.players[effect.record.player_id] = effect.record
-            self.player_ttls[effect.record.player_id] = effect.ttl_s
-        elif isinstance(effect, CreateRoomRecord):
-            if effect.record.code in self.rooms:
-                self.run(RoomCreateFailed(effect.conn, effect.record, True, self.now))
-            else:
-                self.rooms[effect.record.code] = effect.record
-                self.run(RoomCreated(effect.conn, effect.record, self.now))
-        elif isinstance(effect, SaveRoom):
-            self.rooms[effect.code] = effect.record
-        elif isinstance(effect, SetListed):
-            if effect.listed:
-                self.listed[effect.code] = None
-            else:
-                self.listed.pop(effect.code, None)
-        elif isinstance(effect, PersistMove):
-            if self.hold_persists:
-                self.held.append(effect)
-            else:
-                self.persist(effect)
-        elif isinstance(effect, ReloadLog):
-            self.reloads.append(effect)
-        elif isinstance(effect, LookupToken):
-            owner = self.tokens.get(effect.token_hash)
-            record = self.players.get(owner) if owner is not None else None
-            self.run(TokenLooked(effect.conn, effect.token_hash, record, self.now, failed=self.store_down))
-        elif isinstance(effect, LoadRoom):
-            if self.hold_loads:
-                self.held_loads.append(effect)
-            else:
-                self.load(effect.code)
-        elif isinstance(effect, ListRooms):
-            if self.store_down:
-                self.run(RoomsListed(effect.conn, [], {}, self.now, failed=True))
-            else:
-                codes = list(self.listed)
-                records = {c: self.rooms[c] for c in codes if c in self.rooms and not self.core.has_room(c)}
-                self.run(RoomsListed(effect.conn, codes, records, self.now))
-        elif isinstance(effect, Wake):
-            if effect.at_ms is None:
-                self.wakes.pop(effect.code, None)
-            else:
-                self.wakes[effect.code] = effect.at_ms
-        elif isinstance(effect, DropRoom):
-            self.wakes.pop(effect.code, None)
-        elif isinstance(effect, Note | ExpireRoom | FindDeal | CheckBlocked):
-            pass  # log lines, store expiry, worker-process jobs: tests answer FindDeal/CheckBlocked themselves
+    def deliver(self, conn: int, player_id: str | None, message: p.ServerMessage) -> None:
+        self.inbox[conn].append(self._board(conn, message))
+
+    def close_connection(self, effect: CloseConnection) -> None:
+        # As server/app.py: unbound at once, closed, and then the socket's end is an event.
+        self.closed[effect.conn] = (effect.code, effect.reason)
+        self.unbind(effect.conn)
+        self.run(Disconnected(effect.conn, self.now))
+
+    def register_player(self, effect: RegisterPlayer) -> None:
+        self.players[effect.record.player_id] = effect.record
+        self.player_ttls[effect.record.player_id] = effect.ttl_s
+        self.tokens[effect.token_hash] = effect.record.player_id
+        self.run(PlayerRegistered(effect.conn, effect.record, effect.token_hash, effect.token, self.now))
+
+    def save_player(self, effect: SavePlayer) -> None:
+        self.players[effect.record.player_id] = effect.record
+        self.player_ttls[effect.record.player_id] = effect.ttl_s
+
+    def create_room(self, effect: CreateRoomRecord) -> None:
+        if effect.record.code in self.rooms:
+            self.run(RoomCreateFailed(effect.conn, effect.record, True, self.now))
         else:
-            assert_never(effect)
+            self.rooms[effect.record.code] = effect.record
+            self.run(RoomCreated(effect.conn, effect.record, self.now))
+
+    def save_room(self, effect: SaveRoom) -> None:
+        self.rooms[effect.code] = effect.record
+
+    def set_listed(self, effect: SetListed) -> None:
+        if effect.listed:
+            self.listed[effect.code] = None
+        else:
+            self.listed.pop(effect.code, None)
+
+    def persist_move(self, effect: PersistMove) -> None:
+        if self.hold_persists:
+            self.held.append(effect)
+        else:
+            self.persist(effect)
+
+    def reload_log(self, effect: ReloadLog) -> None:
+        self.reloads.append(effect)  # a test answers it with LogReloaded
+
+    def lookup_token(self, effect: LookupToken) -> None:
+        owner = self.tokens.get(effect.token_hash)
+        record = self.players.get(owner) if owner is not None else None
+        self.run(TokenLooked(effect.conn, effect.token_hash, record, self.now, failed=self.store_down))
+
+    def load_room(self, effect: LoadRoom) -> None:
+        if self.hold_loads:
+            self.held_loads.append(effect)
+        else:
+            self.load(effect.code)
+
+    def list_rooms(self, effect: ListRooms) -> None:
+        if self.store_down:
+            self.run(RoomsListed(effect.conn, [], {}, self.now, failed=True))
+        else:
+            codes = list(self.listed)
+            records = {c: self.rooms[c] for c in codes if c in self.rooms and not self.core.has_room(c)}
+            self.run(RoomsListed(effect.conn, codes, records, self.now))
+
+    def expire_room(self, effect: ExpireRoom) -> None:
+        pass  # the dicts keep everything
+
+    def find_deal(self, effect: FindDeal) -> None:
+        pass  # a worker-process job: tests answer it themselves (DealFound)
+
+    def check_blocked(self, effect: CheckBlocked) -> None:
+        pass  # a worker-process job: tests answer it themselves (BlockedChecked)
+
+    def note(self, effect: Note) -> None:
+        pass  # a log line: tests read it from ``effects``
 
     def load(self, code: str) -> None:
         """Answer a LoadRoom from the store's dicts."""

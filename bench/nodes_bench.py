@@ -1,0 +1,276 @@
+"""Several nodes on one Redis (docs/scaling.md, "Several nodes"): server CPU per move with the racers
+of each room spread over two ``plot-server --multi-node`` processes against all on one plain
+``plot-server``; the delay from a move's acknowledgement on one node to a spectator's leaderboard
+showing it on the other; and the time from a node's death to its racers playing again elsewhere.
+
+    .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2]
+
+Starts a redis-server (tests/redis_fixture.py; loopback, no disk). Each run starts fresh servers for
+one layout, the two layouts alternating run by run (drift on a shared machine hits them alike): rooms
+of ``--racers`` racers (on two nodes: alternately on A and B) and one spectator (on B), every racer
+playing random legal moves at ``--pace`` moves/s for ``--duration`` s. CPU is the server processes'
+user+system time over the measured window (/proc), divided by the moves acknowledged in it. Then the
+failover: a room of two racers on node A, node A killed (SIGKILL), both racers reconnect to node B
+with their tokens; the time from the start of the reconnection to each racer's first acknowledged
+move there. Prints JSON (``--json FILE`` writes it too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from redis_fixture import RedisServer, free_port  # test helpers, found through the path above
+from support import Client, board, view_game, wait_healthy
+
+from shared import protocol as p
+from shared.engine import View
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+def start_node(url: str, multi: bool) -> tuple[subprocess.Popen[str], int]:
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PLOT_") and key != "REDIS_URL"}
+    env["PLOT_WEB_PORT"] = "0"
+    command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
+               "--rate", "1000", "--log-level", "warning", "--max-conns-per-address", "0",
+               "--hellos-per-minute", "0", "--rooms-per-minute", "0", "--metrics", "off",
+               *(["--multi-node"] if multi else [])]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
+    wait_healthy(proc, port)
+    return proc, port
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def choose(view: View, rng: random.Random) -> str | None:
+    if view.status != "playing":
+        return None
+    legal = view_game(view).legal_moves()
+    if not legal:
+        return None
+    up = [m for m in legal if ">f" in m]
+    return rng.choice(up) if up else rng.choice(legal)
+
+
+async def racer_loop(client: Client, view: View, pace: float, until: float, acks: dict[tuple[str, int], float],
+                     counted: list[int], window: list[float], rng: random.Random) -> None:  # fmt: skip
+    move_id = 1
+    while time.monotonic() < until:
+        move = choose(view, rng)
+        if move is None:
+            return
+        started = time.monotonic()
+        await client.send(p.Move(id=move_id, move=move))
+        reply = await client.expect(p.MoveOk | p.MoveRejected, timeout=10)  # type: ignore[arg-type]
+        move_id += 1
+        if isinstance(reply, p.MoveOk):
+            now = time.monotonic()
+            acks[(client.pid, reply.seq)] = now
+            if window[0] <= now <= window[1]:
+                counted[0] += 1
+            view = board(reply)
+        await asyncio.sleep(max(0.0, 1 / pace - (time.monotonic() - started)))
+
+
+async def spectator_delays(spectator: Client, acks: dict[tuple[str, int], float], remote: set[str],
+                           seen: dict[tuple[str, int], float]) -> None:  # fmt: skip
+    while True:
+        msg = await spectator.expect(p.Leaderboard, timeout=60)
+        now = time.monotonic()
+        for row in msg.racers:
+            if row.player_id in remote:
+                for seq in range(1, row.moves + 1):
+                    seen.setdefault((row.player_id, seq), now)
+
+
+async def load_run(addresses: list[str], pids: list[int], args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    rooms: list[tuple[list[Client], Client]] = []
+    for r in range(args.rooms):
+        racers = []
+        for i in range(args.racers):
+            client = await Client.open(addresses[i % len(addresses)], f"r{r}.{i}")
+            await client.hello(f"r{r}.{i}")
+            racers.append(client)
+        await racers[0].send(p.CreateRoom(options=p.RoomOptions(max_racers=max(2, args.racers))))
+        code = (await racers[0].expect(p.Room)).code
+        for client in racers[1:]:
+            await client.send(p.Join(code=code))
+            await client.expect(p.Room)
+            await client.send(p.Ready(ready=True))
+        spectator = await Client.open(addresses[-1], f"s{r}")
+        await spectator.hello(f"s{r}")
+        await spectator.send(p.Join(code=code, role=p.SPECTATOR))
+        await spectator.expect(p.Room)
+        rooms.append((racers, spectator))
+    for racers, _spectator in rooms:
+        host = racers[0]
+        while not all(m.ready for m in (await host.expect(p.Room)).members if m.player_id != host.pid):
+            pass
+    acks: dict[tuple[str, int], float] = {}
+    seen: dict[tuple[str, int], float] = {}
+    counted = [0]
+    start = time.monotonic()
+    window = [start + args.warmup, start + args.warmup + args.duration]
+    until = window[1] + 0.5
+    tasks: list[asyncio.Task[None]] = []
+    watchers: list[asyncio.Task[None]] = []
+    for room_index, (racers, spectator) in enumerate(rooms):
+        await racers[0].send(p.Start())
+        starts = [await c.expect(p.RaceStart) for c in racers]
+        remote = {c.pid for i, c in enumerate(racers) if i % len(addresses) != len(addresses) - 1}
+        if len(addresses) == 1:
+            remote = {c.pid for c in racers}
+        watchers.append(asyncio.ensure_future(spectator_delays(spectator, acks, remote, seen)))
+        for i, (client, race_start) in enumerate(zip(racers, starts, strict=True)):
+            assert race_start.view is not None
+            sub = random.Random(seed * 1000 + room_index * 10 + i)
+            tasks.append(asyncio.ensure_future(
+                racer_loop(client, race_start.view, args.pace, until, acks, counted, window, sub)))  # fmt: skip
+    await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+    cpu_before = sum(cpu_seconds(pid) for pid in pids)
+    await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
+    cpu_after = sum(cpu_seconds(pid) for pid in pids)
+    await asyncio.gather(*tasks)
+    await asyncio.sleep(0.5)  # the last leaderboards
+    for watcher in watchers:
+        watcher.cancel()
+    delays = [(seen[key] - at) * 1000 for key, at in acks.items() if key in seen and window[0] <= at <= window[1]]
+    for racers, spectator in rooms:
+        for client in (*racers, spectator):
+            await client.close()
+    return {
+        "moves_in_window": counted[0],
+        "server_cpu_s": round(cpu_after - cpu_before, 3),
+        "cpu_us_per_move": round((cpu_after - cpu_before) / max(1, counted[0]) * 1e6, 1),
+        "leaderboard_delay_ms": {
+            "n": len(delays),
+            "p50": None if not delays else round(statistics.median(delays), 1),
+            "p99": None if not delays else round(percentile(delays, 0.99) or 0.0, 1),
+        },
+    }
+
+
+async def failover(url: str) -> dict[str, Any]:
+    (a, port_a), (b, port_b) = start_node(url, True), start_node(url, True)
+    try:
+        rng = random.Random(1)
+        racers = []
+        for name in ("f0", "f1"):
+            client = await Client.open(f"ws://127.0.0.1:{port_a}", name)
+            await client.hello(name)
+            racers.append(client)
+        await racers[0].send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await racers[0].expect(p.Room)).code
+        await racers[1].send(p.Join(code=code))
+        await racers[1].expect(p.Room)
+        await racers[1].send(p.Ready(ready=True))
+        while not all(m.ready for m in (await racers[0].expect(p.Room)).members if m.player_id != racers[0].pid):
+            pass
+        await racers[0].send(p.Start())
+        views = [(await c.expect(p.RaceStart)).view for c in racers]
+        for client, view in zip(racers, views, strict=True):
+            assert view is not None
+            move = choose(view, rng)
+            if move is not None:
+                await client.send(p.Move(id=1, move=move))
+                await client.expect(p.MoveOk)
+        a.send_signal(signal.SIGKILL)
+        a.wait()
+        killed = time.monotonic()
+        times: list[float] = []
+        for client in racers:
+            assert client.welcome is not None
+            began = time.monotonic()
+            again = await Client.open(f"ws://127.0.0.1:{port_b}", client.label)
+            await again.hello(client.label, token=client.welcome.token)
+            board = await again.expect(p.RaceStart)
+            assert board.view is not None
+            move = choose(board.view, rng)
+            assert move is not None
+            await again.send(p.Move(id=2, move=move))
+            await again.expect(p.MoveOk)
+            times.append((time.monotonic() - began) * 1000)
+            await again.close()
+        return {"reconnect_to_first_ack_ms": [round(t, 1) for t in times],
+                "kill_to_last_ack_ms": round((time.monotonic() - killed) * 1000, 1)}  # fmt: skip
+    finally:
+        for proc in (a, b):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rooms", type=int, default=10)
+    parser.add_argument("--racers", type=int, default=4, help="racers per room")
+    parser.add_argument("--pace", type=float, default=4.0, help="moves per second per racer")
+    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    redis = RedisServer()
+    redis.start()
+    results: dict[str, Any] = {"args": vars(args) | {"json": str(args.json)}, "one": [], "two": []}
+    try:
+        for run in range(args.runs):
+            for layout in ("one", "two"):
+                redis.command("FLUSHALL")
+                nodes = [start_node(redis.url, layout == "two") for _ in range(1 if layout == "one" else 2)]
+                try:
+                    figures = asyncio.run(
+                        load_run(
+                            [f"ws://127.0.0.1:{port}" for _, port in nodes],
+                            [proc.pid for proc, _ in nodes],
+                            args,
+                            seed=run + 1,
+                        )
+                    )
+                finally:
+                    for proc, _ in nodes:
+                        proc.terminate()
+                        proc.wait(10)
+                results[layout].append(figures)
+                print(layout, json.dumps(figures), file=sys.stderr)
+        redis.command("FLUSHALL")
+        results["failover"] = asyncio.run(failover(redis.url))
+    finally:
+        redis.stop()
+    one = statistics.median(r["cpu_us_per_move"] for r in results["one"])
+    two = statistics.median(r["cpu_us_per_move"] for r in results["two"])
+    # None when the window was too short for the clock's ticks (10 ms) to see any CPU on one node.
+    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 else None
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
