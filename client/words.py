@@ -3,6 +3,11 @@ player can act on (never a validator's raw text). Pure and light: command module
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,7 +34,7 @@ ERROR_SENTENCES: dict[str, str] = {
     "malformed": "the client sent something the server could not read: update the client (plot) and try again",
     "unknown_type": "the server does not know that request: update the client or the server",
     "bad_field": "the server refused a value this client sent: check the command's options",
-    "version_mismatch": "this client and the server speak different protocol versions: update the client",
+    "unsupported_version": "this client and the server speak different protocol versions: update the client",
     "internal": "the server failed on that request (a server bug); nothing changed: try again",
     "rate_limited": "too many requests too fast: the server closed the connection",
     "server_full": "the server is full right now: try again later",
@@ -56,3 +61,41 @@ def option_problem(name: str, value: int | None, low: int, high: int, unit: str 
         return None
     suffix = f" {unit}" if unit else ""
     return f"{name} must be {low}..{high}{suffix}, not {value}"
+
+
+def plot_command() -> str:
+    """How to run ``plot`` from this shell, as printed for people to type: ``plot`` when that
+    name on the PATH is this program, else this program's full path (a set-up without
+    ``source .venv/bin/activate``), else ``python -m client.cli`` with this interpreter."""
+    on_path = shutil.which("plot")
+    argv0 = sys.argv[0] if sys.argv else ""
+    if Path(argv0).name == "plot":
+        running = Path(argv0).resolve()
+        if on_path is not None and Path(on_path).resolve() == running:
+            return "plot"
+        return shlex.quote(short_path(running))
+    if on_path is not None:
+        return "plot"
+    beside = Path(sys.executable).parent / "plot"
+    if beside.exists():
+        return shlex.quote(short_path(beside))
+    return f"{shlex.quote(sys.executable)} -m client.cli"
+
+
+def short_path(path: Path | str) -> str:
+    """``path`` as people type it: under the home folder as ``~/…`` (the shell expands it)."""
+    text = str(path)
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and text.startswith(home + os.sep):
+        return "~" + text[len(home) :]
+    return text
+
+
+def typed_path(path: Path | str) -> str:
+    """A path for a printed command: short, and quoted when it has to be (``~/`` stays outside
+    the quotes, or the shell would not expand it)."""
+    text = short_path(path)
+    if text.startswith("~/"):
+        rest = text[2:]
+        return "~/" + (shlex.quote(rest) if rest else "")
+    return shlex.quote(text)

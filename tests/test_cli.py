@@ -259,6 +259,29 @@ def test_verify_checks_the_commitment(tmp_path: Path) -> None:
     assert "commitment mismatch" in result.stderr
 
 
+def test_verify_reveal_takes_the_salt_and_commitment_saved_beside_the_record(tmp_path: Path) -> None:
+    entry = case(None, "won")
+    path = write(tmp_path, "01-ann.json", json.dumps(entry["record"]))
+    salt = "cd" * 16
+    at_start = commitment(entry["record"]["deal"], salt)
+    reveal = {"salt": salt, "commitment_at_start": at_start, "commitment_revealed": "x"}
+    write(tmp_path, "reveal.json", json.dumps(reveal))
+    result = plot("verify", path, "--reveal")
+    assert result.returncode == 0 and "commitment matches deal" in result.stdout
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    wrong = {"salt": "ee", "commitment_at_start": reveal["commitment_at_start"]}
+    result = plot("verify", path, "--reveal", write(other, "reveal.json", json.dumps(wrong)), "--json")
+    assert result.returncode == 1 and json.loads(result.stdout)["commitment_ok"] is False
+    third = tmp_path / "third"
+    third.mkdir()
+    write(third, "reveal.json", '{"salt": "ee"}')
+    result = plot("verify", write(third, "r.json", json.dumps(entry["record"])), "--reveal", "--json")
+    assert result.returncode == 2 and "is not a saved reveal" in json.loads(result.stdout)["error"]["reason"]
+    result = plot("verify", path, "--reveal", str(tmp_path / "absent.json"))
+    assert result.returncode == 2 and "cannot read the reveal" in result.stderr
+
+
 def test_verify_commitment_needs_a_salt(tmp_path: Path) -> None:
     path = write(tmp_path, "r.json", json.dumps({"deal": 5, "moves": []}))
     result = plot("verify", path, "--commitment", "00" * 32)

@@ -74,9 +74,28 @@ def test_server_errors_read_as_sentences() -> None:
     assert "Expected" not in text and "options.max_racers" in text and "check the command's options" in text
     full = p.Error(code=p.ROOM_FULL, message="room ABCDE has all 2 racers")
     assert describe_error(full) == "room ABCDE has all 2 racers"
-    assert "update the client" in describe_error(p.Error(code=p.VERSION_MISMATCH, message="v2"))
+    assert "update the client" in describe_error(p.Error(code=p.UNSUPPORTED_VERSION, message="v2"))
 
 
 def test_counts_are_in_the_right_number() -> None:
     assert [plural(n, "card") for n in (0, 1, 2)] == ["0 cards", "1 card", "2 cards"]
     assert plural(1, "entry") == "1 entry" and plural(3, "entry") == "3 entries" and plural(1, "move") == "1 move"
+
+
+def test_the_printed_plot_command_works_where_it_is_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plot` when it is on the PATH as this program; else this program's full path."""
+    from client.words import plot_command, typed_path
+
+    script = tmp_path / "venv bin" / "plot"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(script), "practice"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert plot_command() == f"'{script}'"  # not on the PATH: the full path, quoted for the shell
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    assert plot_command() == "plot"  # `source .venv/bin/activate` done: the short name works
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert typed_path(tmp_path / "records" / "a b.json") == "~/'records/a b.json'"

@@ -11,21 +11,22 @@ import asyncio
 import contextlib
 import json
 import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import FAST, SIZE, Client, fast_config, message, running_server, screen_text, until, url, view_game
+from support import FAST, SIZE, Client, board, fast_config, message, running_server, screen_text, until, url, view_game
 
 from client.bot import choose_move
-from client.cli import main as plot_main
 from client.tui.practice import attach_hint, practice_config
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
 from client.widgets.board import PILE_KEYS
 from client.widgets.cards import card_plain
 from client.widgets.room import verify_command
+from client.words import plot_command
 from server.app import RaceServer
 from shared import protocol as p
 from shared.engine import View, view_hash
@@ -128,7 +129,7 @@ async def test_host_plays_legal_and_illegal_moves_and_sees_a_rival_progress(serv
             assert entry is not None and entry != "resign"
             await bob.send(p.Move(id=move_id, move=entry))
             reply = await bob.expect(p.MoveOk)
-            bob_view, move_id = reply.view, move_id + 1
+            bob_view, move_id = board(reply), move_id + 1
         cards = bob_view.foundation_cards
         await until(lambda: f"{cards:>3}/104" in leaderboard_line(app, "Bob"), "Bob's progress on screen")
         assert leaderboard_line(app, "Bob").count("█") > bars_before
@@ -360,15 +361,18 @@ async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> Non
             assert sum(row.bot for row in results.racers) == 2
             text = screen_text(app)
             assert "✓ verified here" in text and "records replayed here agree" in text
-            assert "plot verify" in text
+            assert f"{plot_command()} verify" in text
             assert len(app.model.saved_records) == 3
             for path in app.model.saved_records.values():
                 assert path.is_relative_to(state_dir)
             # The line the screen gives for plot verify works, through the real entry point.
             mine = app.model.saved_records[app.model.player_id or ""]
             line = verify_command(mine, results)
-            assert "Replay one and check the commitment: plot verify" in text and "--commitment" in text
-            assert plot_main(line.split()[1:]) == 0
+            assert f"Replay one and check the commitment: {plot_command()} verify" in text and "--reveal" in text
+            assert line.replace(" ", "") in "".join(text.split())  # on screen whole (wrapped at most)
+            typed = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=60)
+            assert typed.returncode == 0, typed.stdout + typed.stderr
+            assert "legal: " in typed.stdout and "commitment matches deal" in typed.stdout
             assert "race over: you placed 3rd of 3" in text
             # Another race in the same room: n, and the bots are back at it (a new deal, hints still work).
             await pilot.press("n")

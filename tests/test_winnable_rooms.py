@@ -34,6 +34,7 @@ from support import (
 )
 from winnable_sources import dies_once, gated_random_deal
 
+from client.words import plot_command
 from server.core import ServerCore
 from server.core.events import DealFound, FindDeal
 from server.winnable import DealFinder, WinnableConfig
@@ -372,7 +373,8 @@ async def test_hint_key_refuses_in_a_race_joined_over_the_network(state_dir: Pat
             await pilot.pause()
             await pilot.press("h")
             await until(lambda: "hint" in message(app), "an answer to the hint key")
-            assert message(app) == "no hints in a race: a hint knows the stock (practice games only: plot practice)"
+            hint = f"no hints in a race: a hint knows the stock (practice games only: {plot_command()} practice)"
+            assert message(app) == hint
             assert "no hints in a race" in screen_text(app)
             assert app.model.seq == 0 and app.accepted_entries == []  # the key played nothing
             await app.shutdown()

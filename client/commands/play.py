@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from client.words import plural
+from client.words import plot_command, plural, typed_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
     game = app.game
     print(f"deal {deal}: {game.status}, {game.foundation_cards}/104 cards home, {plural(len(game.entries), 'entry')}")
     if app.record_path is not None:
-        print(f"record: {app.record_path}  (replay: plot verify {app.record_path})")
+        print(f"record: {app.record_path}  (replay: {plot_command()} verify {typed_path(app.record_path)})")
     return 0

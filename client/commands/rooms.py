@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from client.commands._race_args import add_server_arguments, server_url
+from client.words import plot_command
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"plot rooms: {result}")
         return 1
     if not result.rooms:
-        print("no open rooms: start one with  plot host")
+        print(f"no open rooms: start one with  {plot_command()} host")
         return 0
     print(f"{'code':<6} {fit_cells('host', NAME_MAX)} {'phase':<9} {'racers':>7} {'watching':>8}  notes")
     for room in result.rooms:
@@ -58,5 +59,6 @@ def run(args: argparse.Namespace) -> int:
         host = fit_cells(clean(room.host_name), NAME_MAX)  # by terminal cells: a wide character takes 2
         phase = clean(room.phase)
         print(f"{clean(room.code):<6} {host} {phase:<9} {racers:>7} {room.spectators:>8}  {', '.join(notes)}")
-    print("join one with  plot join CODE   or watch with  plot watch CODE")
+    plot = plot_command()
+    print(f"join one with  {plot} join CODE   or watch with  {plot} watch CODE")
     return 0

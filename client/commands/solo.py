@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from client.commands.deal import cards_text
-from client.words import plural
+from client.words import plot_command, plural, typed_path
 from shared.cards import rank_name
 from shared.deal import parse_deal_number
 from shared.engine import PLAYING, RESIGN, UNDO, Game, IllegalMove, View, rank_word
@@ -90,7 +90,7 @@ def _save_record(game: Game, requested: str | None) -> None:
         print(f"could not save the game record to {path} ({exc.strerror or exc}); here it is:")
         print(text)
         return
-    print(f"game record saved to {path} (check it with: plot verify {path})")
+    print(f"game record saved to {path} (check it with: {plot_command()} verify {typed_path(path)})")
 
 
 def _show(game: Game) -> None:

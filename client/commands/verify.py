@@ -1,4 +1,4 @@
-"""``plot verify RECORD [--json] [--commitment HASH --salt SALT]``: replay a game record.
+"""``plot verify RECORD [--json] [--commitment HASH --salt SALT | --reveal [REVEAL]]``: replay a game record.
 
 Exit 0 when every entry is legal (and the commitment, if given, matches); 1 at the first
 illegal entry (later entries are not applied) or on a commitment mismatch; 2 when the
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from client.words import plural
@@ -24,6 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commitment", metavar="HASH", help="also check the race's commitment to the record's deal (needs --salt)"
     )
     parser.add_argument("--salt", metavar="SALT", help="the salt the server revealed with the deal")
+    parser.add_argument(
+        "--reveal",
+        nargs="?",
+        const="",
+        metavar="REVEAL",
+        help="check the commitment with the salt and commitment of a saved reveal.json "
+        "(default: the reveal.json beside RECORD, as the race client saves them)",
+    )
 
 
 def _read(source: str) -> bytes:
@@ -65,7 +74,32 @@ def result_json(result: ReplayResult) -> dict[str, object]:
     }
 
 
+def read_reveal(path: str) -> tuple[str, str]:
+    """The commitment (as seen at the start, else as revealed) and the salt of a saved reveal.json."""
+    with open(path, "rb") as handle:
+        data = json.loads(handle.read())
+    if not isinstance(data, dict):
+        raise ValueError("not a reveal (a JSON object with salt and commitment)")
+    commitment = data.get("commitment_at_start") or data.get("commitment_revealed")
+    salt = data.get("salt")
+    if not isinstance(commitment, str) or not isinstance(salt, str):
+        raise ValueError("it has no salt and commitment")
+    return commitment, salt
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.reveal is not None:
+        if args.commitment is not None or args.salt is not None:
+            return _fail("--reveal gives the commitment and the salt: leave out --commitment and --salt", args.json)
+        if not args.reveal and args.record == "-":
+            return _fail("--reveal needs its file when the record comes from standard input", args.json)
+        reveal = args.reveal or os.path.join(os.path.dirname(args.record), "reveal.json")
+        try:
+            args.commitment, args.salt = read_reveal(reveal)
+        except OSError as exc:
+            return _fail(f"cannot read the reveal {reveal}: {exc.strerror or exc}", args.json)
+        except (ValueError, RecursionError) as exc:
+            return _fail(f"{reveal} is not a saved reveal: {exc}", args.json)
     if (args.commitment is None) != (args.salt is None):
         return _fail("--commitment and --salt go together: give both or neither", args.json)
     name = "standard input" if args.record == "-" else args.record

@@ -11,6 +11,7 @@ from textual.app import App
 
 from client.state import save_record
 from client.tui.game import GameScreen
+from client.words import plot_command, typed_path
 from shared.engine import PLAYING, Game, IllegalMove, View
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "plot.tcss"
@@ -91,6 +92,6 @@ class PlayApp(App[None]):
             self.record_path = save_record(self.game.record(), f"deal-{self.game.deal}", self.record_dir)
             self.game_screen.say(
                 f"Game over: {view.status}, {view.foundation_cards}/104 home. "
-                f"Record saved to {self.record_path} (replay: plot verify {self.record_path})",
+                f"Record saved to {self.record_path} (replay: {plot_command()} verify {typed_path(self.record_path)})",
                 sticky=True,
             )

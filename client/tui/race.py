@@ -32,7 +32,7 @@ from client.widgets.leaderboard import LeaderboardPanel, clock
 from client.widgets.overlays import ConfirmScreen
 from client.widgets.plain import plain
 from client.widgets.room import LobbyPanel, ResultsPanel, save_records
-from client.words import describe_error, ordinal
+from client.words import describe_error, ordinal, plot_command
 from shared.engine import PLAYING, View
 from shared.protocol import (
     COUNTDOWN,
@@ -110,7 +110,7 @@ class NetDriver:
 
     async def hint(self) -> str:
         if self.app.config.hint is None:
-            return "no hints in a race: a hint knows the stock (practice games only: plot practice)"
+            return f"no hints in a race: a hint knows the stock (practice games only: {plot_command()} practice)"
         return await self.app.config.hint()
 
 
@@ -517,7 +517,7 @@ class RaceApp(App[int]):
                 return
             self.entered = True
             self.on_server_message(reply)
-            self.screen_.say(f"Room {reply.code} is open: friends join with  plot join {reply.code}")
+            self.screen_.say(f"Room {reply.code} is open: friends join with  {plot_command()} join {reply.code}")
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
             self._maybe_auto_start()
@@ -531,7 +531,7 @@ class RaceApp(App[int]):
         if isinstance(reply, Error):
             why = describe_error(reply)
             if reply.code == UNKNOWN_ROOM:
-                why = f"there is no room {code} on {self.config.url} (plot rooms lists the open ones)"
+                why = f"there is no room {code} on {self.config.url} ({plot_command()} rooms lists the open ones)"
             if self.entered:
                 self.screen_.say(f"cannot join room {code} again: {why}", error=True, sticky=True)
             else:

@@ -20,6 +20,7 @@ from textual.widgets import Footer, Input, Static
 from client.tui.play import CSS_PATH
 from client.widgets.board import Board
 from client.widgets.cards import span
+from client.widgets.plain import plain
 from shared.engine import Game, IllegalMove, View
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)  # moves per second, for + and -
@@ -113,13 +114,16 @@ class ReplayScreen(Screen[None]):
         replay = self.replay
         view = replay.views[self.position]
         self.query_one(Board).show(view)
-        status = span("The Plot · replay", "bold")
-        status.append(f" · {self.title_text}")
+        # What changes first, so a narrow terminal cuts only the record's name.
+        status = span("Replay", "bold")
         status.append(f" · move {self.position}/{replay.moves}", style="bold")
         if self.playing:
             status.append(f" · playing at {self.speed:g} moves/s", style="green")
         else:
             status.append(" · paused", style="yellow")
+        status.append_text(plain(f" · {self.title_text}"))
+        status.no_wrap = True
+        status.overflow = "ellipsis"
         self.query_one("#replay-status", Static).update(status)
         move = Text()
         if self.position == 0:

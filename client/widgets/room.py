@@ -16,7 +16,7 @@ from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean, plain
-from client.words import ordinal, plural
+from client.words import ordinal, plot_command, plural, typed_path
 from shared.cards import CARD_COUNT
 from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
 from shared.textwidth import fit_cells
@@ -69,7 +69,8 @@ class LobbyPanel(Widget):
         out = span("Room ", "bold")
         code = clean(room.code)
         out.append(code, style="bold reverse")
-        out.append(f"   friends join with: plot join {code}   watch: plot watch {code}\n", style="dim")
+        plot = plot_command()
+        out.append(f"   friends join with: {plot} join {code}   watch: {plot} watch {code}\n", style="dim")
         if self.watch_url:
             out.append(f"   watch in a browser: {clean(self.watch_url)}/watch/{code}\n", style="dim")
         out.append_text(rules_text(room, self.deal_note))
@@ -339,9 +340,11 @@ class ResultsPanel(Widget):
         return out
 
 
-def verify_command(path: Path, results: Results) -> str:
-    """The ``plot verify`` line that replays ``path`` and checks the race's commitment to its deal."""
-    return f"plot verify {path} --commitment {clean(results.commitment)} --salt {clean(results.salt)}"
+def verify_command(path: Path, results: Results | None = None) -> str:
+    """The ``plot verify`` line that replays ``path``, as it works typed in this shell; with the
+    race's ``results``, it checks the commitment too (from the reveal.json saved beside it)."""
+    line = f"{plot_command()} verify {typed_path(path)}"
+    return line + " --reveal" if results is not None else line
 
 
 def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
