@@ -41,7 +41,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from client.viewmodel import legal_moves
 from shared import protocol as p
-from shared.engine import Game, View, view_hash
+from shared.engine import Game, View
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 CLOSE_TIMEOUT = 2.0  # a run's end closes every connection at once; none may hold it up for long
@@ -95,6 +95,8 @@ class Stats:
     first_arrival: dict[tuple[str, int, int], float] = field(default_factory=dict)
     delivery_spread: list[float] = field(default_factory=list)
     leaderboards: int = 0
+    racer_frames: int = 0  # every frame the racers received in the window (acks, leaderboards, rooms...)
+    racer_bytes: int = 0
     failures: list[str] = field(default_factory=list)
 
 
@@ -127,10 +129,23 @@ def typical_sizes(games: int = 8, seed: int = 1) -> dict[str, float]:
         while view.status == "playing":
             move = choose_move(view, rng) or "resign"
             move_id += 1
+            touched = game.touched(move)
+            lengths = tuple(game.pile_length(i) for i in touched)
             game.play(move)
             view = game.view()
             move_sizes.append(len(p.encode(p.Move(id=move_id, move=move))))
-            ok = p.MoveOk(id=move_id, seq=move_id, t_ms=500 * move_id + g, view=view, view_hash=view_hash(view))
+            changes, stock, reserve = game.changes(touched, lengths)
+            status = None if game.status == "playing" else game.status
+            ok = p.MoveOk(
+                id=move_id,
+                seq=move_id,
+                t_ms=500 * move_id + g,
+                check=game.check,
+                changes=changes,
+                stock=stock,
+                reserve=reserve,
+                status=status,
+            )
             ok_sizes.append(len(p.encode(ok)))
     return {
         "move_bytes": round(sum(move_sizes) / len(move_sizes), 1),
@@ -159,6 +174,9 @@ class Racer:
         assert self.ws is not None
         frame = await self.ws.recv()
         assert isinstance(frame, bytes)
+        if self.stats.measuring:
+            self.stats.racer_frames += 1
+            self.stats.racer_bytes += len(frame)
         return frame
 
     async def recv(self) -> p.ServerMessage:
@@ -287,7 +305,9 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
             msg = p.decode_server(data)
             if isinstance(msg, p.MoveOk) and msg.id == racer.move_id:
                 acked = time.perf_counter()
-                racer.view = msg.view
+                # Protocol 2: the changes, applied to the board (the check value is left to the
+                # real clients and the tests: the load generator keeps its own CPU small).
+                racer.view = msg.board_after(racer.view)
                 stats.race_moves += 1
                 if stats.measuring:
                     stats.acks += 1
@@ -343,8 +363,9 @@ async def spectate(spectator: Racer, code: str, stats: Stats) -> None:
                     seen[row.player_id] = row.moves
 
 
-async def wait_for_setup(done: Callable[[], bool], tasks: list[asyncio.Task[Any]], what: str,
-                         started: float, timeout: float) -> None:
+async def wait_for_setup(
+    done: Callable[[], bool], tasks: list[asyncio.Task[Any]], what: str, started: float, timeout: float
+) -> None:
     """Poll until ``done()``; fail fast if a set-up task failed or the set-up is too slow."""
     while not done():
         await asyncio.sleep(0.05)
@@ -385,7 +406,10 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         # Wait for every connection to be in its room, then run: warm-up, then the measured window.
         await wait_for_setup(
             lambda: all(r.room_code for racers, _ in rooms for r in racers),
-            room_tasks, "room set-up", setup_started, args.setup_timeout,
+            room_tasks,
+            "room set-up",
+            setup_started,
+            args.setup_timeout,
         )
         setup_seconds = time.perf_counter() - setup_started
         started = time.perf_counter()
@@ -431,6 +455,8 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         "moves_per_race_racer": round(stats.race_moves / (stats.races * args.room_size), 1) if stats.races else None,
         "move_frame_bytes": round(stats.move_bytes / stats.acks, 1) if stats.acks else None,
         "move_ok_frame_bytes": round(ack_bytes, 1) if ack_bytes else None,
+        "racer_frames_per_move": round(stats.racer_frames / stats.acks, 3) if stats.acks else None,
+        "racer_bytes_per_move": round(stats.racer_bytes / stats.acks, 1) if stats.acks else None,
         "ack_latency_ms": summary_ms(stats.ack_latency),
         "fanout_from_send_ms": summary_ms(stats.fanout_from_send),
         "fanout_from_ack_ms": summary_ms(stats.fanout_from_ack),

@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_fixture import RedisServer, free_port  # test helpers, found through the path above
-from support import Client, view_game, wait_healthy
+from support import Client, board, view_game, wait_healthy
 
 from shared import protocol as p
 from shared.engine import View
@@ -93,7 +93,7 @@ async def racer_loop(client: Client, view: View, pace: float, until: float, acks
             acks[(client.pid, reply.seq)] = now
             if window[0] <= now <= window[1]:
                 counted[0] += 1
-            view = reply.view
+            view = board(reply)
         await asyncio.sleep(max(0.0, 1 / pace - (time.monotonic() - started)))
 
 

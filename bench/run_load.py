@@ -10,6 +10,7 @@ from a shared machine hits them alike) and reports medians.
 
     python bench/run_load.py saturation --runs 5      # server moves/s vs echo msgs/s, both stores
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
+    python bench/run_load.py paced --kinds memory     # only some of the servers (echo,memory,redis)
     python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
     python bench/run_load.py metrics --runs 5         # CPU per move with /metrics on and off, both stores
@@ -336,6 +337,9 @@ SUMMARY_FIELDS: list[tuple[str, ...]] = [
     ("redis_cpu_share",),
     ("generator_cpu_share",),
     ("server_peak_rss_mib",),
+    ("move_ok_frame_bytes",),
+    ("racer_frames_per_move",),
+    ("racer_bytes_per_move",),
     ("errors",),
     ("rejected",),
 ]
@@ -416,7 +420,7 @@ def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
         "--warmup",
         str(max(opts.warmup, 5.0)),
     ]
-    kinds = [("echo", "echo"), ("memory", "server"), ("redis", "server")]
+    kinds = [(k, "echo" if k == "echo" else "server") for k in opts.kinds.split(",")]
     return scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
 
 
@@ -574,6 +578,7 @@ def main() -> None:
     parser.add_argument("--fanout-racers", type=int, default=8)
     parser.add_argument("--connections", type=int, default=10000)
     parser.add_argument("--timeout", type=float, default=400.0, help="seconds one loadgen run may take")
+    parser.add_argument("--kinds", default="echo,memory,redis", help="paced: the servers to run, of echo,memory,redis")
     parser.add_argument("--tag", default="", help="added to the results file name")
     opts = parser.parse_args()
     if opts.what == "report":

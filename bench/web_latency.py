@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from machine_info import cpu_name
 from playwright.async_api import Page, async_playwright, expect
-from support import make_room, running_server, start_race  # test helpers, through the path above
+from support import board, make_room, running_server, start_race  # test helpers, through the path above
 from web_helpers import find_chromium, web_server_for
 
 from client.bot import choose_move
@@ -81,7 +81,7 @@ async def run(moves: int, pace: float, spectators: int) -> dict[str, object]:
                     break
                 began = time.monotonic()
                 await ann.send(p.Move(id=k, move=move))
-                view = (await ann.expect(p.MoveOk)).view
+                view = board(await ann.expect(p.MoveOk))
                 acked[k] = time.time() * 1000
                 await asyncio.sleep(max(0.0, 1 / pace - (time.monotonic() - began)))
             last = max(acked)

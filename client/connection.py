@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
@@ -36,6 +37,7 @@ from shared.protocol import (
     PROTOCOL_VERSION,
     RATE_LIMITED,
     SUPERSEDED,
+    BoardKeeper,
     ClientMessage,
     Error,
     Hello,
@@ -43,8 +45,10 @@ from shared.protocol import (
     MoveOk,
     MoveRejected,
     ProtocolError,
+    RaceStart,
     ServerMessage,
     Shutdown,
+    Sync,
     Welcome,
     decode_server,
     encode,
@@ -209,6 +213,10 @@ class Connection:
         self._fatal: str | None = None
         self.superseded = False  # another connection resumed this player: this one stopped for good
         self.reconnects = 0
+        self.board = BoardKeeper()  # the racer's board, kept from race_start and each move_ok's changes
+        self._syncing = False
+        self._sends: set[asyncio.Future[bool]] = set()
+        self.resyncs = 0  # divergences found (each answered by a sync)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -368,7 +376,30 @@ class Connection:
         except Exception:  # a fault in whoever listens must not cut the connection
             log.exception("error while handling %s", type(msg).__name__)
 
+    def _board(self, msg: ServerMessage) -> ServerMessage:
+        """Keep the racer's board (protocol 2: each move_ok carries only what changed): a move_ok is
+        handed on with ``view``, the board after it, filled in. On a divergence (a missing entry,
+        a check value that does not match) the move_ok goes on without a view and a ``sync`` asks
+        for the whole board (a race_start), once until it comes."""
+        if isinstance(msg, RaceStart):
+            self.board.race_start(msg)
+            self._syncing = False
+        elif isinstance(msg, MoveOk):
+            view = self.board.move_ok(msg)
+            if view is not None:
+                return msgspec.structs.replace(msg, view=view)
+            if not self._syncing:
+                self._syncing = True
+                self.resyncs += 1
+                log.warning("the board diverged at move_ok seq %d: asking for the whole board", msg.seq)
+                task = asyncio.ensure_future(self.send(Sync()))
+                self._sends.add(task)
+                task.add_done_callback(self._sends.discard)
+            return msgspec.structs.replace(msg, view=None)
+        return msg
+
     def _deliver(self, msg: ServerMessage) -> None:
+        msg = self._board(msg)
         answer: MoveOk | MoveRejected | None = None
         if isinstance(msg, MoveOk | MoveRejected):
             answer = msg

@@ -125,15 +125,17 @@ class RaceModel:
                 changed.add("view")
             return changed
         if isinstance(msg, MoveOk):
-            if msg.seq >= self.seq:
+            # The connection fills in the board after the move (protocol 2 sends the changes);
+            # None: the board diverged, and the whole board is on its way (a race_start).
+            if msg.view is not None and msg.seq >= self.seq:
                 self.view, self.seq = msg.view, msg.seq
                 return {"view"}
             return set()
         if isinstance(msg, Leaderboard):
-            old = self.leaderboard
-            if old is not None and old.race == msg.race and msg.version < old.version:
+            merged = msg.merged_into(self.leaderboard)  # a partial one holds only the changed rows
+            if merged is None:
                 return set()
-            self.leaderboard = msg
+            self.leaderboard = merged
             return {"leaderboard"}
         if isinstance(msg, Boards):
             self.boards = msg

@@ -34,7 +34,7 @@ ERROR_SENTENCES: dict[str, str] = {
     "malformed": "the client sent something the server could not read: update the client (plot) and try again",
     "unknown_type": "the server does not know that request: update the client or the server",
     "bad_field": "the server refused a value this client sent: check the command's options",
-    "version_mismatch": "this client and the server speak different protocol versions: update the client",
+    "unsupported_version": "this client and the server speak different protocol versions: update the client",
     "internal": "the server failed on that request (a server bug); nothing changed: try again",
     "rate_limited": "too many requests too fast: the server closed the connection",
     "server_full": "the server is full right now: try again later",

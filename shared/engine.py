@@ -122,6 +122,98 @@ def view_hash(view: View) -> str:
     return hashlib.sha256(out).hexdigest()
 
 
+CHECK_MASK: Final = 0xFFFFFFFF
+NO_CARD: Final = 255  # the reserve's top in a check term when the reserve is empty
+
+
+def fmix32(x: int) -> int:
+    """MurmurHash3's 32-bit finalizer: a bijection on 32-bit ints that mixes every input bit."""
+    x ^= x >> 16
+    x = (x * 0x85EBCA6B) & CHECK_MASK
+    x ^= x >> 13
+    x = (x * 0xC2B2AE35) & CHECK_MASK
+    x ^= x >> 16
+    return x
+
+
+def check_term(pile: int, pos: int, value: int) -> int:
+    """One term of the check value (docs/protocol.md, "The check value"): ``fmix32(pile<<16 | pos<<8 | value)``."""
+    return fmix32((pile << 16) | (pos << 8) | value)
+
+
+def view_check(view: View) -> int:
+    """The check value of a board (docs/protocol.md, "The check value"): the sum, modulo 2^32, of
+    one term per visible card ``(pile, position from the bottom, card)`` of the waste, the
+    foundations and the tableau, plus ``(stock, 0, count)``, ``(reserve, 0, count)`` and
+    ``(reserve, 1, top or 255)``. A sum, so a move changes it by the terms of the cards it moves."""
+    total = check_term(STOCK, 0, view.stock) + check_term(RESERVE, 0, view.reserve_count)
+    total += check_term(RESERVE, 1, NO_CARD if view.reserve_top is None else view.reserve_top)
+    for pos, card in enumerate(view.waste):
+        total += check_term(WASTE, pos, card)
+    for f, pile in enumerate(view.foundations):
+        for pos, card in enumerate(pile):
+            total += check_term(F0 + f, pos, card)
+    for t, pile in enumerate(view.tableau):
+        for pos, card in enumerate(pile):
+            total += check_term(T0 + t, pos, card)
+    return total & CHECK_MASK
+
+
+# A move acknowledgement's board change (docs/protocol.md, "Small acknowledgements"): each touched
+# pile of the waste, the foundations and the tableau as [name, keep, cards] (the pile is now its
+# first ``keep`` cards followed by ``cards``).
+PileChange = tuple[str, int, list[int]]
+
+
+def apply_changes(
+    view: View,
+    changes: Sequence[PileChange],
+    stock: int | None,
+    reserve: tuple[int, int | None] | None,
+    status: str | None,
+) -> View:
+    """The board a move acknowledgement describes: ``view`` with its changes applied (a new View;
+    ``view`` is left alone). None: unchanged. ValueError for a change that names no such pile or
+    keeps more cards than the pile has (the client's board has diverged: ask for a snapshot)."""
+    waste = view.waste
+    foundations = view.foundations
+    tableau = view.tableau
+    copied_f = copied_t = False
+    for name, keep, cards in changes:
+        index = PILE_INDEX.get(name)
+        if index is None or index in (STOCK, RESERVE):
+            raise ValueError(f"a change names no board pile: {name!r}")
+        if index == WASTE:
+            old = waste
+        elif index < T0:
+            old = foundations[index - F0]
+        else:
+            old = tableau[index - T0]
+        if not 0 <= keep <= len(old):
+            raise ValueError(f"a change keeps {keep} cards of {name}, which has {len(old)}")
+        new = old[:keep] + list(cards)
+        if index == WASTE:
+            waste = new
+        elif index < T0:
+            if not copied_f:
+                foundations, copied_f = list(foundations), True
+            foundations[index - F0] = new
+        else:
+            if not copied_t:
+                tableau, copied_t = list(tableau), True
+            tableau[index - T0] = new
+    reserve_count, reserve_top = (view.reserve_count, view.reserve_top) if reserve is None else reserve
+    return View(
+        stock=view.stock if stock is None else stock,
+        waste=list(waste),
+        reserve_top=reserve_top,
+        reserve_count=reserve_count,
+        foundations=[list(f) for f in foundations],
+        tableau=[list(t) for t in tableau],
+        status=view.status if status is None else status,
+    )
+
+
 def parse_move(entry: str) -> tuple[int, int]:
     """``'waste>t3'`` -> (src, dst) pile indices; IllegalMove with a reason if it does not parse."""
     src_name, sep, dst_name = entry.partition(">")
@@ -162,6 +254,7 @@ class Game:
         "blocked_pending",
         "_undo_stack",
         "_undo_barrier",
+        "_check_value",
     )
 
     def __init__(self, deal: int, *, undo: bool = True, blocked_budget: int | None = BLOCKED_BUDGET) -> None:
@@ -186,6 +279,8 @@ class Game:
         self._undo_stack: list[tuple[int, int]] = []
         # The last move that uncovered a hidden card (undo stops there), for the reason text.
         self._undo_barrier: str | None = None
+        # The check value of the view (docs/protocol.md), kept up to date move by move once asked for.
+        self._check_value: int | None = None
 
     # ---------------------------------------------------------------- queries
 
@@ -378,14 +473,41 @@ class Game:
         if entry != RESIGN:
             self._update_status(check_blocked)
 
+    def check_move(self, entry: str) -> tuple[int, int]:
+        """Check a move entry (not undo/resign) on this position: its (src, dst) piles, or IllegalMove.
+        :meth:`play_checked` then plays it without checking again, on this same position."""
+        return self._check(entry)
+
+    def play_checked(self, entry: str, move: tuple[int, int]) -> None:
+        """Play a move that :meth:`check_move` accepted on this very position (no second check)."""
+        self._move(*move)
+        self.entries.append(entry)
+        self._update_status(True)
+
     def _move(self, src: int, dst: int) -> None:
+        check = self._check_value
         if src == STOCK:
-            self.waste.append(self.stock.pop())
+            count = len(self.stock)
+            card = self.stock.pop()
+            self.waste.append(card)
             self._undo_stack.clear()
             self._undo_barrier = "stock>waste turned a card"
+            if check is not None:
+                check += check_term(STOCK, 0, count - 1) - check_term(STOCK, 0, count)
+                self._check_value = (check + check_term(WASTE, len(self.waste) - 1, card)) & CHECK_MASK
             return
-        card = self._pile(src).pop()
-        self._pile(dst).append(card)
+        source = self._pile(src)
+        card = source.pop()
+        target = self._pile(dst)
+        target.append(card)
+        if check is not None:
+            if src == RESERVE:
+                count = len(source)
+                check += check_term(RESERVE, 0, count) - check_term(RESERVE, 0, count + 1)
+                check += check_term(RESERVE, 1, source[-1] if source else NO_CARD) - check_term(RESERVE, 1, card)
+            else:
+                check -= check_term(src, len(source), card)
+            self._check_value = (check + check_term(dst, len(target) - 1, card)) & CHECK_MASK
         if F0 <= dst < T0:
             self.foundation_cards += 1
         if src == RESERVE:
@@ -397,9 +519,55 @@ class Game:
     def _undo(self) -> None:
         self._check_undo()
         src, dst = self._undo_stack.pop()
-        self._pile(src).append(self._pile(dst).pop())
+        target = self._pile(dst)
+        card = target.pop()
+        source = self._pile(src)
+        source.append(card)
+        if self._check_value is not None:  # never the stock or the reserve: those moves cannot be undone
+            check = self._check_value - check_term(dst, len(target), card)
+            self._check_value = (check + check_term(src, len(source) - 1, card)) & CHECK_MASK
         if F0 <= dst < T0:
             self.foundation_cards -= 1
+
+    def touched(self, entry: str) -> tuple[int, ...]:
+        """The piles ``entry`` (legal here) changes, asked before playing it: a move's two piles
+        (stock>waste: stock and waste), an undo's the last move's, a resign's none."""
+        if entry == RESIGN:
+            return ()
+        if entry == UNDO:
+            return self._undo_stack[-1] if self._undo_stack else ()
+        return parse_move(entry)
+
+    def pile_length(self, index: int) -> int:
+        return len(self.stock) if index == STOCK else len(self._pile(index))
+
+    def changes(
+        self, touched: tuple[int, ...], before: tuple[int, ...]
+    ) -> tuple[list[PileChange], int | None, tuple[int, int | None] | None]:
+        """What a client needs to bring its board here from the position before the last entry,
+        given the piles it touched and their lengths then: the changed piles of the waste, the
+        foundations and the tableau ([name, keep, cards]), the stock count and the reserve
+        (count, top), each None if untouched. Nothing hidden: only cards the view shows."""
+        changes: list[PileChange] = []
+        stock: int | None = None
+        reserve: tuple[int, int | None] | None = None
+        for index, length in zip(touched, before, strict=True):
+            if index == STOCK:
+                stock = len(self.stock)
+            elif index == RESERVE:
+                reserve = (len(self.reserve), self.reserve[-1] if self.reserve else None)
+            else:
+                pile = self._pile(index)
+                keep = min(length, len(pile))
+                changes.append((PILE_NAMES[index], keep, pile[keep:]))
+        return changes, stock, reserve
+
+    @property
+    def check(self) -> int:
+        """The check value of this game's view (docs/protocol.md), kept up to date as moves are played."""
+        if self._check_value is None:
+            self._check_value = view_check(self.view())
+        return self._check_value
 
     def _check_undo(self) -> None:
         if self.status != PLAYING:
@@ -553,6 +721,7 @@ class Game:
         clone.blocked_pending = self.blocked_pending
         clone._undo_stack = list(self._undo_stack)
         clone._undo_barrier = self._undo_barrier
+        clone._check_value = self._check_value
         return clone
 
     @classmethod
@@ -582,6 +751,7 @@ class Game:
         game.blocked_pending = False
         game._undo_stack = []
         game._undo_barrier = None
+        game._check_value = None
         return game
 
 

@@ -16,10 +16,11 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from shared.deal import MAX_DEAL
-from shared.engine import View
+from shared.engine import PileChange, View, apply_changes, view_check
 from shared.textwidth import cell_width, is_joining_jamo
 
-PROTOCOL_VERSION: Final = 1
+# 2: small move acknowledgements (changes and a check value, docs/protocol.md), and sync.
+PROTOCOL_VERSION: Final = 2
 
 # ---------------------------------------------------------------- error codes (stable strings)
 
@@ -37,7 +38,7 @@ ROOM_FULL: Final = "room_full"  # every racer seat is taken
 BOTS_NOT_ALLOWED: Final = "bots_not_allowed"  # a bot tried to race in a room that refuses bots
 BAD_TOKEN: Final = "bad_token"  # hello with a resume token the server does not know
 RATE_LIMITED: Final = "rate_limited"  # too many messages per second (the connection is closed, 1008)
-VERSION_MISMATCH: Final = "version_mismatch"  # hello with another protocol version
+UNSUPPORTED_VERSION: Final = "unsupported_version"  # hello with another protocol version (then closed, 1002)
 NAME_INVALID: Final = "name_invalid"  # display name empty, too long, or with control characters
 STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: nothing happened, retry later
 BUSY: Final = "busy"  # the server's store writes are backed up: the move was not played, resend it later
@@ -62,7 +63,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     BOTS_NOT_ALLOWED,
     BAD_TOKEN,
     RATE_LIMITED,
-    VERSION_MISMATCH,
+    UNSUPPORTED_VERSION,
     NAME_INVALID,
     STORE_UNAVAILABLE,
     BUSY,
@@ -294,7 +295,14 @@ class Ping(msgspec.Struct, tag="ping", tag_field="type", kw_only=True):
     t: int | None = None  # echoed back in pong
 
 
-ClientMessage = Hello | CreateRoom | Join | Leave | ListRooms | Ready | Start | Kick | EndRace | Rematch | Move | Ping
+class Sync(msgspec.Struct, tag="sync", tag_field="type", kw_only=True):
+    """A racer whose board diverged (a check value that does not match) asks for its whole board:
+    answered with a ``race_start`` snapshot."""
+
+
+ClientMessage = (
+    Hello | CreateRoom | Join | Leave | ListRooms | Ready | Start | Kick | EndRace | Rematch | Move | Ping | Sync
+)
 
 CLIENT_TYPES: Final[tuple[str, ...]] = (
     "hello",
@@ -309,6 +317,7 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "rematch",
     "move",
     "ping",
+    "sync",
 )
 
 # ---------------------------------------------------------------- server -> client
@@ -380,15 +389,31 @@ class RaceStart(msgspec.Struct, tag="race_start", tag_field="type", kw_only=True
     view: View | None  # the racer's own board; None for spectators
     seq: int  # entries in the racer's log (0 at the start)
     view_hash: str | None
+    check: int | None = None  # the board's check value (docs/protocol.md); None for spectators
 
 
-class MoveOk(msgspec.Struct, tag="move_ok", tag_field="type", kw_only=True):
+class MoveOk(msgspec.Struct, tag="move_ok", tag_field="type", kw_only=True, omit_defaults=True):
+    """A move stored and played. Small (docs/protocol.md, "Small acknowledgements"): what the move
+    changed on the board the previous acknowledgement (or snapshot) left, not the whole board;
+    fields at their default are left out of the frame. ``view`` (the whole board) only when the
+    change is not from the previous entry: a duplicate, or a move found stored after a re-read."""
+
     id: int
-    seq: int  # entries in the racer's log after this move; ``view`` is the board at that point
+    seq: int  # entries in the racer's log after this move (the board's entries)
     t_ms: int  # when the server accepted the move, from the start signal
-    view: View
-    view_hash: str
+    check: int  # the check value of the board at ``seq`` (docs/protocol.md, "The check value")
+    changes: list[PileChange] = msgspec.field(default_factory=list)  # [pile, keep, cards]
+    stock: int | None = None  # the stock's count, when it changed
+    reserve: tuple[int, int | None] | None = None  # the reserve's (count, top), when it changed
+    status: str | None = None  # the game's status, when it is no longer playing
+    view: View | None = None  # the whole board at ``seq`` (then no changes)
     duplicate: bool = False  # this id had been applied already; view/seq are the current ones
+
+    def board_after(self, view: View) -> View:
+        """The board this acknowledgement describes, from ``view`` (the board at ``seq - 1``)."""
+        if self.view is not None:
+            return self.view
+        return apply_changes(view, self.changes, self.stock, self.reserve, self.status)
 
 
 class MoveRejected(msgspec.Struct, tag="move_rejected", tag_field="type", kw_only=True):
@@ -397,10 +422,28 @@ class MoveRejected(msgspec.Struct, tag="move_rejected", tag_field="type", kw_onl
     reason: str
 
 
-class Leaderboard(msgspec.Struct, tag="leaderboard", tag_field="type", kw_only=True):
+class Leaderboard(msgspec.Struct, tag="leaderboard", tag_field="type", kw_only=True, omit_defaults=True):
     race: int
     version: int  # total accepted entries of the race: a higher version is newer (latest wins)
     racers: list[LeaderboardRow]  # in rank order
+    # True: only the rows whose cards, status, rank or connection changed (merge them by player
+    # id into the rows you hold); left out (false): every racer's row (docs/protocol.md).
+    partial: bool = False
+
+    def merged_into(self, held: Leaderboard | None) -> Leaderboard | None:
+        """The leaderboard to show after this one arrives, given the one held (None: ignore it:
+        an older version of this race, or a partial one with nothing to merge it into)."""
+        same_race = held is not None and held.race == self.race
+        if held is not None and same_race and self.version < held.version:
+            return None
+        if not self.partial:
+            return self
+        if held is None or not same_race:
+            return None
+        rows = {row.player_id: row for row in held.racers}
+        rows.update((row.player_id, row) for row in self.racers)
+        racers = sorted(rows.values(), key=lambda row: row.rank)
+        return Leaderboard(race=self.race, version=max(self.version, held.version), racers=racers)
 
 
 class Boards(msgspec.Struct, tag="boards", tag_field="type", kw_only=True):
@@ -471,6 +514,38 @@ SERVER_TYPES: Final[tuple[str, ...]] = (
     "pong",
     "shutdown",
 )
+
+# ---------------------------------------------------------------- a client's board (v2)
+
+
+class BoardKeeper:
+    """A racer's board as a version-2 client keeps it (docs/protocol.md, "Small acknowledgements"):
+    the whole board from ``race_start``, then each ``move_ok``'s changes, checked against its check
+    value. ``move_ok`` answers None when the board has diverged (a missing entry, a change that does
+    not fit, a check value that does not match): the client then sends ``sync``."""
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.view: View | None = None
+
+    def race_start(self, msg: RaceStart) -> None:
+        self.seq, self.view = (msg.seq, msg.view) if msg.view is not None else (None, None)
+
+    def move_ok(self, msg: MoveOk) -> View | None:
+        if msg.view is not None:
+            view = msg.view
+        elif self.view is None or self.seq is None or msg.seq != self.seq + 1:
+            return None
+        else:
+            try:
+                view = apply_changes(self.view, msg.changes, msg.stock, msg.reserve, msg.status)
+            except ValueError:
+                return None
+        if view_check(view) != msg.check:
+            return None
+        self.seq, self.view = msg.seq, view
+        return view
+
 
 # ---------------------------------------------------------------- encode / decode
 

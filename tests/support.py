@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -48,6 +49,7 @@ __all__ = [
     "Client",
     "SeededEntropy",
     "Shell",
+    "board",
     "eventually",
     "eventually_sync",
     "fast_config",
@@ -106,7 +108,9 @@ def eventually_sync(check: Callable[[], bool], timeout: float = 5.0, interval: f
 
 M = TypeVar("M", bound=p.ServerMessage)
 
-FAST = CoreConfig(countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50)
+FAST = CoreConfig(
+    countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50, leaderboard_full_ms=500
+)
 
 
 def fast_config(**overrides: Any) -> ServerConfig:
@@ -147,6 +151,10 @@ class Client:
         self._reader = asyncio.ensure_future(self._read())
         self.welcome: p.Welcome | None = None
         self.closed_code: int | None = None
+        self.board = p.BoardKeeper()  # the racer's board, as a v2 client keeps it
+        self.diverged: list[p.MoveOk] = []  # move_oks whose changes or check value did not fit the board
+        self.strict = True  # a divergence fails the test (False: tests of planted bugs, the board goes on)
+        self.leaderboard: p.Leaderboard | None = None  # the leaderboard as a client shows it (partial ones merged)
 
     @classmethod
     async def open(cls, server: RaceServer | str, label: str = "", **kwargs: Any) -> Client:
@@ -159,6 +167,22 @@ class Client:
                 assert isinstance(frame, bytes), "the server sends binary frames only"
                 self.frames.append(frame)
                 msg = p.decode_server(frame)
+                if isinstance(msg, p.Leaderboard):
+                    self.leaderboard = msg.merged_into(self.leaderboard) or self.leaderboard
+                if isinstance(msg, p.RaceStart):
+                    self.board.race_start(msg)
+                elif isinstance(msg, p.MoveOk):
+                    # Tests read the board after each move from move_ok.view: fill it in from the
+                    # changes (docs/protocol.md), checked against the check value.
+                    view = self.board.move_ok(msg)
+                    if view is None:
+                        self.diverged.append(msg)
+                        if not self.strict and self.board.view is not None:
+                            with contextlib.suppress(ValueError):
+                                view = msg.board_after(self.board.view)
+                                self.board.seq, self.board.view = msg.seq, view
+                    if view is not None:
+                        msg = msgspec.structs.replace(msg, view=view)
                 self.messages.append(msg)
                 await self._queue.put(msg)
         except ConnectionClosed:
@@ -183,6 +207,7 @@ class Client:
                     raise ConnectionError(
                         f"{self.label}: closed ({self.closed_code}) while waiting for {kind.__name__}"
                     )
+                assert not (self.strict and self.diverged), f"{self.label}: the board diverged at {self.diverged[0]!r}"
                 if isinstance(msg, kind):
                     return msg
 
@@ -238,6 +263,13 @@ def ws_frame(opcode: int, payload: bytes = b"") -> bytes:
     assert len(payload) <= 125
     mask = os.urandom(4)
     return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def board(msg: p.MoveOk | p.RaceStart) -> View:
+    """The board a move_ok (filled in by Client or the test shell from its changes) or a racer's
+    race_start shows."""
+    assert msg.view is not None, f"no board in {msg!r}"
+    return msg.view
 
 
 def view_game(view: View) -> Game:
@@ -303,7 +335,7 @@ async def play(client: Client, view: View, moves: int, rng: random.Random, first
         reply = await client.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
         assert isinstance(reply, p.MoveOk), reply
         assert reply.id == move_id
-        view = reply.view
+        view = board(reply)
         move_id += 1
     return view, move_id
 

@@ -24,6 +24,7 @@ from support import (
     Client,
     SeededEntropy,
     Shell,
+    board,
     fast_config,
     latest,
     make_room,
@@ -202,7 +203,7 @@ def test_an_undecided_move_asks_the_shell_and_a_blocked_answer_ends_the_game() -
     shell, (ann, bob), code = pending_shell()
     ann_id = pid(shell, ann)
     last = play_moves(shell, ann, MOVES)
-    assert last.view.status == PLAYING and last.seq == len(MOVES)
+    assert board(last).status == PLAYING and last.seq == len(MOVES)
     (check,) = checks(shell)  # asked once, for the last position only
     assert (check.code, check.race, check.player_id) == (code, 1, ann_id)
     assert check.length == len(MOVES) and list(check.entries) == MOVES and check.deal == DEAL and check.undo
@@ -217,9 +218,8 @@ def test_an_undecided_move_asks_the_shell_and_a_blocked_answer_ends_the_game() -
     refused = shell.move(ann, 999, "waste>t6")
     assert isinstance(refused, p.MoveRejected) and "over (blocked)" in refused.reason
     shell.advance(shell.config.leaderboard_interval_ms)
-    board = shell.last(bob, p.Leaderboard)
-    assert isinstance(board, p.Leaderboard)
-    assert next(r for r in board.racers if r.player_id == ann_id).status == BLOCKED
+    lb = shell.leaderboards[bob]
+    assert next(r for r in lb.racers if r.player_id == ann_id).status == BLOCKED
     # The race's end check: Bob resigns, and the race is over with Ann blocked.
     shell.move(bob, 1, "resign")
     results = shell.last(ann, p.Results)
@@ -403,7 +403,7 @@ async def test_the_server_ends_an_undecided_game_through_its_worker_while_others
         for move_id, move in enumerate(MOVES[:-1], start=1):
             await ann.send(p.Move(id=move_id, move=move))
             reply = await ann.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
-            assert isinstance(reply, p.MoveOk) and reply.view.status == PLAYING, reply
+            assert isinstance(reply, p.MoveOk) and board(reply).status == PLAYING, reply
         assert server.deal_finder.blocked_checks == 0  # every position so far decided on the spot
         # Another room takes the single search worker with a deal search held at a gate (blocked
         # checks have their own worker: tests/test_solver_queue.py) ...
@@ -416,7 +416,7 @@ async def test_the_server_ends_an_undecided_game_through_its_worker_while_others
         # ... and Ann's undecided last move is accepted, the game still playing until the exact check answers.
         await ann.send(p.Move(id=len(MOVES), move=MOVES[-1]))
         last = await ann.expect(p.MoveOk)
-        assert last.view.status == PLAYING and last.seq == len(MOVES)
+        assert board(last).status == PLAYING and last.seq == len(MOVES)
         assert server.deal_finder.blocked_checks == 1
         # Meanwhile the event loop answers everyone: Bob's moves, a ping from a new connection.
         bob_view = starts[1].view
@@ -439,8 +439,10 @@ async def test_the_server_ends_an_undecided_game_through_its_worker_while_others
         refused = await ann.expect(p.MoveRejected)
         assert "over (blocked)" in refused.reason
         while True:
-            board = await bob.expect(p.Leaderboard)
-            if next(r for r in board.racers if r.player_id == ann.pid).status == BLOCKED:
+            await bob.expect(p.Leaderboard)
+            lb = bob.leaderboard
+            assert lb is not None
+            if next(r for r in lb.racers if r.player_id == ann.pid).status == BLOCKED:
                 break
         await bob.send(p.Move(id=99, move="resign"))
         results = await ann.expect(p.Results, timeout=10.0)

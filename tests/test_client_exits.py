@@ -74,7 +74,7 @@ def test_server_errors_read_as_sentences() -> None:
     assert "Expected" not in text and "options.max_racers" in text and "check the command's options" in text
     full = p.Error(code=p.ROOM_FULL, message="room ABCDE has all 2 racers")
     assert describe_error(full) == "room ABCDE has all 2 racers"
-    assert "update the client" in describe_error(p.Error(code=p.VERSION_MISMATCH, message="v2"))
+    assert "update the client" in describe_error(p.Error(code=p.UNSUPPORTED_VERSION, message="v2"))
 
 
 def test_counts_are_in_the_right_number() -> None:

@@ -90,10 +90,14 @@ def test_model_ignores_stale_room_leaderboard_and_views() -> None:
     )  # fmt: skip
     assert "view" in model.apply(start)
     game.play("stock>waste")
-    model.apply(MoveOk(id=1, seq=1, t_ms=5, view=game.view(), view_hash=game.view_hash()))
+    model.apply(MoveOk(id=1, seq=1, t_ms=5, check=game.check, view=game.view()))
     old = Game(7)
-    assert model.apply(MoveOk(id=1, seq=0, t_ms=5, view=old.view(), view_hash=old.view_hash())) == set()
+    assert model.apply(MoveOk(id=1, seq=0, t_ms=5, check=old.check, view=old.view())) == set()
     assert model.view == game.view()
+    game.play("stock>waste")
+    # No board filled in (the connection found a divergence): nothing changes until the snapshot.
+    assert model.apply(MoveOk(id=2, seq=2, t_ms=6, check=game.check, stock=game.view().stock)) == set()
+    assert model.seq == 1
 
 
 def _results(deal: int, salt: str, games: dict[str, Game]) -> Results:
@@ -136,3 +140,21 @@ def test_small_formatting_helpers() -> None:
     assert progress_bar(104, 10).plain == "█" * 10
     assert progress_bar(52, 10).plain.startswith("█████")
     assert clean("a\x1b[31mb\n") == "a�[31mb�"
+
+
+def test_model_merges_partial_leaderboards_by_player() -> None:
+    """A partial leaderboard holds only the rows whose cards, status, rank or connection changed."""
+    model = RaceModel(player_id="p1")
+    assert model.apply(Leaderboard(race=1, version=3, racers=[_row("p1", 5, 1), _row("p2", 4, 2), _row("p3", 1, 3)]))
+    # p3 overtakes both: its row and the two it passed, in a partial one.
+    passed = Leaderboard(race=1, version=7, racers=[_row("p3", 6, 1), _row("p1", 5, 2), _row("p2", 4, 3)], partial=True)
+    assert model.apply(passed) == {"leaderboard"}
+    assert model.leaderboard is not None and [r.player_id for r in model.leaderboard.racers] == ["p3", "p1", "p2"]
+    # p2 gains a card, rank unchanged: only its row comes; the others stay.
+    assert model.apply(Leaderboard(race=1, version=8, racers=[_row("p2", 5, 3)], partial=True)) == {"leaderboard"}
+    assert [(r.player_id, r.cards) for r in model.leaderboard.racers] == [("p3", 6), ("p1", 5), ("p2", 5)]
+    assert model.leaderboard.version == 8 and not model.leaderboard.partial
+    # Older, or partial with nothing to merge into (another race): ignored.
+    assert model.apply(Leaderboard(race=1, version=6, racers=[_row("p2", 1, 1)], partial=True)) == set()
+    assert model.apply(Leaderboard(race=2, version=1, racers=[_row("p2", 1, 1)], partial=True)) == set()
+    assert model.leaderboard.race == 1

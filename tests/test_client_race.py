@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import FAST, SIZE, Client, fast_config, message, running_server, screen_text, until, url, view_game
+from support import FAST, SIZE, Client, board, fast_config, message, running_server, screen_text, until, url, view_game
 
 from client.bot import choose_move
 from client.tui.practice import attach_hint, practice_config
@@ -129,7 +129,7 @@ async def test_host_plays_legal_and_illegal_moves_and_sees_a_rival_progress(serv
             assert entry is not None and entry != "resign"
             await bob.send(p.Move(id=move_id, move=entry))
             reply = await bob.expect(p.MoveOk)
-            bob_view, move_id = reply.view, move_id + 1
+            bob_view, move_id = board(reply), move_id + 1
         cards = bob_view.foundation_cards
         await until(lambda: f"{cards:>3}/104" in leaderboard_line(app, "Bob"), "Bob's progress on screen")
         assert leaderboard_line(app, "Bob").count("█") > bars_before

@@ -9,6 +9,7 @@ ones run the real server on a loopback port with real WebSocket clients.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from support import Client, SeededEntropy, Shell, eventually, fast_config, lobby, make_room, pid, racing, running_server
@@ -49,18 +50,19 @@ def test_a_handler_that_raises_drops_the_room_and_rebuilds_it_from_the_store(mon
     conns, code = racing(shell, ("Ann", "Bob"))
     ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
     shell.move(conns[0], 1, "stock>waste")
-    # Fault injection: the next board view fails, after the move's write landed and the racer's
-    # game took it (the half-changed state the issue describes: a racer left in flight).
-    real_view = Game.view
+    # Fault injection: the next acknowledgement's board change fails, after the move's write
+    # landed and the racer's game took it (the half-changed state the issue describes: a racer
+    # left in flight).
+    real_changes = Game.changes
     calls = {"n": 0}
 
-    def failing_view(game: Game) -> object:
+    def failing_changes(game: Game, *args: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("injected failure")
-        return real_view(game)
+        return real_changes(game, *args)
 
-    monkeypatch.setattr(Game, "view", failing_view)
+    monkeypatch.setattr(Game, "changes", failing_changes)
     start = len(shell.effects)
     shell.take(conns[0])
     shell.move(conns[0], 2, "stock>waste")  # must not raise out of the core

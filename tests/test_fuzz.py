@@ -178,7 +178,7 @@ class PeekingCore(ServerCore):
             if isinstance(effect, Send) and isinstance(effect.message, p.MoveOk):
                 stock = racer_game_stock(self, effect.players[0])
                 if stock:
-                    effect.message.view.waste.append(stock[-1])
+                    effect.message.changes.append(("waste", 0, [stock[-1]]))
         return effects
 
 
@@ -308,8 +308,8 @@ def test_a_room_closed_by_its_last_leaver_is_not_rebuilt_from_the_store() -> Non
     # Seed 1, frame 117: the last member left a racing room (closed), joined another; a join by
     # the first room's code rebuilt it from its stale stored record, with her in it again.
     driver = FuzzDriver("closed-room", faults=StoreFaults(), restart_chance=0.0)  # a store that never fails
-    list(replies(driver, 1, {"type": "hello", "v": 1, "name": "Ann"}))
-    list(replies(driver, 2, {"type": "hello", "v": 1, "name": "Bob"}))
+    list(replies(driver, 1, {"type": "hello", "v": p.PROTOCOL_VERSION, "name": "Ann"}))
+    list(replies(driver, 2, {"type": "hello", "v": p.PROTOCOL_VERSION, "name": "Bob"}))
     room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
     list(replies(driver, 1, {"type": "start"}))
     driver.advance(2000)  # the countdown
@@ -345,8 +345,8 @@ def test_a_move_into_a_room_the_store_lost_closes_the_room() -> None:
     # append finds no such race; it is never acknowledged, nor retried, nor taken for a conflict:
     # the room is rebuilt from the store, which has nothing, so it closes and its members are told.
     driver = FuzzDriver("gone", faults=StoreFaults(), restart_chance=0.0)  # a store that never fails
-    list(replies(driver, 1, {"type": "hello", "v": 1, "name": "Ann"}))
-    list(replies(driver, 2, {"type": "hello", "v": 1, "name": "Bob"}))
+    list(replies(driver, 1, {"type": "hello", "v": p.PROTOCOL_VERSION, "name": "Ann"}))
+    list(replies(driver, 2, {"type": "hello", "v": p.PROTOCOL_VERSION, "name": "Bob"}))
     room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
     list(replies(driver, 2, {"type": "join", "code": room.code}))
     list(replies(driver, 2, {"type": "ready", "ready": True}))
@@ -384,7 +384,7 @@ def test_a_move_in_flight_when_its_room_closes_gets_its_answer() -> None:
     reproducer = run_campaign(870000, seed=1, start_frame=869999)
     assert [f.describe() for f in reproducer.failures] == []
     driver = FuzzDriver("closing", faults=StoreFaults(), restart_chance=0.0)  # a store that never fails
-    list(replies(driver, 1, {"type": "hello", "v": 1, "name": "Ann"}))
+    list(replies(driver, 1, {"type": "hello", "v": p.PROTOCOL_VERSION, "name": "Ann"}))
     room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
     list(replies(driver, 1, {"type": "start"}))
     driver.advance(2000)  # the countdown

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from support import DEAL, Shell, pid, racing
+from support import DEAL, Shell, board, pid, racing
 
 from server.core.events import LogReloaded, Note
 from shared import protocol as p
@@ -86,5 +86,5 @@ def test_a_move_the_game_refuses_once_stored_rebuilds_the_racer_from_the_log() -
     assert shell.reloads and shell.take(conns[0]) == []
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
     ok = shell.inbox[conns[0]][-1]
-    assert isinstance(ok, p.MoveOk) and ok.id == 1 and ok.seq == 1 and ok.view.stock == 77
+    assert isinstance(ok, p.MoveOk) and ok.id == 1 and ok.seq == 1 and board(ok).stock == 77
     assert race.racers[ann].game.status == "playing"

@@ -94,7 +94,7 @@ async def test_the_server_answers_each_bad_name_with_its_reason() -> None:
             ("北" * 13, "at most 24 cells wide"),
             ("\u200b", "U+200B"),
         ]:
-            await client.send(p.Hello(v=1, name=name))
+            await client.send(p.Hello(v=p.PROTOCOL_VERSION, name=name))
             error = await client.expect(p.Error)
             assert error.code == p.NAME_INVALID and error.ref == "hello" and says in error.message, error
         welcome = await client.hello("北" * 12)  # 24 cells: the widest name there is

@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from shared import protocol as p
-from shared.engine import Game, View
+from shared.engine import Game, View, view_check
 
 
 def _view() -> View:
@@ -39,8 +39,8 @@ RULES = p.RoomRules(
 )
 
 CLIENT_SAMPLES: list[p.ClientMessage] = [
-    p.Hello(v=1, name="Ann"),
-    p.Hello(v=1, name="Bot", token="abc", bot=True),
+    p.Hello(v=2, name="Ann"),
+    p.Hello(v=2, name="Bot", token="abc", bot=True),
     p.CreateRoom(),
     p.CreateRoom(
         options=p.RoomOptions(
@@ -66,6 +66,7 @@ CLIENT_SAMPLES: list[p.ClientMessage] = [
     p.Rematch(deal=7),
     p.Move(id=3, move="waste>t3"),
     p.Ping(t=99),
+    p.Sync(),
 ]
 
 SERVER_SAMPLES: list[p.ServerMessage] = [
@@ -113,6 +114,7 @@ SERVER_SAMPLES: list[p.ServerMessage] = [
         view=_view(),
         seq=0,
         view_hash=Game(4242).view_hash(),
+        check=Game(4242).check,
     ),
     p.RaceStart(
         race=1,
@@ -126,9 +128,12 @@ SERVER_SAMPLES: list[p.ServerMessage] = [
         seq=0,
         view_hash=None,
     ),
-    p.MoveOk(id=1, seq=1, t_ms=10, view=_view(), view_hash="h"),
+    p.MoveOk(id=1, seq=1, t_ms=10, check=7, view=_view(), duplicate=True),
+    p.MoveOk(id=1, seq=1, t_ms=10, check=2**32 - 1, changes=[("waste", 0, [5]), ("t3", 1, [])], stock=77),
+    p.MoveOk(id=9, seq=4, t_ms=10, check=0, changes=[("f0", 1, [9])], reserve=(12, None), status="won"),
     p.MoveRejected(id=2, code=p.ILLEGAL_MOVE, reason="no"),
     p.Leaderboard(race=1, version=9, racers=[_row(), _row("p2")]),
+    p.Leaderboard(race=1, version=11, racers=[_row("p2")], partial=True),
     p.Boards(race=1, delay_ms=30000, as_of_ms=100, boards={"p1": _view()}),
     p.Results(
         race=1,
@@ -271,7 +276,7 @@ def test_error_codes_are_unique_and_cover_the_brief() -> None:
         "room_full",
         "bad_token",
         "rate_limited",
-        "version_mismatch",
+        "unsupported_version",
         "name_invalid",
         "store_unavailable",
     }
@@ -285,3 +290,35 @@ def test_view_carries_no_hidden_fields() -> None:
     encoded = msgspec.msgpack.decode(p.encode(SERVER_SAMPLES[7]))
     assert isinstance(encoded["view"]["stock"], int)
     assert "deal" not in encoded
+
+
+def test_a_small_move_ok_leaves_out_what_did_not_change() -> None:
+    ok = p.MoveOk(id=1, seq=1, t_ms=10, check=3, changes=[("waste", 0, [5])], stock=77)
+    raw = msgpack.unpackb(p.encode(ok))
+    changes = [["waste", 0, [5]]]
+    assert raw == {"type": "move_ok", "id": 1, "seq": 1, "t_ms": 10, "check": 3, "changes": changes, "stock": 77}
+    whole = p.MoveOk(id=1, seq=1, t_ms=10, check=3, view=_view())
+    assert len(p.encode(ok)) * 2 < len(p.encode(whole))
+
+
+def test_the_check_value_of_the_documented_board() -> None:
+    # docs/protocol.md, "The check value": the start of deal 14604373617339541229.
+    game = Game(14604373617339541229)
+    assert game.check == view_check(game.view()) == 2340067274
+
+
+def test_a_board_keeper_follows_changes_and_catches_a_divergence() -> None:
+    game = Game(4242)
+    keeper = p.BoardKeeper()
+    keeper.race_start(SERVER_SAMPLES[7])  # type: ignore[arg-type]
+    touched = game.touched("stock>waste")
+    lengths = tuple(game.pile_length(i) for i in touched)
+    game.play("stock>waste")
+    changes, stock, reserve = game.changes(touched, lengths)
+    ok = p.MoveOk(id=1, seq=1, t_ms=5, check=game.check, changes=changes, stock=stock, reserve=reserve)
+    assert keeper.move_ok(ok) == game.view() and keeper.seq == 1
+    assert keeper.move_ok(ok) is None, "the same changes again: seq 1 after 1 is a gap"
+    keeper.seq = 0
+    bad = msgspec.structs.replace(ok, check=(ok.check + 1) % 2**32)
+    assert keeper.move_ok(bad) is None, "a check value that does not match"
+    assert keeper.move_ok(msgspec.structs.replace(ok, changes=[("t0", 9, [])])) is None, "a change that does not fit"

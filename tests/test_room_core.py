@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
-from support import DEAL, SeededEntropy, Shell, lobby, pid, racing
+from support import DEAL, SeededEntropy, Shell, board, lobby, pid, racing
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
@@ -68,11 +68,14 @@ def test_bad_names_are_refused(name: str, code: str) -> None:
     assert shell.welcome(conn).name == "Fine"
 
 
-def test_version_mismatch() -> None:
+def test_version_1_is_refused_and_closed() -> None:
+    """Protocol 2 changed move_ok: a version-1 client gets unsupported_version, then the close."""
     shell = Shell()
-    conn = shell.hello("Ann", v=2)
+    conn = shell.hello("Ann", v=1)
     err = shell.error(conn)
-    assert err.code == p.VERSION_MISMATCH and "1" in err.message and "2" in err.message
+    assert err.code == p.UNSUPPORTED_VERSION and "1" in err.message and "2" in err.message
+    assert shell.closed == {conn: (1002, "unsupported protocol version")}
+    assert not any(isinstance(m, p.Welcome) for m in shell.inbox[conn])
 
 
 def test_bad_token() -> None:
@@ -264,8 +267,8 @@ def test_countdown_then_race_start_with_commitment_and_own_view_only() -> None:
     spec_start = shell.last(spectator, p.RaceStart)
     assert isinstance(spec_start, p.RaceStart) and spec_start.view is None
     assert start.commitment == spec_start.commitment and not start.chosen_deal
-    board = shell.last(spectator, p.Leaderboard)
-    assert isinstance(board, p.Leaderboard) and [r.name for r in board.racers] == ["Ann", "Bob", "Cy"]
+    board = shell.leaderboards[spectator]
+    assert [r.name for r in board.racers] == ["Ann", "Bob", "Cy"]
 
 
 def test_moves_are_persisted_before_they_are_acknowledged() -> None:
@@ -279,7 +282,7 @@ def test_moves_are_persisted_before_they_are_acknowledged() -> None:
     assert shell.held[0].entry == LogEntry("stock>waste", 0, 7)
     shell.release()
     ok = shell.inbox[conns[0]][-1]
-    assert isinstance(ok, p.MoveOk) and ok.id == 7 and ok.seq == 1 and ok.view.stock == 77
+    assert isinstance(ok, p.MoveOk) and ok.id == 7 and ok.seq == 1 and board(ok).stock == 77
 
 
 def test_moves_queue_in_order_while_a_write_is_pending() -> None:
@@ -292,7 +295,7 @@ def test_moves_queue_in_order_while_a_write_is_pending() -> None:
     while shell.held:
         shell.release()
     oks = [m for m in shell.inbox[conns[0]] if isinstance(m, p.MoveOk)]
-    assert [(m.id, m.seq, m.view.stock) for m in oks] == [(1, 1, 77), (2, 2, 76), (3, 3, 75)]
+    assert [(m.id, m.seq, board(m).stock) for m in oks] == [(1, 1, 77), (2, 2, 76), (3, 3, 75)]
     log = shell.logs[(code, 1, pid(shell, conns[0]))]
     assert [e.id for e in log] == [1, 2, 3]
 
@@ -315,7 +318,7 @@ def test_a_retried_move_id_is_never_applied_twice() -> None:
     conns, code = racing(shell)
     shell.move(conns[0], 1, "stock>waste")
     again = shell.move(conns[0], 1, "stock>waste")
-    assert isinstance(again, p.MoveOk) and again.duplicate and again.seq == 1 and again.view.stock == 77
+    assert isinstance(again, p.MoveOk) and again.duplicate and again.seq == 1 and board(again).stock == 77
     # Pending (not yet stored) retries are ignored: the ack will come once.
     shell.hold_persists = True
     shell.send(conns[0], p.Move(id=2, move="stock>waste"))
@@ -336,17 +339,37 @@ def test_leaderboard_is_coalesced_to_the_tick() -> None:
     shell = Shell()
     conns, _code = racing(shell)
     shell.advance(500)
-    spectator_view = shell.take(conns[1])
+    first = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
+    assert len(first) == 1 and not first[0].partial and len(first[0].racers) == 3  # the whole one first
+    game = Game(DEAL)
     for i in range(1, 6):
         shell.move(conns[0], i, "stock>waste")
+        game.play("stock>waste")
     boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
     assert boards == []  # no leaderboard per move ...
     shell.advance(shell.config.leaderboard_interval_ms)
+    # ... and none at the tick either: turning the stock changes no figure anyone is shown
+    assert [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)] == []
+    move_id = 6
+    while not any(">f" in m for m in game.legal_moves()):
+        shell.move(conns[0], move_id, "stock>waste")
+        game.play("stock>waste")
+        move_id += 1
+    home = next(m for m in game.legal_moves() if ">f" in m)
+    shell.move(conns[0], move_id, home)
+    shell.advance(shell.config.leaderboard_interval_ms)
     boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
-    assert len(boards) == 1  # ... one per tick, the latest
+    assert len(boards) == 1 and boards[0].partial  # one per tick, only the rows that changed
     ann = next(r for r in boards[0].racers if r.name == "Ann")
-    assert ann.moves == 5 and boards[0].version == 5
-    assert spectator_view is not None
+    assert ann.cards == 2 and ann.rank == 1 and ann.moves == move_id and boards[0].version == move_id
+    assert "Cy" not in {r.name for r in boards[0].racers}  # Cy's cards, status and rank are as they were
+    # The whole one again leaderboard_full_ms after the last, though nothing moves: every row's
+    # moves and times are current again, and a client that missed a partial one catches up.
+    shell.advance(shell.config.leaderboard_full_ms)
+    boards = [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)]
+    assert len(boards) == 1 and not boards[0].partial and len(boards[0].racers) == 3
+    shell.advance(shell.config.leaderboard_full_ms * 3)
+    assert [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)] == []  # then quiet
     # Progress only: a leaderboard carries no cards.
     assert set(p.LeaderboardRow.__struct_fields__) == {
         "player_id", "name", "bot", "cards", "moves", "status", "elapsed_ms", "rank", "connected",
@@ -378,8 +401,8 @@ def test_ranking_by_cards_then_time_reached_and_results_reveal() -> None:
     _play_to_cards(shell, conns[0], deal, 3)  # Ann reaches it a second later
     shell.move(conns[2], 1, "stock>waste")  # Cy moved last, but has fewer cards
     shell.advance(shell.config.leaderboard_interval_ms)
-    board = shell.last(conns[2], p.Leaderboard)
-    assert isinstance(board, p.Leaderboard) and [r.player_id for r in board.racers] == [bob, ann, cy]
+    board = shell.leaderboards[conns[2]]
+    assert [r.player_id for r in board.racers] == [bob, ann, cy]
     assert [r.cards for r in board.racers] == [3, 3, 1] and [r.rank for r in board.racers] == [1, 2, 3]
     shell.move(conns[0], 1000, "resign")
     shell.move(conns[1], 1000, "resign")

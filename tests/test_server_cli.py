@@ -23,7 +23,7 @@ from shared import protocol as p
 
 async def hello_and_wait_for_shutdown(uri: str, proc: subprocess.Popen[str], ssl_context: Any = None) -> p.Shutdown:
     async with connect(uri, ssl=ssl_context) as ws:
-        await ws.send(p.encode(p.Hello(v=1, name="Ann")))
+        await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Ann")))
         welcome = p.decode_server(await asyncio.wait_for(ws.recv(decode=False), 5))
         assert isinstance(welcome, p.Welcome)
         await ws.send(p.encode(p.CreateRoom()))

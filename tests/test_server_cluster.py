@@ -17,7 +17,7 @@ from typing import Any
 import test_server_e2e as one_redis
 from redis_cluster_fixture import LocalRedisCluster
 from redis_fixture import free_port
-from support import Client, make_room, play, server_process, start_race, wait_healthy
+from support import Client, eventually, make_room, play, server_process, start_race, wait_healthy
 
 from server.core.records import decode_entry
 from server.store.redis import RedisStore
@@ -69,6 +69,9 @@ async def test_server_killed_mid_race_resumes_from_the_cluster(
             progress.append(await play(client, start.view, 8, rng))
         tokens = [c.welcome.token for c in racers if c.welcome]
         acked = {c.pid: [m for m in c.messages if isinstance(m, p.MoveOk)] for c in racers}
+        # Player records are written behind: wait for them before the crash, or a busy machine
+        # kills the node with only the room's keys (one slot, one master) stored.
+        await eventually(lambda: nodes_holding_keys(redis_cluster) >= 2, timeout=10.0, what="keys on two masters")
         first.send_signal(signal.SIGKILL)  # a crash: no goodbye, no flush
         await asyncio.to_thread(first.wait, 10)
     assert nodes_holding_keys(redis_cluster) >= 2

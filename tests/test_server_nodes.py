@@ -219,7 +219,7 @@ async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_serve
         welcome = await again.hello("ann", token=ann.welcome.token)
         assert welcome.resumed and welcome.player_id == ann.pid
         board = await again.expect(p.RaceStart)
-        assert (board.seq, board.view_hash) == (acked.seq, acked.view_hash)  # no acknowledged move lost
+        assert (board.seq, board.check, board.view) == (acked.seq, acked.check, acked.view)  # no acknowledged move lost
         assert board.view is not None
         await play(again, board.view, 4, rng, first_id=500)
         ann_moves = latest(again, p.MoveOk).seq

@@ -12,6 +12,7 @@ from typing import Any
 from redis_fixture import RedisServer, free_port
 from support import (
     Client,
+    board,
     eventually,
     fast_config,
     make_room,
@@ -109,7 +110,7 @@ async def test_redis_restart_mid_race(persistent_redis_server: RedisServer) -> N
             await ann.send(p.Move(id=next_id, move=move))  # retry, same id
             reply = await ann.expect(p.MoveOk)
         assert isinstance(reply, p.MoveOk) and reply.id == next_id
-        view, next_id = await play(ann, reply.view, 3, rng, first_id=next_id + 1)
+        view, next_id = await play(ann, board(reply), 3, rng, first_id=next_id + 1)
         # And a clean server restart on the same Redis, mid-race.
         token = ann.welcome.token if ann.welcome else ""
         bob_token = bob.welcome.token if bob.welcome else ""

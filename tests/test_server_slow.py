@@ -48,7 +48,7 @@ async def test_a_stalled_reader_does_not_slow_the_others() -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect(("127.0.0.1", server.port))
         slow = await connect(url(server), sock=sock, max_queue=1, compression=None)
-        await slow.send(p.encode(p.Hello(v=1, name="Slow")))
+        await slow.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Slow")))
         await slow.send(p.encode(p.Join(code=code, role="spectator")))
         while not isinstance(p.decode_server(await slow.recv(decode=False)), p.Room):
             pass

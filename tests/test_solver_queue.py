@@ -19,7 +19,18 @@ import pytest
 from support import BLOCKED_DEAL as DEAL
 from support import BLOCKED_MOVES as MOVES
 from support import BLOCKED_TINY as TINY
-from support import FAST, Client, eventually, fast_config, latest, make_room, room_phase, running_server, wait_for_file
+from support import (
+    FAST,
+    Client,
+    board,
+    eventually,
+    fast_config,
+    latest,
+    make_room,
+    room_phase,
+    running_server,
+    wait_for_file,
+)
 from winnable_sources import gated_random_deal
 
 from server.app import ServerConfig
@@ -112,7 +123,7 @@ async def test_a_blocked_check_does_not_wait_behind_a_deal_search(tmp_path: Path
         for move_id, move in enumerate(MOVES[:-1], start=1):
             await ann.send(p.Move(id=move_id, move=move))
             reply = await ann.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
-            assert isinstance(reply, p.MoveOk) and reply.view.status == PLAYING, reply
+            assert isinstance(reply, p.MoveOk) and board(reply).status == PLAYING, reply
         # Another room's deal search takes the search worker and stays there.
         (dealer,), _ = await make_room(server, ["Cy"], winnable_only=True)
         await dealer.send(p.Start())
@@ -121,7 +132,7 @@ async def test_a_blocked_check_does_not_wait_behind_a_deal_search(tmp_path: Path
         # Ann's last move leaves a position only the exact check decides: it is answered anyway.
         await ann.send(p.Move(id=len(MOVES), move=MOVES[-1]))
         last = await ann.expect(p.MoveOk)
-        assert last.view.status == PLAYING and last.seq == len(MOVES)
+        assert board(last).status == PLAYING and last.seq == len(MOVES)
         while True:
             start = await ann.expect(p.RaceStart, timeout=30.0)
             if start.view is not None and start.view.status == BLOCKED:

@@ -356,11 +356,15 @@ async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
     try:
         async with running_server(store, fast_config(read_wait_s=0.2)) as server:
             (ann, bob), code = await make_room(server, ["Ann", "Bob"])
-            redis_server.command("CLIENT", "PAUSE", "1500", "WRITE")
-            await bob.send(p.Ready(ready=False))  # a room save, stuck in Redis
-            await eventually(lambda: code in server._room_workers, timeout=10.0)
-            with pytest.raises(StoreUnavailable, match="pending writes did not land"):
-                await server.read_room(code)
+            # Paused until we say so: a timed pause could run out on a busy machine before the read.
+            redis_server.command("CLIENT", "PAUSE", "60000", "WRITE")
+            try:
+                await bob.send(p.Ready(ready=False))  # a room save, stuck in Redis
+                await eventually(lambda: code in server._room_workers, timeout=10.0)
+                with pytest.raises(StoreUnavailable, match="pending writes did not land"):
+                    await server.read_room(code)
+            finally:
+                redis_server.command("CLIENT", "UNPAUSE")
             # the pause is over, the save landed
             await eventually(lambda: code not in server._room_workers, timeout=10.0)
             read = await server.read_room(code)

@@ -14,7 +14,7 @@ from typing import Any
 
 from playwright.async_api import Browser, Page, expect
 from redis_fixture import free_port
-from support import Client, fast_config, make_room, running_server, start_race
+from support import Client, board, fast_config, make_room, running_server, start_race
 from web_helpers import open_page, until, web_server_for
 
 from client.bot import choose_move
@@ -39,7 +39,7 @@ async def play_until_home(client: Client, view: View, next_id: int, more_cards: 
         await client.send(p.Move(id=next_id, move=move))
         reply = await client.expect(p.MoveOk)
         assert reply.id == next_id
-        view, next_id = reply.view, next_id + 1
+        view, next_id = board(reply), next_id + 1
     return view, next_id
 
 

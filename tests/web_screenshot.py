@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from playwright.async_api import async_playwright, expect
-from support import Client, make_room, running_server, start_race
+from support import Client, board, make_room, running_server, start_race
 from web_helpers import find_chromium, web_server_for
 
 from client.bot import choose_move
@@ -31,7 +31,7 @@ async def play(client: Client, view: View, moves: int) -> None:
         if move is None or move == "resign":
             return
         await client.send(p.Move(id=move_id, move=move))
-        view = (await client.expect(p.MoveOk)).view
+        view = board(await client.expect(p.MoveOk))
         await asyncio.sleep(0.12)  # a human-looking pace: the race clock moves on
 
 

@@ -204,6 +204,9 @@ class CoreBase:
         def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard: ...
 
         @abstractmethod  # ranking.py
+        def _leaderboard_update(self, race: RaceState, now: int) -> p.Leaderboard | None: ...
+
+        @abstractmethod  # ranking.py
         def _results(self, room: RoomState) -> p.Results: ...
 
         @abstractmethod  # ranking.py
@@ -240,6 +243,9 @@ class CoreBase:
 
         @abstractmethod  # views.py
         def _snapshot(self, conn: int, room: RoomState, player_id: str, now: int) -> None: ...
+
+        @abstractmethod  # views.py
+        def _sync(self, conn: int, room: RoomState, player_id: str, now: int) -> None: ...
 
         @abstractmethod  # wal.py
         def _carry_over(self, old: RacerState, racer: RacerState) -> None: ...

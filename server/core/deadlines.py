@@ -55,6 +55,8 @@ class DeadlinesMixin(CoreBase):
                 table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
             if race.lb_dirty:
                 table.append(Deadline(race.lb_last_ms + config.leaderboard_interval_ms, Due.LEADERBOARD))
+            elif race.lb_stale:
+                table.append(Deadline(race.lb_full_ms + config.leaderboard_full_ms, Due.LEADERBOARD))
             reveal = self._next_reveal(room)
             if reveal is not None:
                 table.append(Deadline(reveal, Due.BOARDS))
@@ -107,10 +109,12 @@ class DeadlinesMixin(CoreBase):
             if room.phase == p.RACING and race is not None:
                 self._end_race(room, now, "time")
         elif due is Due.LEADERBOARD:
-            if room.phase == p.RACING and race is not None and race.lb_dirty:
+            if room.phase == p.RACING and race is not None and (race.lb_dirty or race.lb_stale):
                 race.lb_dirty = False
                 race.lb_last_ms = now
-                self._send(room.member_ids(), self._leaderboard(race, final=False), droppable=True)
+                board = self._leaderboard_update(race, now)
+                if board is not None:
+                    self._send(room.member_ids(), board, droppable=True)
         elif due is Due.BOARDS:
             if room.phase == p.RACING and race is not None:
                 boards = self._boards_message(room, now, advance=True)

@@ -586,6 +586,8 @@ class Invariants:
                 self.violations.append(f"protocol: the welcome to {message.player_id} carries a token not its own")
         elif isinstance(message, p.RaceStart | p.MoveOk) and message.view is not None:
             self._check_own_view(kind, recipient, message.view)
+        elif isinstance(message, p.MoveOk):
+            self._check_changes(recipient, message)
         elif isinstance(message, p.Boards):
             self._check_boards(recipient, message)
         # The state is checked as it is after the event: a room may have closed since (a tick
@@ -632,6 +634,27 @@ class Invariants:
             self.violations.append(f"leak: hidden cards {sorted(hidden)} in a {kind} to {recipient}")
         else:
             self.violations.append(f"leak: the board in a {kind} to {recipient} is not its own game's")
+
+    def _check_changes(self, recipient: str | None, message: p.MoveOk) -> None:
+        """A small acknowledgement shows only cards its racer's own game shows (never a stock card
+        or a buried reserve card)."""
+        self.views_checked += 1
+        shown = {card for _, _, cards in message.changes for card in cards}
+        if message.reserve is not None and message.reserve[1] is not None:
+            shown.add(message.reserve[1])
+        games = [
+            racer.game
+            for room in self.core.rooms.values()
+            if room.race is not None and recipient is not None
+            for racer in (room.race.racers.get(recipient),)
+            if racer is not None
+        ]
+        if not games:
+            self.violations.append(f"leak: a move_ok to {recipient}, who is not racing")
+            return
+        if all(shown - visible_cards(game) for game in games):
+            hidden = sorted(shown - visible_cards(games[0]))
+            self.violations.append(f"leak: hidden cards {hidden} in a move_ok's changes to {recipient}")
 
     def _check_boards(self, recipient: str | None, message: p.Boards) -> None:
         room = self._room_of(recipient)
@@ -875,7 +898,11 @@ class FrameGenerator:
 
     def _hello(self, slot: Slot) -> dict[str, object]:
         rng = self.rng
-        hello: dict[str, object] = {"type": "hello", "v": 1, "name": rng.choice(("Ann", "Bob", "Cy", "Dee", "Éa"))}
+        hello: dict[str, object] = {
+            "type": "hello",
+            "v": p.PROTOCOL_VERSION,
+            "name": rng.choice(("Ann", "Bob", "Cy", "Dee", "Éa")),
+        }
         if self.tokens and rng.random() < 0.05:
             hello["token"] = rng.choice(self.tokens)  # another client's seat: one player, two connections
         elif slot.token is not None and rng.random() < 0.6:

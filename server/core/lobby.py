@@ -91,6 +91,8 @@ class LobbyMixin(CoreBase):
                 self._end_request(ev.conn, room, pid, ev.now)
             elif isinstance(msg, p.Rematch):
                 self._rematch(ev.conn, room, pid, msg.deal, ev.now)
+            elif isinstance(msg, p.Sync):
+                self._sync(ev.conn, room, pid, ev.now)
 
     def _hello(self, ev: HelloEvent) -> None:
         conn, msg = ev.conn, ev.msg
@@ -100,12 +102,11 @@ class LobbyMixin(CoreBase):
             self._error(conn, p.WRONG_PHASE, "you already said hello on this connection", "hello")
             return
         if msg.v != p.PROTOCOL_VERSION:
-            self._error(
-                conn,
-                p.VERSION_MISMATCH,
-                f"this server speaks protocol version {p.PROTOCOL_VERSION}, the client {msg.v}: update the client",
-                "hello",
-            )
+            # Never a session a client cannot read (version 1 expects whole boards in move_ok):
+            # the reason, then the connection is closed.
+            why = f"this server speaks protocol version {p.PROTOCOL_VERSION}, the client {msg.v}: update the client"
+            self._error(conn, p.UNSUPPORTED_VERSION, why, "hello")
+            self._out.append(CloseConnection(conn, 1002, "unsupported protocol version"))
             return
         reason = p.check_name(msg.name)
         if reason is not None:

@@ -45,6 +45,30 @@ class RankingMixin(CoreBase):
     def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard:
         return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=self._rows(race, final))
 
+    def _leaderboard_update(self, race: RaceState, now: int) -> p.Leaderboard | None:
+        """The coalesced leaderboard of a tick: the rows whose shown figures (cards, status, rank,
+        connected) changed since they were last sent (``partial``), None when none did; the whole
+        one when none was sent yet in this race or the last whole one is ``leaderboard_full_ms`` old."""
+        rows = self._rows(race, final=False)
+        sent = race.lb_sent
+        whole = not sent or now - race.lb_full_ms >= self.config.leaderboard_full_ms
+        changed: list[p.LeaderboardRow] = []
+        for row in rows:
+            figures = (row.cards, row.status, row.rank, row.connected)
+            if sent.get(row.player_id) != figures:
+                sent[row.player_id] = figures
+                changed.append(row)
+        if whole:
+            race.lb_full_ms = now
+            race.lb_stale = False
+            return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=rows)
+        # The rows not sent show older moves and times: a whole one follows leaderboard_full_ms
+        # after the last (the deadline table), however quiet the race is by then.
+        race.lb_stale = True
+        if not changed:
+            return None
+        return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=changed, partial=True)
+
     def _results(self, room: RoomState) -> p.Results:
         race = room.race
         assert race is not None

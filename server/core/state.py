@@ -25,6 +25,9 @@ class CoreConfig:
     member_grace_ms: int = 120_000  # a disconnected lobby member / spectator is removed after this
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
     leaderboard_interval_ms: int = 100  # at most ~10 leaderboards per second per room
+    # Between them only the rows whose shown figures changed go out (partial); a whole one at
+    # least this often while the race moves, so a client that missed a partial one catches up.
+    leaderboard_full_ms: int = 5000
     boards_interval_ms: int = 250  # live spectator boards, when the room allows them
     # A spectator coming or going changes only the spectator count others see: that snapshot is
     # coalesced, at most one per room per interval (latest wins), so n joins do not cost n² entries.
@@ -149,6 +152,8 @@ class RacerState:
     head_length: int = 0  # the log length its append expects
     head_t: int = 0  # its accept time (ms from the start)
     candidate: Game | None = None  # after an undo/resign head (a plain move is played on game once stored)
+    checked: tuple[int, int] | None = None  # a plain move head's piles, as checked (played once stored)
+    checked_at: int = 0  # the game's entries when it was checked: played unchecked only on that position
     attempts: int = 0  # failed writes of the head so far (the back-off grows with them)
     last_failure: str | None = None  # why its last write failed: uncertain, conflict
     retry_at: int | None = None  # RETRYING: when the head is written again
@@ -222,6 +227,11 @@ class RaceState:
     racers: dict[str, RacerState]
     lb_dirty: bool = True
     lb_last_ms: int = 0
+    lb_full_ms: int = 0  # when the last whole leaderboard went out
+    lb_stale: bool = False  # rows went out partly, or not at all: moves and times shown lag behind
+    # Each racer's figures as last sent (cards, status, rank, connected): a row goes again only
+    # when they change (docs/protocol.md, "leaderboard"). Empty: the next one is whole.
+    lb_sent: dict[str, tuple[int, str, int, bool]] = field(default_factory=dict)
     boards_dirty: bool = True
     boards_last_ms: int = 0
     ending: bool = False

@@ -21,6 +21,8 @@ import random
 from collections import defaultdict
 from typing import assert_never
 
+import msgspec
+
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
     Bind,
@@ -262,6 +264,24 @@ class Shell(EffectExecutor):
         self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
         self._next_conn = 0
         self.effects: list[Effect] = []
+        self.leaderboards: dict[int, p.Leaderboard] = {}  # conn -> its leaderboard, partial ones merged
+        self.boards: dict[int, p.BoardKeeper] = defaultdict(p.BoardKeeper)  # conn -> its board, as a client keeps it
+
+    def _board(self, conn: int, message: p.ServerMessage) -> p.ServerMessage:
+        """Keep each connection's board as a v2 client does (race_start, then each move_ok's
+        changes), assert that it matches every move_ok's check value, and hand tests the move_ok
+        with its ``view`` filled in (the board after the move), so they can read the board."""
+        if isinstance(message, p.Leaderboard):
+            merged = message.merged_into(self.leaderboards.get(conn))
+            if merged is not None:
+                self.leaderboards[conn] = merged
+        if isinstance(message, p.RaceStart):
+            self.boards[conn].race_start(message)
+        elif isinstance(message, p.MoveOk):
+            view = self.boards[conn].move_ok(message)
+            assert view is not None, f"conn {conn}: the board diverged at {message!r}"
+            return msgspec.structs.replace(message, view=view)
+        return message
 
     # -------------------------------------------------------------- plumbing
 
@@ -280,7 +300,7 @@ class Shell(EffectExecutor):
             self.execute(effect)
 
     def deliver(self, conn: int, player_id: str | None, message: p.ServerMessage) -> None:
-        self.inbox[conn].append(message)
+        self.inbox[conn].append(self._board(conn, message))
 
     def close_connection(self, effect: CloseConnection) -> None:
         # As server/app.py: unbound at once, closed, and then the socket's end is an event.
@@ -402,12 +422,16 @@ class Shell(EffectExecutor):
         self.run(Connected(self._next_conn, self.now))
         return self._next_conn
 
-    def hello(self, name: str = "Ann", *, bot: bool = False, token: str | None = None, v: int = 1) -> int:
+    def hello(
+        self, name: str = "Ann", *, bot: bool = False, token: str | None = None, v: int = p.PROTOCOL_VERSION
+    ) -> int:
         conn = self.connect()
         self.say_hello(conn, name, bot=bot, token=token, v=v)
         return conn
 
-    def say_hello(self, conn: int, name: str, *, bot: bool = False, token: str | None = None, v: int = 1) -> None:
+    def say_hello(
+        self, conn: int, name: str, *, bot: bool = False, token: str | None = None, v: int = p.PROTOCOL_VERSION
+    ) -> None:
         self.run(HelloEvent(conn, p.Hello(v=v, name=name, token=token, bot=bot), self.now))
 
     def send(self, conn: int, msg: p.ClientMessage) -> list[Effect]:

@@ -37,6 +37,14 @@ class ViewsMixin(CoreBase):
         elif room.phase == p.RESULTS:
             self._reply(conn, self._results(room))
 
+    def _sync(self, conn: int, room: RoomState, player_id: str, now: int) -> None:
+        """A racer's board diverged (docs/protocol.md, "Small acknowledgements"): its whole board again."""
+        race = room.race
+        if room.phase != p.RACING or race is None:
+            self._error(conn, p.WRONG_PHASE, f"there is no race to sync; the room is in {room.phase}", "sync")
+            return
+        self._reply(conn, self._race_start(room, race.racers.get(player_id), now))
+
     def _race_start(self, room: RoomState, racer: RacerState | None, now: int) -> p.RaceStart:
         race = room.race
         assert race is not None
@@ -53,6 +61,7 @@ class ViewsMixin(CoreBase):
             view=view,
             seq=0 if racer is None else racer.log_length,
             view_hash=None if view is None else view_hash(view),
+            check=None if racer is None else racer.game.check,
         )
 
     def _member(self, m: MemberState) -> p.Member:

@@ -33,7 +33,7 @@ from server.core.state import (
     RoomState,
 )
 from shared import protocol as p
-from shared.engine import RESIGN, UNDO, Game, IllegalMove, view_hash
+from shared.engine import PLAYING, RESIGN, UNDO, Game, IllegalMove
 
 OUTAGE_REASON = (
     "the store did not answer in time: this move may or may not have been stored; "
@@ -92,13 +92,15 @@ class RacerLogMixin(CoreBase):
         self._reply(conn, p.MoveRejected(id=msg.id, code=p.BAD_FIELD, reason=why))
 
     def _move_ok(self, racer: RacerState, move_id: int, seq: int, duplicate: bool) -> p.MoveOk:
-        view = racer.game.view()
+        """An acknowledgement with the whole board (a duplicate, a move found stored by a re-read):
+        the client's board may be any number of entries behind."""
+        game = racer.game
         return p.MoveOk(
             id=move_id,
             seq=racer.log_length,
             t_ms=racer.times[seq - 1] if 0 < seq <= len(racer.times) else 0,
-            view=view,
-            view_hash=view_hash(view),
+            check=game.check,
+            view=game.view(),
             duplicate=duplicate,
         )
 
@@ -129,6 +131,7 @@ class RacerLogMixin(CoreBase):
             self._reject(racer, pending, p.WRONG_PHASE, f"your game is over ({game.status})")
             return False
         candidate: Game | None = None
+        checked: tuple[int, int] | None = None
         if pending.move in (UNDO, RESIGN):
             candidate = game.copy()  # rare entries: checked by playing them on a copy
             try:
@@ -137,14 +140,17 @@ class RacerLogMixin(CoreBase):
                 self._reject(racer, pending, p.ILLEGAL_MOVE, exc.reason)
                 return False
         else:
-            # A plain move: checked without copying the game (the engine's own check, as play
-            # makes it); played on the racer's game when the store holds it. Nothing changes
-            # that game's position while its one write is in flight.
-            reason = game.reason_illegal(pending.move)
-            if reason is not None:
-                self._reject(racer, pending, p.ILLEGAL_MOVE, reason)
+            # A plain move: checked once, without copying the game; played on the racer's game
+            # when the store holds it (play_checked, no second check). Nothing changes that
+            # game's position while its one write is in flight.
+            try:
+                checked = game.check_move(pending.move)
+            except IllegalMove as exc:
+                self._reject(racer, pending, p.ILLEGAL_MOVE, exc.reason)
                 return False
         racer.candidate = candidate
+        racer.checked = checked
+        racer.checked_at = len(game.entries)
         return True
 
     def _write_head(self, room: RoomState, racer: RacerState, now: int) -> None:
@@ -165,6 +171,7 @@ class RacerLogMixin(CoreBase):
         racer.head = None
         racer.last_failure = None
         racer.candidate = None
+        racer.checked = None
         racer.attempts = 0
         racer.retry_at = None
         racer.give_up_at = None
@@ -209,12 +216,19 @@ class RacerLogMixin(CoreBase):
             # The log was re-read meanwhile (a rebuilt room) and may hold the entry already.
             self._reread(room, racer)
             return
-        before = racer.game.foundation_cards
+        old = racer.game
+        before = old.foundation_cards
+        checked = racer.checked if len(old.entries) == racer.checked_at else None
+        touched = checked if checked is not None else old.touched(pending.move)
+        lengths = tuple(old.pile_length(index) for index in touched)
         game = racer.candidate
         if game is None:
-            game = racer.game
+            game = old
             try:
-                game.play(pending.move)
+                if checked is not None:
+                    game.play_checked(pending.move, checked)
+                else:
+                    game.play(pending.move)
             except IllegalMove:
                 # Cannot happen (checked against this very position): were it to, the log holds an
                 # entry this game refuses, so rebuild the racer from the log as after a failed write.
@@ -232,7 +246,18 @@ class RacerLogMixin(CoreBase):
             racer.pending_ids.pop(pending.id, None)
             racer.ids[pending.id] = racer.log_length
             racer.id_moves[pending.id] = pending.move
-            self._send((racer.info.player_id,), self._move_ok(racer, pending.id, racer.log_length, duplicate=False))
+            changes, stock, reserve = game.changes(touched, lengths)
+            ok = p.MoveOk(
+                id=pending.id,
+                seq=racer.log_length,
+                t_ms=racer.times[-1],
+                check=game.check,
+                changes=changes,
+                stock=stock,
+                reserve=reserve,
+                status=None if game.status == PLAYING else game.status,
+            )
+            self._send((racer.info.player_id,), ok)
         race.lb_dirty = True
         race.boards_dirty = True
         if game.over:

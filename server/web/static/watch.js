@@ -7,7 +7,7 @@ import { decode, encode } from "./vendor/msgpack/index.mjs";
 import { replayRecord } from "./replay.js";
 
 const WS_URL = document.querySelector('meta[name="plot-ws-url"]').content;
-const PROTOCOL_VERSION = 1;
+const PROTOCOL_VERSION = 2;
 const SPECTATOR_NAME = "web spectator";
 const LIST_REFRESH_MS = 5000;
 const RETRY_FIRST_MS = 500;
@@ -238,6 +238,15 @@ function onMessage(msg) {
       const held = state.leaderboard;
       if (state.results && state.results.race === msg.race) break; // the final rows win
       if (held && held.race === msg.race && num(msg.version) < num(held.version)) break;
+      if (msg.partial) {
+        // Only the rows whose cards, status, rank or connection changed: merged into the held ones.
+        if (!held || held.race !== msg.race) break; // a whole one comes with the next snapshot
+        const rows = new Map(held.racers.map((r) => [r.player_id, r]));
+        for (const r of msg.racers) rows.set(r.player_id, r);
+        const racers = [...rows.values()].sort((a, b) => num(a.rank) - num(b.rank));
+        state.leaderboard = { race: msg.race, version: Math.max(num(msg.version), num(held.version)), racers };
+        break;
+      }
       state.leaderboard = msg;
       break;
     }
