@@ -24,6 +24,7 @@ from server.core.events import (
     Note,
     PersistMove,
     RegisterPlayer,
+    RoomChanged,
     SavePlayer,
 )
 from server.core.race import PHASE_TRANSITIONS
@@ -440,3 +441,80 @@ def test_store_reads_that_fail_are_answered_store_unavailable() -> None:
     shell.send(other, p.ListRooms())
     listing = shell.inbox[other][-1]
     assert isinstance(listing, p.RoomList) and [r.host_name for r in listing.rooms] == ["Ann"]
+
+
+# ====================================================================== several nodes: a room read back
+
+
+def shared_shell() -> Shell:
+    return Shell(CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000, shared_rooms=True, node_id="a"))
+
+
+def test_a_room_read_back_while_its_own_racer_s_move_lands_keeps_that_move() -> None:
+    """Several nodes: the shell reads a room back (record, then each racer's log, with awaits
+    between) while this node stores and acknowledges its own racer's move. The logs it hands the
+    core (RoomChanged) are older than what the node already acknowledged: the racer must keep the
+    move, its board must stay the acknowledged one, and its next move must be judged (and written)
+    after it. (Once seen as test_a_race_spread_over_two_nodes rejecting a legal move.)"""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    room = shell.core.rooms[code]
+    assert room.race is not None
+    number = room.race.record.number
+    # The read-back starts: the record and the logs as the store has them now (no moves yet).
+    record = shell.rooms[code]
+    logs = {racer: list(shell.logs[(code, number, racer)]) for racer in (ann, bob)}
+    # Meanwhile Ann's move is stored and acknowledged on this node.
+    first = room.race.racers[ann].game.legal_moves()[0]
+    assert isinstance(shell.move(conns[0], 1, first), p.MoveOk)
+    acknowledged = shell.boards[conns[0]].view
+    # The read-back reaches the core with the older logs.
+    shell.run(RoomChanged(code, record, logs, shell.now))
+    racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    stored = [entry.move for entry in shell.logs[(code, number, ann)]]
+    assert racer.game.entries == stored == [first]
+    assert racer.log_length == 1 and racer.ids == {1: 1}
+    assert shell.boards[conns[0]].view == acknowledged  # the resent board is the acknowledged one
+    # A move legal on the acknowledged board is played after the first, in the log's next slot.
+    second = racer.game.legal_moves()[0]
+    reply = shell.move(conns[0], 2, second)
+    assert isinstance(reply, p.MoveOk) and reply.seq == 2, reply
+    assert [entry.move for entry in shell.logs[(code, number, ann)]] == [first, second]
+    assert not notes(shell, "persist_failed")
+
+
+def test_a_room_read_back_while_its_own_racer_s_move_is_written_and_another_queued() -> None:
+    """The read-back (older logs) reaches the core while this node's racer has one move being written
+    and one queued behind it, and another racer's move landed after the read: every move is
+    acknowledged once, in order, in the log's next slots, and the rebuilt games are the stored logs."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    room = shell.core.rooms[code]
+    assert room.race is not None
+    number = room.race.record.number
+    game = room.race.racers[ann].game.copy()
+    first = game.legal_moves()[0]
+    game.play(first)
+    second = game.legal_moves()[0]
+    record = shell.rooms[code]
+    logs = {racer: list(shell.logs[(code, number, racer)]) for racer in (ann, bob)}
+    bobs = room.race.racers[bob].game.legal_moves()[0]
+    assert isinstance(shell.move(conns[1], 1, bobs), p.MoveOk)
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move=first))
+    shell.send(conns[0], p.Move(id=2, move=second))
+    assert [e.entry.move for e in shell.held] == [first]
+    shell.run(RoomChanged(code, record, logs, shell.now))
+    shell.hold_persists = False
+    shell.release()
+    acks = replies(shell, conns[0])
+    assert all(isinstance(acks[i], p.MoveOk) for i in (1, 2)), acks
+    assert [acks[1].seq, acks[2].seq] == [1, 2]  # type: ignore[union-attr]
+    race = shell.core.rooms[code].race
+    assert race is not None
+    for racer, moves in ((ann, [first, second]), (bob, [bobs])):
+        assert [entry.move for entry in shell.logs[(code, number, racer)]] == moves
+        assert race.racers[racer].game.entries == moves and race.racers[racer].log_length == len(moves)
+    assert not notes(shell, "persist_failed") and not notes(shell, "persist_mismatch")

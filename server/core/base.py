@@ -266,6 +266,9 @@ class CoreBase:
         def _reject(self, racer: RacerState, pending: PendingMove, code: str, reason: str) -> None: ...
 
         @abstractmethod  # wal.py
+        def _reread(self, room: RoomState, racer: RacerState) -> None: ...
+
+        @abstractmethod  # wal.py
         def _settle_blocked(self, room: RoomState, racer: RacerState, now: int) -> None: ...
 
         @abstractmethod  # wal.py

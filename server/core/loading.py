@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from server.core.base import CoreBase
 from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomChanged, RoomLoaded, RoomsListed
-from server.core.records import PlayerRecord
+from server.core.records import LogEntry, PlayerRecord
 from server.core.state import Loading, LogSnapshot, LogState, RoomState, summary_from_record
 from shared import protocol as p
 
@@ -119,11 +119,17 @@ class LoadingMixin(CoreBase):
         del self.rooms[code]
         self._loading[code] = loading
         self._note("room_refreshed", room=code, version=old.version, replay=len(ev.replay))
-        self._room_loaded(RoomLoaded(code, ev.record, ev.logs, ev.now))
+        logs, unread = self._known_logs(old, ev)
+        self._room_loaded(RoomLoaded(code, ev.record, logs, ev.now))
         room = self.rooms.get(code)
         if room is None:
             return
         self._touched.add(code)
+        if room.race is not None and room.phase == p.RACING:
+            for pid in unread:
+                racer = room.race.racers.get(pid)
+                if racer is not None and racer.state is LogState.IDLE:
+                    self._reread(room, racer)  # the read missed entries this node knows: read it again
         local = [pid for pid in dict.fromkeys((*old.members, *room.members)) if pid in self.players]
         joining = {self.conns.get(e.conn) for e in ev.replay if isinstance(e.msg, p.Join)}
         for pid in local:  # this node's players follow the stored membership (a lost join, a lost leave)
@@ -159,6 +165,33 @@ class LoadingMixin(CoreBase):
             self._client(replace(replayed, now=ev.now))
         for pid in local:
             self._forget_if_idle(pid)
+
+    def _known_logs(self, old: RoomState, ev: RoomChanged) -> tuple[dict[str, list[LogEntry]], list[str]]:
+        """The logs a read-back hands over, each at least as long as this node's copy of it. The
+        shell reads a room's record and logs with awaits between, while this node goes on storing
+        (and acknowledging) its own racers' moves and playing other nodes' ones: a log read before
+        such an entry landed is older than what the node knows, and a racer rebuilt from it would
+        lose acknowledged moves (its next move judged on an older position). Logs only grow, and
+        every entry the node knows is stored, so the known tail is put back on the read log.
+        Returns the logs, and the racers whose tail cannot be rebuilt here (re-read instead)."""
+        logs = dict(ev.logs)
+        unread: list[str] = []
+        race, record = old.race, ev.record
+        if race is None or record is None or record.race is None or record.race.number != race.record.number:
+            return logs, unread
+        for pid, racer in race.racers.items():
+            read = logs.get(pid, [])
+            if racer.log_length <= len(read):
+                continue
+            entries, times = racer.game.entries, racer.times
+            if not (len(entries) == len(times) == racer.log_length):
+                unread.append(pid)  # an unreadable stored entry: positions do not line up
+                continue
+            ids = {seq: move_id for move_id, seq in racer.ids.items()}
+            tail = [LogEntry(entries[i], times[i], ids.get(i + 1)) for i in range(len(read), racer.log_length)]
+            logs[pid] = [*read, *tail]
+            self._note("refresh_behind", room=old.code, player=pid, read=len(read), known=racer.log_length)
+        return logs, unread
 
     def _answer_parked(self, loading: Loading, now: int, code: str, why: str) -> None:
         for conn, record, token in loading.resumes:
