@@ -81,6 +81,13 @@ class Stats:
     errors: int = 0
     error_codes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ack_latency: list[float] = field(default_factory=list)
+    # Every answer to a move (move_ok or move_rejected), for the overload figures: how long the
+    # server took to say yes or no, and the sends the schedule asked for but a racer still waiting
+    # for its previous answer could not make (at most one move outstanding per racer).
+    answer_latency: list[float] = field(default_factory=list)
+    sent: int = 0
+    skipped: int = 0
+    window_rejections: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ack_bytes: int = 0  # move_ok frames received in the window, to compare with the echo's reply size
     move_bytes: int = 0
     races: int = 0  # races that reached their results (any time in the run)
@@ -293,18 +300,27 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
         if interval:
             if next_send > now:
                 await asyncio.sleep(next_send - now)
-            next_send = max(next_send + interval, time.perf_counter() - interval)
+            behind = time.perf_counter() - interval
+            if next_send + interval < behind and stats.measuring:
+                # The previous answer came late: the sends due meanwhile are dropped, not queued.
+                stats.skipped += int((behind - next_send - interval) / interval)
+            next_send = max(next_send + interval, behind)
         move = choose_move(racer.view, racer.rng) or "resign"
         racer.move_id += 1
         frame = p.encode(p.Move(id=racer.move_id, move=move))
         sent = time.perf_counter()
         assert racer.ws is not None
         await racer.ws.send(frame)
+        counted = stats.measuring  # a move sent in the window is timed to its answer, even past the window
+        if counted:
+            stats.sent += 1
         while True:
             data = await racer.recv_frame()
             msg = p.decode_server(data)
             if isinstance(msg, p.MoveOk) and msg.id == racer.move_id:
                 acked = time.perf_counter()
+                if counted:
+                    stats.answer_latency.append(acked - sent)
                 # Protocol 2: the changes, applied to the board (the check value is left to the
                 # real clients and the tests: the load generator keeps its own CPU small).
                 racer.view = msg.board_after(racer.view)
@@ -317,6 +333,9 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                     stats.move_times[(racer.player_id, msg.seq)] = (sent, acked)
                 break
             if isinstance(msg, p.MoveRejected) and msg.id == racer.move_id:
+                if counted:
+                    stats.answer_latency.append(time.perf_counter() - sent)
+                    stats.window_rejections[msg.code] += 1
                 stats.rejected += 1
                 stats.error_codes[msg.code] += 1
                 break
@@ -458,6 +477,12 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         "racer_frames_per_move": round(stats.racer_frames / stats.acks, 3) if stats.acks else None,
         "racer_bytes_per_move": round(stats.racer_bytes / stats.acks, 1) if stats.acks else None,
         "ack_latency_ms": summary_ms(stats.ack_latency),
+        # Every move sent in the window and answered (accepted or rejected), and how fast.
+        "moves_sent": stats.sent,
+        "sends_skipped": stats.skipped,
+        "answer_latency_ms": summary_ms(stats.answer_latency),
+        "answered_within_1s": sum(1 for x in stats.answer_latency if x <= 1.0),
+        "window_rejections": dict(stats.window_rejections),
         "fanout_from_send_ms": summary_ms(stats.fanout_from_send),
         "fanout_from_ack_ms": summary_ms(stats.fanout_from_ack),
         "fanout_coalescing_ms": summary_ms(stats.fanout_first_from_ack),

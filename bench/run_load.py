@@ -14,6 +14,7 @@ from a shared machine hits them alike) and reports medians.
     python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
     python bench/run_load.py metrics --runs 5         # CPU per move with /metrics on and off, both stores
+    python bench/run_load.py overload --runs 2        # 1.5x each store's saturation rate: goodput, answer times
     python bench/run_load.py report FILE.json         # the tables docs/benchmarks.md shows
 
 Results: one JSON file per invocation in bench/results/ (medians in ``summary``, every
@@ -446,6 +447,79 @@ def metrics_cost(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     return out
 
 
+def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    """Issue 10, overload that degrades: each store's saturation rate (as ``saturation``: 64
+    racers at ``--pace 0``), then, on a fresh server, ``--overload-factor`` times that rate
+    offered on a schedule by ``--racers`` racers (default 512) for ``--duration`` s. A racer sends
+    when its schedule says, not when an answer frees it, but keeps at most one move outstanding
+    (a send due while it waits is dropped and counted, so the generator cannot collapse under its
+    own queue). Per run: goodput (accepted moves/s) over that run's saturation rate, the share of
+    answered moves answered within 1 s, answer latency, rejections by code."""
+    racers = opts.racers or 512
+    kinds = [k for k in opts.kinds.split(",") if k != "echo"]  # the echo has no store to overload
+    window = ["--duration", str(opts.duration), "--warmup", str(opts.warmup)]
+    sat_args = ["--racers", "64", "--pace", "0", *window]
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    for run in range(opts.runs):
+        for kind in kinds:
+            with target_server(kind, reply_size) as target:
+                sat = run_loadgen("server", target, sat_args, opts.timeout)
+            rate = float(sat["moves_per_second"])
+            offered = opts.overload_factor * rate
+            pace = offered / racers
+            over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", *window]
+            with target_server(kind, reply_size) as target:
+                over = run_loadgen("server", target, over_args, opts.timeout)
+                over["server_log_events"] = target.log_events()
+            answered = over["answer_latency_ms"]["count"]
+            entry = {
+                "saturation_moves_per_second": rate,
+                "saturation_server_cpu_us_per_move": sat.get("server_cpu_us_per_move"),
+                "saturation_generator_cpu_share": sat.get("generator_cpu_share"),
+                "offered_moves_per_second": round(offered, 1),
+                "sent_moves_per_second": round(over["moves_sent"] / over["window_seconds"], 1),
+                "goodput_moves_per_second": over["moves_per_second"],
+                "goodput_fraction": round(over["moves_per_second"] / rate, 3) if rate else None,
+                "answered_within_1s_share": round(over["answered_within_1s"] / answered, 4) if answered else None,
+                "unanswered_at_cut": over["moves_sent"] - answered,
+                "answer_p50_ms": over["answer_latency_ms"]["p50"],
+                "answer_p99_ms": over["answer_latency_ms"]["p99"],
+                "answer_max_ms": over["answer_latency_ms"]["max"],
+                "rejections": over["window_rejections"],
+                "sends_skipped": over["sends_skipped"],
+                "server_cpu_share": over.get("server_cpu_share"),
+                "server_runqueue_wait_share": over.get("server_runqueue_wait_share"),
+                "generator_cpu_share": over.get("generator_cpu_share"),
+                "redis_cpu_share": over.get("redis_cpu_share"),
+                "errors": over["errors"],
+                "loadavg_before": over.get("loadavg_before"),
+                "saturation_run": sat,
+                "overload_run": over,
+            }
+            runs[kind].append(entry)
+            brief = {k: v for k, v in entry.items() if k not in ("saturation_run", "overload_run")}
+            print(f"  run {run + 1}/{opts.runs} {kind:8} {json.dumps(brief)}", file=sys.stderr, flush=True)
+    summary: dict[str, dict[str, float | None]] = {}
+    for kind, entries in runs.items():
+        summary[kind] = {key: median_of(entries, key) for key in OVERLOAD_FIELDS}
+    return {"racers": racers, "factor": opts.overload_factor, "runs": runs, "summary": summary}
+
+
+OVERLOAD_FIELDS = [
+    "saturation_moves_per_second",
+    "offered_moves_per_second",
+    "sent_moves_per_second",
+    "goodput_moves_per_second",
+    "goodput_fraction",
+    "answered_within_1s_share",
+    "answer_p50_ms",
+    "answer_p99_ms",
+    "server_cpu_share",
+    "generator_cpu_share",
+    "redis_cpu_share",
+]
+
+
 def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     common = [
         "--racers",
@@ -527,13 +601,29 @@ def machine() -> dict[str, Any]:
 # ---------------------------------------------------------------- report
 
 
+def fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def report_overload(block: dict[str, Any]) -> list[str]:
+    """The overload table: medians per store, rejections by code summed over the runs."""
+    lines = ["", f"overload ({block['factor']}x saturation, {block['racers']} racers), medians:", ""]
+    lines.append("| server | " + " | ".join(OVERLOAD_FIELDS) + " | rejections (all runs) |")
+    lines.append("|---" * (len(OVERLOAD_FIELDS) + 2) + "|")
+    for kind, summary in block["summary"].items():
+        codes: dict[str, int] = {}
+        for entry in block["runs"][kind]:
+            for code, n in entry["rejections"].items():
+                codes[code] = codes.get(code, 0) + n
+        cells = " | ".join(fmt(summary.get(k)) for k in OVERLOAD_FIELDS)
+        lines.append(f"| {kind} | {cells} | {codes or 'none'} |")
+    return lines
+
+
 def report(path: Path) -> str:
     """Markdown tables of one results file (what docs/benchmarks.md shows)."""
     data = json.loads(path.read_text())
     lines = [f"`{data['command']}` — {data['machine']['date']}, loadavg at start {data['machine']['loadavg_at_start']}"]
-
-    def fmt(value: Any) -> str:
-        return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
     for name in ("saturation", "paced", "fanout", "metrics"):
         if name not in data:
@@ -557,6 +647,8 @@ def report(path: Path) -> str:
                     f"\n{kind}, CPU per move with metrics / without: {fmt(block[f'{kind}_metrics_cpu_ratio'])} "
                     f"(medians), {fmt(block[f'{kind}_metrics_cpu_ratio_paired'])} (median of run-by-run pairs)"
                 )
+    if "overload" in data:
+        lines += report_overload(data["overload"])
     if "idle" in data:
         lines += ["", "idle:", ""]
         for label, summary in data["idle"]["summary"].items():
@@ -566,12 +658,15 @@ def report(path: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Load benchmarks for plot-server vs a bare echo baseline.")
-    parser.add_argument("what", choices=["saturation", "paced", "fanout", "idle", "metrics", "all", "report"])
+    parser.add_argument(
+        "what", choices=["saturation", "paced", "fanout", "idle", "metrics", "overload", "all", "report"]
+    )
     parser.add_argument("file", nargs="?", help="report: the results file")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--racers", type=int, default=None, help="saturation: 64; paced: 1000")
+    parser.add_argument("--racers", type=int, default=None, help="saturation: 64; paced: 1000; overload: 512")
+    parser.add_argument("--overload-factor", type=float, default=1.5, help="overload: offered rate / saturation rate")
     parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer (paced, fanout)")
     parser.add_argument("--spectators", type=int, default=250)
     parser.add_argument("--spectator-rooms", type=int, default=1)
@@ -596,7 +691,14 @@ def main() -> None:
         "echo_reply_bytes": reply_size,
     }
     what = ["saturation", "paced", "fanout", "idle"] if opts.what == "all" else [opts.what]
-    steps = {"saturation": saturation, "paced": paced, "fanout": fanout, "idle": idle, "metrics": metrics_cost}
+    steps = {
+        "saturation": saturation,
+        "paced": paced,
+        "fanout": fanout,
+        "idle": idle,
+        "metrics": metrics_cost,
+        "overload": overload,
+    }
     for item in what:
         print(f"{item}:", file=sys.stderr, flush=True)
         data[item] = steps[item](opts, reply_size)

@@ -244,3 +244,24 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
         assert figures[layout][0]["moves_in_window"] > 0
     assert len(figures["failover"]["reconnect_to_first_ack_ms"]) == 2
     assert figures["cpu_ratio_two_over_one"] is None or figures["cpu_ratio_two_over_one"] > 0
+
+
+def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(run_load: ModuleType) -> None:
+    """bench/run_load.py overload (issue 10), tiny: the memory store, a second of each phase."""
+    import argparse
+
+    opts = argparse.Namespace(
+        racers=16, kinds="memory", duration=1.0, warmup=0.3, runs=1, overload_factor=1.5, timeout=60.0
+    )
+    out = run_load.overload(opts, 290)
+    [entry] = out["runs"]["memory"]
+    assert entry["saturation_moves_per_second"] > 0
+    assert entry["offered_moves_per_second"] == pytest.approx(1.5 * entry["saturation_moves_per_second"], rel=0.01)
+    assert entry["goodput_moves_per_second"] > 0 and entry["goodput_fraction"] > 0
+    over = entry["overload_run"]
+    # Every answer timed (accepted and rejected alike), none counted twice.
+    assert over["answer_latency_ms"]["count"] == over["moves_sent"] - entry["unanswered_at_cut"]
+    assert over["answer_latency_ms"]["count"] > 0 and over["accepted_moves"] > 0
+    assert 0 < entry["answered_within_1s_share"] <= 1
+    assert entry["errors"] == 0
+    assert any(line.startswith("| memory | ") for line in run_load.report_overload(out))
