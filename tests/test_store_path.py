@@ -16,7 +16,18 @@ from dataclasses import replace
 
 import pytest
 from redis_fixture import RedisServer
-from support import FAST, Client, eventually, fast_config, make_room, play, running_server, start_race, view_game
+from support import (
+    FAST,
+    Client,
+    eventually,
+    fast_config,
+    latest,
+    make_room,
+    play,
+    running_server,
+    start_race,
+    view_game,
+)
 
 from server.core.records import decode_entry, decode_room
 from server.store.base import AppendRequest, AppendResult, StoreUnavailable
@@ -360,6 +371,13 @@ async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
             redis_server.command("CLIENT", "PAUSE", "60000", "WRITE")
             try:
                 await bob.send(p.Ready(ready=False))  # a room save, stuck in Redis
+                # The broadcast shows the core handled it (its save queued in the same turn): a
+                # worker seen before that may be make_room's own saves, landing before the pause.
+                await eventually(
+                    lambda: any(m.player_id == bob.pid and not m.ready for m in latest(ann, p.Room).members),
+                    timeout=10.0,
+                    what="bob's unready seen by ann",
+                )
                 await eventually(lambda: code in server._room_workers, timeout=10.0)
                 with pytest.raises(StoreUnavailable, match="pending writes did not land"):
                     await server.read_room(code)
