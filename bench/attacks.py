@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -44,6 +43,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the hand-made upgrade lives with the tests' helpers
+
+from support import raw_upgrade  # noqa: E402
 
 from shared import protocol as p  # noqa: E402
 
@@ -101,27 +103,6 @@ def plot_server(root: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[byte
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-async def raw_upgrade(port: int, source: str, rcvbuf: int | None = None) -> tuple[Any, asyncio.StreamWriter]:
-    """A hand-made WebSocket connection from ``source`` that need never read: (reader, writer)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.bind((source, 0))
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    reader, writer = await asyncio.open_connection(sock=sock)
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write(
-        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-    )
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    if not head.startswith(b"HTTP/1.1 101"):
-        writer.close()
-        raise ConnectionError(head.split(b"\r\n", 1)[0].decode())
-    return reader, writer
 
 
 def ping_frame(payload: bytes) -> bytes:
@@ -189,7 +170,7 @@ async def attack_ping(root: Path, seconds: float, flooders: int) -> dict[str, An
         async def flood() -> None:
             nonlocal closed, sent
             try:
-                _reader, writer = await raw_upgrade(port, ATTACKER, rcvbuf=4096)
+                _reader, writer = await raw_upgrade(port, ATTACKER, rcvbuf=4096, timeout=10)
             except (OSError, ConnectionError):
                 closed += 1
                 return
@@ -230,7 +211,7 @@ async def attack_conns(root: Path, count: int, addresses: int = 1) -> dict[str, 
 
         async def one(n: int) -> None:
             try:
-                _reader, writer = await raw_upgrade(port, sources[n % len(sources)])
+                _reader, writer = await raw_upgrade(port, sources[n % len(sources)], timeout=10)
                 held.append(writer)
             except ConnectionError as exc:
                 refused[str(exc)] = refused.get(str(exc), 0) + 1

@@ -234,7 +234,7 @@ class Client:
 
 
 async def raw_upgrade(
-    port: int, source: str = "127.0.0.1", rcvbuf: int | None = None
+    port: int, source: str = "127.0.0.1", rcvbuf: int | None = None, timeout: float = 5.0
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A WebSocket connection by hand (a client that may never read): the upgrade's answer has
     been read; what follows is frames. ``source``: another loopback address (127.0.0.2, ...) to
@@ -251,7 +251,7 @@ async def raw_upgrade(
         f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
     )
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
     if not head.startswith(b"HTTP/1.1 101"):
         writer.close()
         raise ConnectionError(head.decode(errors="replace").split("\r\n", 1)[0])
