@@ -677,12 +677,7 @@ class RaceServer:
         finally:
             deadline.cancel()
             self._conns.pop(conn.id, None)
-            if conn.player is not None:
-                conns = self._player_conns.get(conn.player)
-                if conns is not None:
-                    conns.discard(conn.id)
-                    if not conns:
-                        del self._player_conns[conn.player]
+            self._unbind(conn)
             self._dispatch(Disconnected(conn.id, now_ms()))
 
     def _hello_overdue(self, conn: Conn) -> None:
@@ -885,14 +880,19 @@ class RaceServer:
         conn = self._conns.get(effect.conn)
         if conn is None:
             return
-        if conn.player is not None:
-            conns = self._player_conns.get(conn.player)
-            if conns is not None:
-                conns.discard(conn.id)
-                if not conns:
-                    del self._player_conns[conn.player]
-            conn.player = None
+        self._unbind(conn)
         self._spawn(self._close_ws(conn.ws, effect.code, effect.reason))
+
+    def _unbind(self, conn: Conn) -> None:
+        """The connection no longer speaks for its player: fan-out to the player skips it."""
+        if conn.player is None:
+            return
+        conns = self._player_conns.get(conn.player)
+        if conns is not None:
+            conns.discard(conn.id)
+            if not conns:
+                del self._player_conns[conn.player]
+        conn.player = None
 
     @staticmethod
     async def _close_ws(ws: ServerConnection, code: int, reason: str) -> None:
