@@ -367,6 +367,14 @@ async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
     try:
         async with running_server(store, fast_config(read_wait_s=0.2)) as server:
             (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+            # make_room does not wait for bob's ready: see it handled and every save landed first, so
+            # the only save behind the pause is the unready below.
+            await eventually(
+                lambda: any(m.player_id == bob.pid and m.ready for m in latest(ann, p.Room).members),
+                timeout=10.0,
+                what="bob's ready seen by ann",
+            )
+            await eventually(lambda: code not in server._room_workers, timeout=10.0, what="the room's saves landed")
             # Paused until we say so: a timed pause could run out on a busy machine before the read.
             redis_server.command("CLIENT", "PAUSE", "60000", "WRITE")
             try:
