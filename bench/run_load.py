@@ -214,7 +214,8 @@ class Target:
 @contextlib.contextmanager
 def target_server(kind: str, reply_size: int) -> Iterator[Target]:
     """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it); '-nometrics' after a store
-    kind runs that server with --metrics off."""
+    kind runs that server with --metrics off, '-shzN' with --spectator-hz N; '@NAME' at the end
+    runs the server of the tree --tree NAME=PATH gave."""
     kind, _, tree = kind.partition("@")
     root = TREES[tree] if tree else ROOT
     kind, _, variant = kind.partition("-")
@@ -230,6 +231,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             cmd = [PYTHON, "-m", "server.cli", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
             cmd += BENCH_SERVER_FLAGS
             cmd += ["--metrics", "off" if variant == "nometrics" else "on"]
+            if variant.startswith("shz"):  # e.g. memory-shz10: spectators' leaderboards at 10 Hz
+                cmd += ["--spectator-hz", variant.removeprefix("shz")]
             if redis_url is not None:
                 cmd += ["--redis", redis_url]
         log = stack.enter_context(tempfile.TemporaryFile())
