@@ -433,12 +433,17 @@ def kinds_of(opts: argparse.Namespace, default: str) -> list[str]:
     return (opts.kinds or default).split(",")
 
 
+def chosen_deal(opts: argparse.Namespace) -> list[str]:
+    return [] if opts.deal is None else ["--deal", str(opts.deal)]
+
+
 def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     racers = opts.racers or 1000
     rooms = (racers + 7) // 8
     watchers = ["--spectators", str(rooms * opts.paced_spectators), "--spectator-rooms", str(rooms)]
     common = [
         *(watchers if opts.paced_spectators else []),
+        *chosen_deal(opts),
         "--racers",
         str(racers),
         "--pace",
@@ -549,6 +554,7 @@ OVERLOAD_FIELDS = [
 
 def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     common = [
+        *chosen_deal(opts),
         "--racers",
         str(opts.fanout_racers),
         "--pace",
@@ -716,6 +722,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--paced-spectators", type=int, default=0, help="paced: spectators in every room (racers in rooms of 8)"
+    )
+    parser.add_argument(
+        "--deal", type=int, default=None, help="paced, fanout: room i deals N + i, the same games on every server"
     )
     parser.add_argument("--tag", default="", help="added to the results file name")
     opts = parser.parse_args()
