@@ -9,7 +9,7 @@ loaded room counts toward ``CoreConfig.max_rooms`` like any other.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import msgspec
 
 from server.core.base import CoreBase
 from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomChanged, RoomLoaded, RoomsListed
@@ -162,7 +162,7 @@ class LoadingMixin(CoreBase):
                 member.claim = max(member.claim, 0 if before is None else before.claim)
             self._changed(room)
         for replayed in ev.replay:
-            self._client(replace(replayed, now=ev.now))
+            self._client(msgspec.structs.replace(replayed, now=ev.now))
         for pid in local:
             self._forget_if_idle(pid)
 
