@@ -45,16 +45,19 @@ from server.store.base import (
 )
 from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
 
-# One append, as a Lua function: (room, log, log index keys; expected length, entry, race).
-# 1 appended; 0 the log does not hold exactly `expected` entries; -1 no such room, or `race` is not
-# its open race (the room's `race` field: absent when no race is open). A new log joins the
-# room's index and inherits the room's remaining time to live, so expiry covers it too.
+# One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
+# optionally a channel and a notice). 1 appended (and the notice published on the channel, if
+# given: several nodes hear of the entry from the step that stored it, never of one that did not
+# land); 0 the log does not hold exactly `expected` entries; -1 no such room, or `race` is not its
+# open race (the room's `race` field: absent when no race is open). A new log joins the room's
+# index and inherits the room's remaining time to live, so expiry covers it too.
 APPEND_FUNCTION = """
-local function append(room, log, index, expected, entry, race)
+local function append(room, log, index, expected, entry, race, channel, notice)
   if redis.call('HGET', room, 'race') ~= race then return -1 end
   local length = redis.call('LLEN', log)
   if length ~= tonumber(expected) then return 0 end
   redis.call('RPUSH', log, entry)
+  if notice and notice ~= '' then redis.call('PUBLISH', channel, notice) end
   if length == 0 then
     redis.call('SADD', index, log)
     local ttl = redis.call('PTTL', room)
@@ -67,19 +70,24 @@ local function append(room, log, index, expected, entry, race)
 end
 """
 
-# KEYS: room, log, log index. ARGV: expected length, entry, race. The answer of ``append``.
-APPEND_MOVE = APPEND_FUNCTION + "return append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])\n"
+# KEYS: room, log, log index. ARGV: expected length, entry, race[, channel, notice]. ``append``'s answer.
+APPEND_MOVE = (
+    APPEND_FUNCTION + "return append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
+)
 
 # A batch of appends in one call (one Redis, not a cluster: the keys span many slots). KEYS: room,
-# log, log index of each entry in turn; ARGV: expected length, entry, race of each. One answer per
-# entry, in order, each its own compare-and-set: ``append``'s, or the error text of an entry that
-# failed inside Redis (pcall: it fails only its own entry; the others still run).
+# log, log index of each entry in turn; ARGV: expected length, entry, race, channel, notice of each
+# (an empty notice: nothing published). One answer per entry, in order, each its own
+# compare-and-set: ``append``'s, or the error text of an entry that failed inside Redis (pcall: it
+# fails only its own entry; the others still run).
 APPEND_MOVES = (
     APPEND_FUNCTION
     + """
 local results = {}
-for i = 1, #KEYS, 3 do
-  local ok, result = pcall(append, KEYS[i], KEYS[i + 1], KEYS[i + 2], ARGV[i], ARGV[i + 1], ARGV[i + 2])
+for n = 0, #KEYS / 3 - 1 do
+  local k, a = n * 3, n * 5
+  local ok, result = pcall(append, KEYS[k + 1], KEYS[k + 2], KEYS[k + 3],
+    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
   if ok then
     results[#results + 1] = result
   else
@@ -540,7 +548,10 @@ class RedisStore(Store):
     def _append_keys_and_args(self, request: AppendRequest) -> tuple[list[str], list[bytes | int | str]]:
         code, race, player_id = request.code, request.race, request.player_id
         keys = [self.room_key(code), self.log_key(code, race, player_id), self.log_index_key(code)]
-        return keys, [request.expected_length, request.entry, str(race)]
+        args: list[bytes | int | str] = [request.expected_length, request.entry, str(race)]
+        if request.notice:  # published with the append, in the same script, only if it lands
+            args += [self.events_channel(code), request.notice]
+        return keys, args
 
     async def append_move(
         self, code: str, race: int, player_id: str, expected_length: int, entry: bytes
@@ -588,7 +599,8 @@ class RedisStore(Store):
                 self.log_key(code, race, request.player_id).encode(),
                 self.log_index_key(code).encode(),
             )
-            args += (b"%d" % request.expected_length, request.entry, b"%d" % race)
+            channel = self.events_channel(code).encode() if request.notice else b""
+            args += (b"%d" % request.expected_length, request.entry, b"%d" % race, channel, request.notice)
         packed = pack_command([b"EVALSHA", self._append_moves.sha.encode(), b"%d" % len(keys), *keys, *args])
         try:
             async with self._talking("append_moves"):
