@@ -166,6 +166,8 @@ async def test_rooms_on_different_masters_cross_between_nodes(
             heard = {int(name.rsplit(":", 1)[1]): codes for name, codes in link.shards().items() if codes}
             assert len(heard) >= 2
             assert all(master_of_room(redis_cluster, code) == port for port, codes in heard.items() for code in codes)
+        # Heard through pub/sub (B's versions on A's connections), not from a read-back after a gap.
+        assert a.nodes.received >= len(rooms) and a.nodes.missed == 0
         # The liveness keys work on the cluster too: B is alive, a node never seen is not.
         assert await a.nodes.gone({b.nodes.node_id, "nobody"}) == {"nobody"}
         for host, guest in rooms.values():

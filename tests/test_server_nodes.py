@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
+import pytest
 from redis_fixture import RedisServer, free_port
 from support import (
     FAST,
@@ -29,7 +31,7 @@ from support import (
 )
 
 from server.app import RaceServer
-from server.core.records import decode_room
+from server.core.records import decode_room, open_race_of
 from server.store.redis import RedisStore
 from shared import protocol as p
 
@@ -239,6 +241,64 @@ async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_serve
         assert rows[host.pid].status == "resigned" and not rows[host.pid].connected
         assert (rows[ann.pid].moves, rows[bob.pid].moves) == (ann_moves + 1, bob_moves + 1)
         for client in (again, bob, eve, host, ann):
+            await client.close()
+
+
+async def test_a_disconnect_whose_save_loses_is_replayed_on_the_stored_room(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ann (on node A) leaves mid-race just as another writer commits the room: A's save of her
+    departure loses the compare-and-set. A reads the room back and marks her away again on the
+    stored copy: both nodes show her away, and she forfeits after the grace period."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    rng = random.Random(11)
+    async with node(redis_url) as a, node(redis_url) as b:
+        clients, starts = await spread_room(a, b)
+        host, ann, bob, eve = clients
+        assert starts[1].view is not None
+        await play(ann, starts[1].view, 3, rng)
+        ann_moves = latest(ann, p.MoveOk).seq
+        code = latest(host, p.Room).code
+        other = RedisStore(redis_url)  # another node committing the room at that moment (no publish)
+        try:
+            loaded = await other.load_room(code)
+            assert loaded is not None
+            record = decode_room(loaded[0])
+            assert await other.save_room(code, loaded[0], loaded[1], open_race=open_race_of(record)) == loaded[1] + 1
+        finally:
+            await other.close()
+        await ann.close()
+
+        def away_everywhere() -> bool:
+            rows = [latest(c, p.Leaderboard).racers for c in (host, eve)]
+            return all(not next(r for r in board if r.player_id == ann.pid).connected for board in rows)
+
+        await eventually(away_everywhere, what="ann away on node A (host) and node B (eve)")
+        lost = [r for r in caplog.records if r.getMessage() == "room_save_lost"]
+        assert lost, "the departure's save did not lose the compare-and-set"
+        assert any(r.getMessage() == "departure_replayed" for r in caplog.records)
+        assert isinstance(b.store, RedisStore)
+
+        async def stored_away() -> bool:
+            stored = await b.store.load_room(code)
+            return stored is not None and any(
+                m.player_id == ann.pid and m.left_ms is not None for m in decode_room(stored[0]).members
+            )
+
+        await eventually(stored_away, what="ann away in the stored record")
+
+        def forfeited(client: Client) -> bool:
+            rows = latest(client, p.Leaderboard).racers
+            return next(r for r in rows if r.player_id == ann.pid).status == "resigned"
+
+        await eventually(lambda: forfeited(host) and forfeited(eve), timeout=10, what="ann forfeit on both")
+        for racer in (host, bob):
+            await racer.send(p.Move(id=1000, move="resign"))
+        results = [await c.expect(p.Results, timeout=10) for c in (host, bob, eve)]
+        assert all(r == results[0] for r in results)
+        row = next(r for r in results[0].racers if r.player_id == ann.pid)
+        assert row.status == "resigned" and not row.connected and row.moves == ann_moves + 1
+        for client in (host, bob, eve):
             await client.close()
 
 

@@ -162,6 +162,9 @@ class CoreBase:
         def _supersede(self, player: PlayerState) -> None: ...
 
         @abstractmethod  # lobby.py
+        def _member_away(self, room: RoomState, pid: str, now: int) -> None: ...
+
+        @abstractmethod  # lobby.py
         def _close_room(self, room: RoomState, reason: str | None) -> None: ...
 
         @abstractmethod  # lobby.py
