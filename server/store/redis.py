@@ -136,10 +136,19 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', K
 return old
 """
 
-# KEYS: an old token. ARGV: player id. Deletes it if it still names that player.
+# KEYS: an old token (or a lease). ARGV: player id (or the lease's holder). Deletes it if it still
+# names that player (holder).
 RETIRE_TOKEN = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
+"""
+
+# KEYS: a lease. ARGV: the holder (a node's id), time to live in ms. 1: the holder has the lease
+# for ARGV[2] ms more (it was free, or already the holder's); 0: another holder has it.
+TAKE_LEASE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+return 0
 """
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
@@ -252,6 +261,7 @@ class RedisStore(Store):
         self._prune_listed = self._redis.register_script(PRUNE_LISTED)
         self._put_player = self._redis.register_script(PUT_PLAYER)
         self._retire_token = self._redis.register_script(RETIRE_TOKEN)
+        self._take_lease = self._redis.register_script(TAKE_LEASE)
         self._listed_key = f"{namespace}:rooms:listed"
 
     # Keys --------------------------------------------------------------------
@@ -351,6 +361,20 @@ class RedisStore(Store):
                 pipe.exists(self.node_key(node))
             found = await pipe.execute()
         return {node for node, exists in zip(nodes, found, strict=True) if exists}
+
+    def deal_lease_key(self, code: str, race: int) -> str:
+        """Which node searches the winnable deal of a room's race (several nodes: one at a time)."""
+        return f"{self.namespace}:lease:{{{code}}}:deal:{race}"
+
+    async def take_lease(self, key: str, holder: str, ttl_ms: int) -> bool:
+        """Take (or renew) a lease for ``ttl_ms``: True when ``holder`` has it, False when another does."""
+        async with self._talking("take_lease"):
+            return bool(await self._take_lease(keys=[key], args=[holder, ttl_ms]))
+
+    async def drop_lease(self, key: str, holder: str) -> None:
+        """Give a lease up, if ``holder`` still has it."""
+        async with self._talking("drop_lease"):
+            await self._retire_token(keys=[key], args=[holder])
 
     async def publish(self, messages: Sequence[tuple[str, bytes]]) -> None:
         """PUBLISH each (channel, payload), in order, in one round trip; on a cluster SPUBLISH
