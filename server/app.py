@@ -1200,9 +1200,7 @@ class RaceServer:
         batch_id = next(self._batch_ids)
         self._batch_starts[batch_id] = time.monotonic()
         try:
-            requests = [
-                AppendRequest(e.code, e.race, e.player_id, e.expected_length, encode_record(e.entry)) for e in batch
-            ]
+            requests = [self._append_request(e) for e in batch]
             results = await self.store.append_moves(requests)
         except StoreUnavailable as exc:
             results = [exc] * len(batch)
@@ -1216,14 +1214,8 @@ class RaceServer:
             if self._append_queue and not self._append_flush_scheduled:
                 self._append_flush_scheduled = True
                 asyncio.get_running_loop().call_soon(self._flush_appends)
-        if self.nodes is not None:
-            appended = [
-                (e.code, self.nodes.appended(e.race, e.player_id, e.expected_length, request.entry))
-                for e, request, result in zip(batch, requests, results, strict=True)
-                if result is AppendResult.APPENDED
-            ]
-            if appended:
-                self._spawn(self.nodes.publish(appended))
+        if self.nodes is not None:  # the store published each stored entry's notice
+            self.nodes.noticed(sum(1 for result in results if result is AppendResult.APPENDED))
         for effect, result in zip(batch, results, strict=True):
             event: MovePersisted | MovePersistFailed
             if isinstance(result, StoreUnavailable):
@@ -1234,6 +1226,13 @@ class RaceServer:
             else:
                 event = self._persist_outcome(effect, result)
             self._dispatch(event)
+
+    def _append_request(self, effect: PersistMove) -> AppendRequest:
+        entry = encode_record(effect.entry)
+        notice = b""
+        if self.nodes is not None:  # several nodes: the other nodes hear of it from the append itself
+            notice = self.nodes.appended_notice(effect.race, effect.player_id, effect.expected_length, entry)
+        return AppendRequest(effect.code, effect.race, effect.player_id, effect.expected_length, entry, notice)
 
     def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
         if result is AppendResult.APPENDED:

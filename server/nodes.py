@@ -5,8 +5,9 @@ room state). The store is the authority: a room change is committed with the com
 on the room's version, and the node that committed it publishes the new version on the room's
 channel (``ns:events:{CODE}``); every other node holding the room reads the room back from the
 store (record and logs) and resynchronises its own connections. A move appended by the node
-serving its racer is published on the same channel with its entry, and played on the other
-nodes' copies (leaderboards, spectators' boards, the race's end).
+serving its racer is published on the same channel with its entry by the append's own script (in
+the same step, only if it lands), and played on the other nodes' copies (leaderboards, spectators'
+boards, the race's end).
 
 Pub/sub is not durable. When redis-py makes the subscription's connection again, and besides
 that, each node publishes a heartbeat with a sequence number on its own
@@ -184,8 +185,14 @@ class NodeLink:
     def room_version(self, version: int) -> RoomVersion:
         return RoomVersion(self.node_id, version)
 
-    def appended(self, race: int, player: str, start: int, entry: bytes) -> Appended:
-        return Appended(self.node_id, race, player, start, entry)
+    def appended_notice(self, race: int, player: str, start: int, entry: bytes) -> bytes:
+        """The message announcing a stored entry: the store publishes it on the room's channel in the
+        same script as the append, and only if the entry lands (AppendRequest.notice)."""
+        return _encoder.encode(Appended(self.node_id, race, player, start, entry))
+
+    def noticed(self, count: int) -> None:
+        """``count`` entries were stored with their notice (published by the store): counted."""
+        self.published += count
 
     # ---------------------------------------------------------------- the listener
 

@@ -45,15 +45,18 @@ from server.store.base import (
 )
 from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
 
-# KEYS: room, log, log index. ARGV: expected length, entry, race.
-# 1 appended; 0 the log does not hold exactly ARGV[1] entries; -1 no such room, or ARGV[3] is not
-# its open race (the room's `race` field: absent when no race is open). A new log joins the
-# room's index and inherits the room's remaining time to live, so expiry covers it too.
+# KEYS: room, log, log index. ARGV: expected length, entry, race[, channel, notice].
+# 1 appended (and the notice published on the channel, if given: several nodes hear of the entry
+# from the step that stored it, never of one that did not land); 0 the log does not hold exactly
+# ARGV[1] entries; -1 no such room, or ARGV[3] is not its open race (the room's `race` field:
+# absent when no race is open). A new log joins the room's index and inherits the room's
+# remaining time to live, so expiry covers it too.
 APPEND_MOVE = """
 if redis.call('HGET', KEYS[1], 'race') ~= ARGV[3] then return -1 end
 local length = redis.call('LLEN', KEYS[2])
 if length ~= tonumber(ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
+if ARGV[5] then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 if length == 0 then
   redis.call('SADD', KEYS[3], KEYS[2])
   local ttl = redis.call('PTTL', KEYS[1])
@@ -506,7 +509,10 @@ class RedisStore(Store):
     def _append_keys_and_args(self, request: AppendRequest) -> tuple[list[str], list[bytes | int | str]]:
         code, race, player_id = request.code, request.race, request.player_id
         keys = [self.room_key(code), self.log_key(code, race, player_id), self.log_index_key(code)]
-        return keys, [request.expected_length, request.entry, str(race)]
+        args: list[bytes | int | str] = [request.expected_length, request.entry, str(race)]
+        if request.notice:  # published with the append, in the same script, only if it lands
+            args += [self.events_channel(code), request.notice]
+        return keys, args
 
     async def append_move(
         self, code: str, race: int, player_id: str, expected_length: int, entry: bytes
