@@ -23,7 +23,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -477,8 +477,8 @@ class RaceServer:
         from server.nodes import NodeLink
         from server.store.redis import RedisStore
 
-        if not isinstance(self.store, RedisStore) or self.store.cluster:
-            raise ValueError("several nodes (shared rooms) need one Redis store (redis://, rediss://, unix://)")
+        if not isinstance(self.store, RedisStore):
+            raise ValueError("several nodes (shared rooms) need the Redis store (one Redis or a Redis Cluster)")
         self.nodes = NodeLink(
             self.store,
             self._on_node_message,
@@ -1131,10 +1131,12 @@ class RaceServer:
             return
         self._dispatch(RemoteMoves(code, message.race, message.player, message.start, [entry], now_ms()))
 
-    def _on_nodes_missed(self) -> None:
-        """Pub/sub messages may have been lost: every room held is read back from the store."""
-        for code in list(self.core.rooms):
-            self._request_refresh(code)
+    def _on_nodes_missed(self, codes: Collection[str]) -> None:
+        """Pub/sub messages of these rooms may have been lost (a gap or a dropped connection on
+        their shard): those held here are read back from the store."""
+        for code in codes:
+            if self.core.has_room(code):
+                self._request_refresh(code)
 
     def _request_refresh(self, code: str, first: bool = False) -> None:
         """Read the room back from the store (in its queue: after this node's own pending writes,
