@@ -263,8 +263,8 @@ def main() -> None:
         redis.stop()
     one = statistics.median(r["cpu_us_per_move"] for r in results["one"])
     two = statistics.median(r["cpu_us_per_move"] for r in results["two"])
-    # None when the window was too short for the clock's ticks (10 ms) to see any CPU on one node.
-    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 else None
+    # None when the window was too short for the clock's ticks (10 ms) to see CPU on either layout.
+    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 and two > 0 else None
     text = json.dumps(results, indent=1)
     print(text)
     if args.json:
