@@ -298,8 +298,8 @@ def main() -> None:
             cluster.close()
     one = statistics.median(r["cpu_us_per_move"] for r in results["one"])
     two = statistics.median(r["cpu_us_per_move"] for r in results["two"])
-    # None when the window was too short for the clock's ticks (10 ms) to see any CPU on one node.
-    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 else None
+    # None when the window was too short for the clock's ticks (10 ms) to see CPU on either layout.
+    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 and two > 0 else None
     results["medians"] = {
         layout: {
             key: statistics.median(r[key] for r in results[layout])
@@ -310,7 +310,9 @@ def main() -> None:
     if cluster is not None:  # Redis CPU per move: the cluster's masters together against one Redis, both two nodes
         one_redis = results["medians"]["two"]["redis_cpu_us_per_move"]
         on_cluster = results["medians"]["two-cluster"]["redis_cpu_us_per_move"]
-        results["redis_cpu_ratio_cluster_over_one_redis"] = round(on_cluster / one_redis, 2) if one_redis > 0 else None
+        results["redis_cpu_ratio_cluster_over_one_redis"] = (
+            round(on_cluster / one_redis, 2) if one_redis > 0 and on_cluster > 0 else None
+        )
     text = json.dumps(results, indent=1)
     print(text)
     if args.json:

@@ -113,7 +113,7 @@ FAST = CoreConfig(
     grace_ms=2000,
     member_grace_ms=5000,
     leaderboard_interval_ms=50,
-    spectator_leaderboard_interval_ms=120,
+    spectator_leaderboard_interval_ms=150,
     leaderboard_full_ms=500,
 )
 
