@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_cluster_fixture import LocalRedisCluster  # test helpers, found through the path above
 from redis_fixture import RedisServer, free_port
-from support import Client, board, view_game, wait_healthy
+from support import Client, board, server_environment, view_game, wait_healthy
 
 from shared import protocol as p
 from shared.engine import View
@@ -53,8 +53,7 @@ def cpu_seconds(pid: int) -> float:
 
 def start_node(url: str, multi: bool) -> tuple[subprocess.Popen[str], int]:
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PLOT_") and key != "REDIS_URL"}
-    env["PLOT_WEB_PORT"] = "0"
+    env = server_environment()
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
                "--rate", "1000", "--log-level", "warning", "--max-conns-per-address", "0",
                "--hellos-per-minute", "0", "--rooms-per-minute", "0", "--metrics", "off",
