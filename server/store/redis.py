@@ -31,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
@@ -282,6 +283,15 @@ class RedisStore(Store):
         if isinstance(self._redis, RedisCluster):
             raise ValueError("pub/sub between nodes is not built for a Redis Cluster yet")
         return self._redis.pubsub()
+
+    def subscriber_connection(self) -> AbstractConnection:
+        """A connection of its own for a subscription (not from the pool: it stays subscribed),
+        configured as the pool's (address, TLS, credentials, timeouts); ``await connect()`` it."""
+        if isinstance(self._redis, RedisCluster):
+            raise ValueError("pub/sub between nodes is not built for a Redis Cluster yet")
+        pool = self._redis.connection_pool
+        connection: AbstractConnection = pool.connection_class(**pool.connection_kwargs)
+        return connection
 
     def node_key(self, node: str) -> str:
         return f"{self.namespace}:node:{node}"
