@@ -23,7 +23,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -92,7 +92,7 @@ from server.core.records import (
 from server.fanout import Fanout, LocalFanout
 from server.limits import AddressLimits, LimitsConfig, address_key
 from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
-from server.winnable import DealFinder, WinnableConfig
+from server.winnable import DealFinder, SearchOutcome, WinnableConfig
 from shared import protocol as p
 
 if TYPE_CHECKING:  # redis-py is imported only when several nodes share a Redis (server/nodes.py)
@@ -178,6 +178,9 @@ class ServerConfig:
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
     node_sweep_s: float = 5.0  # several nodes: how often channels of rooms no longer held are dropped
+    # Several nodes: the lease on a room's winnable-deal search (one node searches; when it dies the
+    # lease lapses after this long and a node waiting for it, polling 6 times as often, searches).
+    deal_lease_s: float = 3.0
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
@@ -218,23 +221,38 @@ class TokenBucket:
 
 
 class PlotConnection(ServerConnection):
-    """A server connection whose WebSocket pings and pongs take from its message bucket.
+    """A server connection whose WebSocket pings and pongs take from its message bucket, and whose
+    whole binary messages go straight to the server's handler.
 
     websockets answers a ping by itself, below the frame loop: without this, pings bypassed the
-    rate limit and a client that sent them and never read piled up pongs without limit."""
+    rate limit and a client that sent them and never read piled up pongs without limit.
+
+    A message in one binary frame (every message a client of ours sends) is handed to
+    ``on_binary`` from the frame parser, in the same step: not queued for the connection's
+    handler task and read back by it (the queue, a future and a task wake-up per message were
+    a tenth of a move's CPU: docs/benchmarks.md, "The move path at saturation"). Anything else
+    (text, a fragmented message) takes websockets' own path, and while such a message waits
+    there every later one does too, so messages are handled in the order they came."""
 
     bucket: TokenBucket | None = None
     address: str = "local"
     flooded: bool = False
     stats: ServerStats | None = None
+    on_binary: Callable[[bytes], None] | None = None  # set by the server's handler once it is ready
+    queued_messages = 0  # messages given to websockets' queue (from their first frame), not yet read by the handler
 
     def process_event(self, event: WsEvent) -> None:
-        if (
-            self.bucket is not None
-            and isinstance(event, Frame)
-            and event.opcode in (Opcode.PING, Opcode.PONG)
-            and not self.bucket.take()
-        ):
+        if not isinstance(event, Frame):
+            super().process_event(event)
+            return
+        opcode = event.opcode
+        if opcode is Opcode.BINARY and event.fin and self.on_binary is not None and not self.queued_messages:
+            data = event.data
+            self.on_binary(data if isinstance(data, bytes) else bytes(data))
+            return
+        if opcode in (Opcode.BINARY, Opcode.TEXT):  # a message's first frame (continuations are CONT)
+            self.queued_messages += 1
+        if self.bucket is not None and opcode in (Opcode.PING, Opcode.PONG) and not self.bucket.take():
             if not self.flooded:
                 self.flooded = True
                 if self.stats is not None:
@@ -259,6 +277,7 @@ class Conn:
     join_pending: str | None = None  # a join waiting for its room to load (its budget token not yet given back)
     over_since: float | None = None
     cut: bool = False
+    limited: bool = False  # over its message rate: being closed, its messages dropped
     moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
 
 
@@ -458,8 +477,8 @@ class RaceServer:
         from server.nodes import NodeLink
         from server.store.redis import RedisStore
 
-        if not isinstance(self.store, RedisStore) or self.store.cluster:
-            raise ValueError("several nodes (shared rooms) need one Redis store (redis://, rediss://, unix://)")
+        if not isinstance(self.store, RedisStore):
+            raise ValueError("several nodes (shared rooms) need the Redis store (one Redis or a Redis Cluster)")
         self.nodes = NodeLink(
             self.store,
             self._on_node_messages,
@@ -658,27 +677,40 @@ class RaceServer:
         self._conns[conn.id] = conn
         self.stats.connections += 1
         self._dispatch(Connected(conn.id, now_ms()))
+        plot_ws = ws if isinstance(ws, PlotConnection) else None
+        if plot_ws is not None:
+            plot_ws.on_binary = lambda data: self._on_message(conn, data)
         try:
-            async for frame in ws:
-                self.stats.frames_in += 1
-                if not conn.bucket.take():
-                    self.stats.rate_limited += 1
-                    limit = f"{self.config.rate_per_s:g} messages per second"
-                    self._reply(conn, p.Error(code=p.RATE_LIMITED, message=f"too many messages (limit {limit})"))
-                    log_event(logging.WARNING, "rate_limited", conn=conn.id, player=conn.player)
-                    closer = asyncio.ensure_future(ws.close(1008, "rate limit exceeded"))
-                    async for _ignored in ws:  # drain, or a full incoming queue would stall the close handshake
-                        pass
-                    await closer
-                    break
-                await self._on_frame(conn, frame)
+            async for frame in ws:  # what did not come through on_binary, in order
+                if plot_ws is not None:
+                    plot_ws.queued_messages -= 1
+                self._on_message(conn, frame)
         except ConnectionClosed:
             pass
         finally:
+            if plot_ws is not None:
+                plot_ws.on_binary = None
             deadline.cancel()
             self._conns.pop(conn.id, None)
             self._unbind(conn)
             self._dispatch(Disconnected(conn.id, now_ms()))
+
+    def _on_message(self, conn: Conn, frame: str | bytes) -> None:
+        """One message from a connection: counted against its rate, then handled. Past the rate it
+        is answered rate_limited and closed (1008); what comes meanwhile is read and dropped, so the
+        close handshake is never stuck behind a full queue."""
+        if conn.limited:
+            return
+        self.stats.frames_in += 1
+        if not conn.bucket.take():
+            conn.limited = True
+            self.stats.rate_limited += 1
+            limit = f"{self.config.rate_per_s:g} messages per second"
+            self._reply(conn, p.Error(code=p.RATE_LIMITED, message=f"too many messages (limit {limit})"))
+            log_event(logging.WARNING, "rate_limited", conn=conn.id, player=conn.player)
+            self._spawn(self._close(conn, 1008, "rate limit exceeded"))
+            return
+        self._on_frame(conn, frame)
 
     def _hello_overdue(self, conn: Conn) -> None:
         """The hello deadline: a connection that has said nothing useful gives its slot back."""
@@ -721,17 +753,26 @@ class RaceServer:
         room = self.core.rooms.get(code)
         return room is not None and conn.player is not None and conn.player in room.members
 
-    async def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
-        ref: str | None = None
+    def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
+        msg: p.ClientMessage | None = None
         try:
             if isinstance(frame, str):
                 raise p.ProtocolError(p.MALFORMED, "messages are binary MessagePack frames, not text")
             msg = p.decode_client(frame)
-            ref = p.message_type(msg)
-            if self.metrics is not None and isinstance(msg, p.Move):
-                if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
-                    conn.moves_in.clear()
-                conn.moves_in[msg.id] = time.perf_counter()
+            if isinstance(msg, p.Move):  # most frames: none of the checks below concerns a move
+                if self.metrics is not None:
+                    if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
+                        conn.moves_in.clear()
+                    conn.moves_in[msg.id] = time.perf_counter()
+                if conn.player is not None and self._busy():
+                    # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
+                    # time-outs and reloads. Nothing reached the core: the move was not played.
+                    retry = self.config.busy_retry_ms
+                    why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
+                    self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
+                    return
+                self._dispatch(ClientEvent(conn.id, msg, now_ms()))
+                return
             if isinstance(msg, p.Hello):
                 conn.hello_seen = True
             limited = self._address_limited(conn, msg)
@@ -740,13 +781,6 @@ class RaceServer:
                 return
             if isinstance(msg, p.Hello):
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
-                return
-            if isinstance(msg, p.Move) and conn.player is not None and self._busy():
-                # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
-                # time-outs and reloads. Nothing reached the core: the move was not played.
-                retry = self.config.busy_retry_ms
-                why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
-                self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
                 return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
             if isinstance(msg, p.Join):
@@ -758,8 +792,10 @@ class RaceServer:
             self._reply(conn, exc.to_message())
         except StoreUnavailable as exc:
             log_event(logging.WARNING, "store_unavailable", conn=conn.id, error=str(exc))
+            ref = None if msg is None else p.message_type(msg)
             self._reply(conn, p.Error(code=p.STORE_UNAVAILABLE, message="the store did not answer: retry", ref=ref))
         except Exception:
+            ref = None if msg is None else p.message_type(msg)
             log.exception("frame_failed", extra={"fields": {"conn": conn.id, "type": ref}})
             self._reply(conn, p.Error(code=p.INTERNAL, message="the server failed on this message", ref=ref))
 
@@ -1106,10 +1142,12 @@ class RaceServer:
             for start, entries in racer_runs:
                 self._dispatch(RemoteMoves(code, race, player, start, entries, now_ms()))
 
-    def _on_nodes_missed(self) -> None:
-        """Pub/sub messages may have been lost: every room held is read back from the store."""
-        for code in list(self.core.rooms):
-            self._request_refresh(code)
+    def _on_nodes_missed(self, codes: Collection[str]) -> None:
+        """Pub/sub messages of these rooms may have been lost (a gap or a dropped connection on
+        their shard): those held here are read back from the store."""
+        for code in codes:
+            if self.core.has_room(code):
+                self._request_refresh(code)
 
     def _request_refresh(self, code: str, first: bool = False) -> None:
         """Read the room back from the store (in its queue: after this node's own pending writes,
@@ -1227,15 +1265,24 @@ class RaceServer:
                 asyncio.get_running_loop().call_soon(self._flush_appends)
         if self.nodes is not None:  # the store published each stored entry's notice
             self.nodes.noticed(sum(1 for result in results if result is AppendResult.APPENDED))
+        now = now_ms()  # one answer for the whole batch: the same moment for each of its moves
         for effect, result in zip(batch, results, strict=True):
             event: MovePersisted | MovePersistFailed
-            if isinstance(result, StoreUnavailable):
+            if result is AppendResult.APPENDED:
+                event = MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now)
+            elif isinstance(result, StoreUnavailable):
                 log_event(
                     logging.WARNING, "append_failed", room=effect.code, player=effect.player_id, error=str(result)
                 )
-                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now)
+            elif result is AppendResult.LENGTH_MISMATCH:
+                log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", now)
             else:
-                event = self._persist_outcome(effect, result)
+                log_event(
+                    logging.ERROR, "append_no_such_race", room=effect.code, race=effect.race, player=effect.player_id
+                )
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now)
             self._dispatch(event)
 
     def _append_request(self, effect: PersistMove) -> AppendRequest:
@@ -1245,21 +1292,18 @@ class RaceServer:
             notice = self.nodes.appended_notice(effect.race, effect.player_id, effect.expected_length, entry)
         return AppendRequest(effect.code, effect.race, effect.player_id, effect.expected_length, entry, notice)
 
-    def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
-        if result is AppendResult.APPENDED:
-            return MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now_ms())
-        if result is AppendResult.LENGTH_MISMATCH:
-            log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
-            return MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", now_ms())
-        log_event(logging.ERROR, "append_no_such_race", room=effect.code, race=effect.race, player=effect.player_id)
-        return MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now_ms())
-
     async def _find_deal(self, effect: FindDeal) -> None:
         """A winnable deal for a room, from the worker process; the event loop only waits for it.
 
         One search per room in the finder's bounded queue: it is dropped, or stopped after its
         current candidate, once the room no longer waits for it (docs/solver.md, "The solver queue")."""
-        outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect))
+        if self.nodes is None:
+            outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect))
+        else:
+            leased = await self._find_deal_leased(effect)
+            if leased is None:
+                return  # another node searched, and the room moved on (the answer would be stale)
+            outcome = leased
         if outcome.busy:
             name, level = "deal_search_refused", logging.WARNING
         elif outcome.cancelled and outcome.candidates == 0:
@@ -1283,6 +1327,36 @@ class RaceServer:
         self._dispatch(
             DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail, outcome.busy)
         )
+
+    async def _find_deal_leased(self, effect: FindDeal) -> SearchOutcome | None:
+        """Several nodes: every node holding a dealing room is asked for its deal, but one searches,
+        the holder of the room's deal lease; the others wait for the room to move on (the holder
+        commits the countdown, they read it back) or for the lease to lapse (the holder died or
+        stopped: one of them takes over). None: this node did not search and the room moved on."""
+        assert self.nodes is not None
+        lease = self.nodes.deal_lease(effect.code, effect.race, self.config.deal_lease_s)
+        waiting = False
+        while True:
+            if not self._deal_wanted(effect):
+                return None
+            if not await lease.take():
+                if not waiting:
+                    log_event(logging.INFO, "deal_search_waiting", room=effect.code, race=effect.race, why="leased")
+                waiting = True
+                await asyncio.sleep(self.config.deal_lease_s / 6)
+                continue
+            if waiting:
+                log_event(logging.INFO, "deal_search_taken_over", room=effect.code, race=effect.race)
+            lease.keep()
+            try:
+                outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect) and lease.held)
+            finally:
+                await lease.stop()
+            if outcome.deal is not None or lease.held:
+                if outcome.deal is None and not outcome.cancelled:
+                    await lease.stop(release=True)  # back to the lobby: the host may start again at once
+                return outcome
+            waiting = True  # lost the lease mid-search (cut off from Redis): wait for it again
 
     def _deal_wanted(self, effect: FindDeal) -> bool:
         """Does the room still wait for this search? (The core drops an answer to any other as stale.)"""

@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or redis+cluster://host:port for a Redis Cluster [REDIS_URL]; without it the embedded in-memory store "
         "is used")  # fmt: skip
     add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
-        "nodes on the same Redis: any node serves any racer (needs --redis; one Redis, not a cluster yet) "
+        "nodes on the same Redis or Redis Cluster: any node serves any racer (needs --redis) "
         "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
     number("--workers", "PLOT_WORKERS", int, 1, 1, "server processes sharing the port (SO_REUSEPORT), each a full "
            "node of --multi-node, supervised: one that dies is restarted; more than one needs --redis "
@@ -184,6 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
     number("--max-rooms", "PLOT_MAX_ROOMS", int, 1000, 1, "[PLOT_MAX_ROOMS] (1000)")
     number("--countdown", "PLOT_COUNTDOWN", float, 3, 0,
            "seconds between start and the race [PLOT_COUNTDOWN] (3)")  # fmt: skip
+    core = CoreConfig()
+    number("--racer-hz", "PLOT_RACER_HZ", float, 1000 / core.leaderboard_interval_ms, 0.2, "leaderboards per "
+           "second at most to a room's racers, each with the rows that changed, 0.2 to 100 [PLOT_RACER_HZ] "
+           f"({1000 / core.leaderboard_interval_ms:g})", high=100, metavar="HZ")  # fmt: skip
+    number("--spectator-hz", "PLOT_SPECTATOR_HZ", float, 1000 / core.spectator_leaderboard_interval_ms, 0.2,
+           "leaderboards per second at most to a room's spectators (plot watch, the web page), the changes "
+           f"coalesced, 0.2 to 100 [PLOT_SPECTATOR_HZ] ({1000 / core.spectator_leaderboard_interval_ms:g})",
+           high=100, metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
     number("--room-ttl", "PLOT_ROOM_TTL", float, 24 * 3600, 0,
@@ -269,7 +277,7 @@ def _switch(flag: bool | None, env: str) -> bool:
 
 
 def check_workers(args: argparse.Namespace) -> None:
-    """More than one worker shares rooms through one Redis, on one fixed port."""
+    """More than one worker shares rooms through Redis (one Redis or a cluster), on one fixed port."""
     if args.workers == 1:
         return
     if not args.redis:
@@ -277,8 +285,6 @@ def check_workers(args: argparse.Namespace) -> None:
             f"--workers / PLOT_WORKERS {args.workers}: more than one worker needs --redis URL (the workers "
             "share their rooms through Redis; the in-memory store is one process's own)"
         )
-    if "+cluster://" in args.redis:
-        raise ConfigError(f"--workers / PLOT_WORKERS {args.workers}: one Redis, not a Redis Cluster yet")
     if args.port == 0:
         raise ConfigError(f"--workers / PLOT_WORKERS {args.workers}: the workers share one port: give --port")
 
@@ -288,9 +294,7 @@ def multi_node(args: argparse.Namespace) -> bool:
     Several workers are several nodes."""
     wanted = _switch(args.multi_node, "PLOT_MULTI_NODE") or args.workers > 1
     if wanted and not args.redis:
-        raise ConfigError("--multi-node needs --redis URL: the nodes share their rooms through one Redis")
-    if wanted and "+cluster://" in args.redis:
-        raise ConfigError("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
+        raise ConfigError("--multi-node needs --redis URL: the nodes share their rooms through Redis")
     return wanted
 
 
@@ -320,6 +324,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     core = CoreConfig(
         countdown_ms=int(args.countdown * 1000),
         grace_ms=int(args.grace * 1000),
+        leaderboard_interval_ms=round(1000 / args.racer_hz),
+        spectator_leaderboard_interval_ms=round(1000 / args.spectator_hz),
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
         shared_rooms=multi_node(args),

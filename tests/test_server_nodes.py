@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import random
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
+import redis.asyncio
 from redis_fixture import RedisServer, free_port
 from support import (
     FAST,
@@ -27,20 +31,23 @@ from support import (
     play,
     room_phase,
     server_process,
+    wait_for_file,
     wait_healthy,
 )
+from winnable_sources import gated_random_deal
 
 from server.app import RaceServer
 from server.core.records import decode_room, open_race_of
 from server.store.redis import RedisStore
+from server.winnable import WinnableConfig
 from shared import protocol as p
 
 SHARED = replace(FAST, shared_rooms=True)
 
 
 @asynccontextmanager
-async def node(redis_url: str) -> AsyncIterator[RaceServer]:
-    server = RaceServer(RedisStore(redis_url), fast_config(core=SHARED), store_name="redis")
+async def node(redis_url: str, **overrides: Any) -> AsyncIterator[RaceServer]:
+    server = RaceServer(RedisStore(redis_url), fast_config(core=SHARED, **overrides), store_name="redis")
     await server.start()
     try:
         yield server
@@ -157,7 +164,6 @@ def test_multi_node_needs_one_redis_and_says_so() -> None:
     cases = [
         (("--multi-node",), {}, "--multi-node needs --redis URL"),
         ((), {"PLOT_MULTI_NODE": "1"}, "--multi-node needs --redis URL"),
-        (("--multi-node", "--redis", "redis+cluster://127.0.0.1:7000"), {}, "not on a Redis Cluster yet"),
         ((), {"PLOT_MULTI_NODE": "maybe", "REDIS_URL": "redis://127.0.0.1:1/0"}, "PLOT_MULTI_NODE='maybe'"),
     ]
     for args, env, said in cases:
@@ -168,18 +174,18 @@ def test_multi_node_needs_one_redis_and_says_so() -> None:
         assert len(lines) == 1 and said in lines[0], err
 
 
-async def test_dropped_subscriptions_catch_up_mid_race(own_redis_server: RedisServer) -> None:
-    """CLIENT KILL TYPE pubsub mid-race: both nodes' subscriptions drop (what they publish
-    meanwhile is lost); each reads its rooms back, and everyone converges."""
+async def dropped_subscriptions_race(redis_url: str, kill_pubsub: Callable[[str], object]) -> None:
+    """``kill_pubsub(code)`` cuts the nodes' subscriptions of the room mid-race (what they publish
+    meanwhile is lost); each node reads the room back, and everyone converges."""
     rng = random.Random(8)
-    async with node(own_redis_server.url) as a, node(own_redis_server.url) as b:
+    async with node(redis_url) as a, node(redis_url) as b:
         clients, starts = await spread_room(a, b)
         host, ann, bob, eve = clients
         assert a.nodes is not None and b.nodes is not None
         views = [s.view for s in starts]
         assert views[1] is not None and views[2] is not None
         view_ann, next_id = await play(ann, views[1], 3, rng)
-        killed = own_redis_server.command("CLIENT", "KILL", "TYPE", "pubsub")
+        killed = kill_pubsub(latest(host, p.Room).code)
         assert isinstance(killed, int) and killed >= 2
         await play(ann, view_ann, 6, rng, first_id=next_id)  # published while B is not listening
         await play(bob, views[2], 4, rng)
@@ -193,6 +199,13 @@ async def test_dropped_subscriptions_catch_up_mid_race(own_redis_server: RedisSe
         await eventually(lambda: moves_of(host, bob.pid) == bob_moves, what="bob's moves on A")
         await eventually(lambda: latest(eve, p.Room).spectators == 2, what="the second spectator counted on B")
         await finish_race([host, ann, bob, eve, sam], {host.pid: 0, ann.pid: ann_moves, bob.pid: bob_moves})
+
+
+async def test_dropped_subscriptions_catch_up_mid_race(own_redis_server: RedisServer) -> None:
+    """CLIENT KILL TYPE pubsub mid-race: both nodes' subscriptions drop; they catch up."""
+    await dropped_subscriptions_race(
+        own_redis_server.url, lambda _code: own_redis_server.command("CLIENT", "KILL", "TYPE", "pubsub")
+    )
 
 
 async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_server: RedisServer) -> None:
@@ -294,6 +307,59 @@ async def test_a_disconnect_whose_save_loses_is_replayed_on_the_stored_room(
         assert row.status == "resigned" and not row.connected and row.moves == ann_moves + 1
         for client in (host, bob, eve):
             await client.close()
+
+
+async def test_one_node_searches_a_winnable_deal_and_another_takes_over_when_it_stops(
+    redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A winnable-only room held by two nodes: the host's node A takes the deal lease and searches
+    (held at its gate); node B, whose search would find a deal at once, waits. A stops: its lease
+    lapses, B takes it over, finds the deal and the race starts for B's racer."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    gate_a, gate_b = tmp_path / "gate_a", tmp_path / "gate_b"
+    gate_b.write_text("open")  # only the lease keeps B from finding a deal at once
+
+    def searching(gate: Path) -> dict[str, Any]:
+        source = functools.partial(gated_random_deal, str(gate))
+        return {"winnable": WinnableConfig(seed_source=source), "deal_lease_s": 1.0}
+
+    a_node = node(redis_url, **searching(gate_a))
+    a = await a_node.__aenter__()
+    a_running = True
+    try:
+        async with node(redis_url, **searching(gate_b)) as b:
+            host, bob = await hello(a, "host"), await hello(b, "bob")
+            await host.send(p.CreateRoom(options=p.RoomOptions(winnable_only=True)))
+            code = (await host.expect(p.Room)).code
+            await bob.send(p.Join(code=code))
+            await bob.expect(p.Room)
+            await bob.send(p.Ready(ready=True))
+            await eventually(lambda: any(m.ready for m in latest(host, p.Room).members), what="bob ready on A")
+            await host.send(p.Start())
+            await room_phase(bob, p.DEALING)
+            await wait_for_file(Path(str(gate_a) + ".pid"))  # A searches, held at its gate
+            await eventually(
+                lambda: any(r.getMessage() == "deal_search_waiting" for r in caplog.records), what="B waits"
+            )
+            assert b.deal_finder.searches == 0 and not Path(str(gate_b) + ".pid").exists()
+            assert a.nodes is not None and isinstance(a.store, RedisStore)
+            raw = redis.asyncio.from_url(redis_url)
+            try:
+                holder = await raw.get(a.store.deal_lease_key(code, a.core.rooms[code].race_number))
+            finally:
+                await raw.aclose()
+            assert holder == a.nodes.node_id.encode()
+            a_running = False
+            await a_node.__aexit__(None, None, None)  # A stops: its search ends, its lease is not renewed
+            start = await bob.expect(p.RaceStart, timeout=20)
+            assert start.view is not None
+            assert b.deal_finder.searches >= 1 and Path(str(gate_b) + ".pid").exists()
+            assert any(r.getMessage() == "deal_search_taken_over" for r in caplog.records)
+            for client in (host, bob):
+                await client.close()
+    finally:
+        if a_running:
+            await a_node.__aexit__(None, None, None)
 
 
 async def test_a_resume_on_another_node_supersedes_the_older_connection(redis_url: str) -> None:
