@@ -1,7 +1,9 @@
 """Several nodes on one Redis (docs/scaling.md, "Several nodes"): server CPU per move with the racers
 of each room spread over two ``plot-server --multi-node`` processes against all on one plain
-``plot-server``; the delay from a move's acknowledgement on one node to a spectator's leaderboard
-showing it on the other; and the time from a node's death to its racers playing again elsewhere.
+``plot-server``; the delay from the acknowledgement of a move that changed a racer's foundation
+cards, on one node, to a spectator's leaderboard on the other showing those cards (partial
+leaderboards carry only rows whose cards, status or rank changed, so ``moves`` cannot time it); and
+the time from a node's death to its racers playing again elsewhere.
 
     .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2] [--cluster]
 
@@ -93,22 +95,33 @@ async def racer_loop(client: Client, view: View, pace: float, until: float, acks
         move_id += 1
         if isinstance(reply, p.MoveOk):
             now = time.monotonic()
-            acks[(client.pid, reply.seq)] = now
             if window[0] <= now <= window[1]:
                 counted[0] += 1
+            cards_before = cards(view)
             view = board(reply)
+            if cards(view) != cards_before:  # timed: a leaderboard row changes only with its cards (or status, rank)
+                acks[(client.pid, cards(view))] = now
         await asyncio.sleep(max(0.0, 1 / pace - (time.monotonic() - started)))
 
 
-async def spectator_delays(spectator: Client, acks: dict[tuple[str, int], float], remote: set[str],
-                           seen: dict[tuple[str, int], float]) -> None:  # fmt: skip
+def cards(view: View) -> int:
+    return sum(len(pile) for pile in view.foundations)
+
+
+async def spectator_delays(spectator: Client, remote: set[str], seen: dict[tuple[str, int], float]) -> None:
+    """When the spectator's leaderboard first showed each (racer, foundation cards) of the racers
+    in ``remote``. Partial leaderboards carry only rows whose cards, status or rank changed (and a
+    whole one at most every 5 s), so a move is timed by the cards it changed, never by ``moves``;
+    cards never leave a foundation (no undo here), so showing c cards shows every value up to c."""
+    shown: dict[str, int] = {}
     while True:
         msg = await spectator.expect(p.Leaderboard, timeout=60)
         now = time.monotonic()
         for row in msg.racers:
             if row.player_id in remote:
-                for seq in range(1, row.moves + 1):
-                    seen.setdefault((row.player_id, seq), now)
+                for value in range(shown.get(row.player_id, 0) + 1, row.cards + 1):
+                    seen.setdefault((row.player_id, value), now)
+                shown[row.player_id] = max(row.cards, shown.get(row.player_id, 0))
 
 
 async def load_run(
@@ -150,7 +163,7 @@ async def load_run(
         remote = {c.pid for i, c in enumerate(racers) if i % len(addresses) != len(addresses) - 1}
         if len(addresses) == 1:
             remote = {c.pid for c in racers}
-        watchers.append(asyncio.ensure_future(spectator_delays(spectator, acks, remote, seen)))
+        watchers.append(asyncio.ensure_future(spectator_delays(spectator, remote, seen)))
         for i, (client, race_start) in enumerate(zip(racers, starts, strict=True)):
             assert race_start.view is not None
             sub = random.Random(seed * 1000 + room_index * 10 + i)
