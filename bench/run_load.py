@@ -48,6 +48,9 @@ from typing import Any
 from machine_info import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from support import server_environment  # noqa: E402  (a test helper, found through the path above)
+
 RESULTS = ROOT / "bench" / "results"
 PYTHON = sys.executable
 LOADGEN = str(ROOT / "bench" / "loadgen.py")
@@ -236,7 +239,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             if redis_url is not None:
                 cmd += ["--redis", redis_url]
         log = stack.enter_context(tempfile.TemporaryFile())
-        env = {**os.environ, "PYTHONPATH": str(root)}  # that tree's server, not the installed one
+        # that tree's server, not the installed one; no spectator page (it would take port + 1)
+        env = server_environment(PYTHONPATH=str(root))
         proc = subprocess.Popen(
             pinned(cmd, SERVER_CORE),
             cwd=root,
