@@ -48,7 +48,7 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
         run_load,
         "memory",
         "server",
-        ["--racers", "8", "--spectators", "3", "--pace", "0", "--duration", "3", "--warmup", "0.3"],
+        ["--racers", "8", "--spectators", "3", "--pace", "20", "--duration", "3", "--warmup", "0.3", "--deal", "1"],
     )
     assert result["mode"] == "server"
     assert result["accepted_moves"] > 0
@@ -57,7 +57,9 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
     assert result["failures"] == []
     assert result["ack_latency_ms"]["count"] == result["accepted_moves"]
     # Spectators saw leaderboards carrying the racers' moves (timed by the cards they sent home: a
-    # 1-s window saw none in half the runs, so 3 s), and every audience's frames were counted apart.
+    # 1-s window saw none in half the runs, so 3 s, and deal 1, where cards go home from the first
+    # moves, not a random deal; 20 moves/s, since a race played flat out can end before the
+    # spectators' second leaderboard), and every audience's frames were counted apart.
     assert result["leaderboards_received"] > 0
     assert result["fanout_from_send_ms"]["count"] > 0
     assert result["racer_frames_per_move"] >= 1  # each move's own move_ok at least
@@ -265,13 +267,17 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
 
     out = subprocess.run(
         [sys.executable, str(BENCH / "nodes_bench.py"), "--rooms", "1", "--racers", "2", "--duration", "1",
-         "--warmup", "0.5", "--runs", "1"],
+         "--warmup", "0.5", "--runs", "1", "--cluster", "--idle", "0.2"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout)
-    for layout in ("one", "two"):
+    for layout in ("one", "two", "two-cluster"):  # two-cluster: the two nodes on a three-master cluster
         assert figures[layout][0]["moves_in_window"] > 0
+    assert set(figures["medians"]) == {"one", "two", "two-cluster"}
+    assert all(m["redis_cpu_us_per_move"] >= 0 for m in figures["medians"].values())
+    ratio = figures["redis_cpu_ratio_cluster_over_one_redis"]  # None when the ticks saw no Redis CPU
+    assert ratio is None or ratio > 0
     assert len(figures["failover"]["reconnect_to_first_ack_ms"]) == 2
     assert figures["cpu_ratio_two_over_one"] is None or figures["cpu_ratio_two_over_one"] > 0
 
@@ -295,3 +301,23 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(ru
     assert 0 < entry["answered_within_1s_share"] <= 1
     assert entry["errors"] == 0
     assert any(line.startswith("| memory | ") for line in run_load.report_overload(out))
+
+
+# ---------------------------------------------------------------- every bench's plot-server
+
+
+def test_bench_servers_listen_on_their_game_port_only(run_load: ModuleType) -> None:
+    """By default the spectator page takes the game port + 1, which may be another run's free
+    port: two benches at once (or a bench and the tests) would clash. The servers the benches
+    start listen on their own game port and nothing else."""
+    from support import listening_ports
+
+    def port_of(url: str) -> int:
+        return int(url.rsplit(":", 1)[1])
+
+    with run_load.target_server("memory", 290) as target:
+        assert listening_ports(target.server.pid) == {port_of(target.url)}
+    with load("profile_move").race_server("memory", "py-spy", "") as (url, process, _target):
+        assert listening_ports(process.pid) == {port_of(url)}
+    with load("attacks").plot_server(BENCH.parent) as (process, port):
+        assert listening_ports(process.pid) == {port}

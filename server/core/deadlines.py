@@ -20,8 +20,7 @@ class Due(enum.Enum):
     RACER_WRITE = "racer_write"  # a racer's failed write: retry after the back-off, or give up
     FORFEIT = "forfeit"  # a racer disconnected past the grace period resigns
     TIME_LIMIT = "time_limit"  # the race's time limit
-    LEADERBOARD = "leaderboard"  # the racers' leaderboard changed: at most one per interval
-    SPECTATOR_LEADERBOARD = "spectator_leaderboard"  # the spectators' one, at their (slower) rate
+    LEADERBOARD = "leaderboard"  # a changed leaderboard: the racers' and the spectators' feeds due now
     BOARDS = "boards"  # spectators' delayed boards reveal the next entries
     MEMBER_GONE = "member_gone"  # a disconnected member (not racing) is removed
     IDLE = "idle"  # a lobby or finished room nobody touches closes
@@ -54,22 +53,9 @@ class DeadlinesMixin(CoreBase):
                     table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))
             if race.record.ends_at is not None and not race.ending:
                 table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
-            check_ms = min(config.leaderboard_interval_ms, config.spectator_leaderboard_interval_ms)
-            for audience, due, interval in (
-                (Audience.RACERS, Due.LEADERBOARD, config.leaderboard_interval_ms),
-                (Audience.SPECTATORS, Due.SPECTATOR_LEADERBOARD, config.spectator_leaderboard_interval_ms),
-            ):
-                feed = race.feed(audience)
-                if not (feed.dirty or feed.stale):
-                    continue
-                # Nobody to send to: no wake-ups, except one to forget what was last sent.
-                if not feed.sent and not room.has_audience(audience):
-                    continue
-                if feed.dirty:
-                    at = max(feed.checked_ms + check_ms, feed.sent_ms + interval)
-                else:
-                    at = feed.full_ms + config.leaderboard_full_ms
-                table.append(Deadline(at, due))
+            leaderboard_at = self._leaderboard_due(race)
+            if leaderboard_at is not None:
+                table.append(Deadline(leaderboard_at, Due.LEADERBOARD))
             reveal = self._next_reveal(room)
             if reveal is not None:
                 table.append(Deadline(reveal, Due.BOARDS))
@@ -101,21 +87,57 @@ class DeadlinesMixin(CoreBase):
         if self.rooms.get(code) is room and room.phase == p.RACING:
             self._check_race_over(room, now)
 
-    def _leaderboard_tick(self, room: RoomState, race: RaceState, audience: Audience, now: int) -> None:
-        """One audience's coalesced leaderboard: the changes since its last tick, in one frame."""
-        feed = race.feed(audience)
-        if not (feed.dirty or feed.stale):
-            return
-        feed.dirty = False
-        feed.checked_ms = now
-        players = room.audience_ids(audience)
-        if not players:
-            feed.reset()
-            return
-        board = self._leaderboard_update(race, feed, now)
-        if board is not None:
-            feed.sent_ms = now
-            self._send(players, board, droppable=True)
+    def _leaderboard_due(self, race: RaceState) -> int | None:
+        """The room's next leaderboard tick. While figures change, one at most every
+        ``leaderboard_interval_ms``: each compares them for the racers, and for the spectators once
+        their own interval has run since their last frame (so both share the tick and its rows).
+        Otherwise: changes the spectators are still owed, and each audience's whole leaderboard
+        ``leaderboard_full_ms`` after its last while rows lag."""
+        config = self.config
+        if race.lb_dirty:
+            return race.lb_checked_ms + config.leaderboard_interval_ms
+        dues: list[int] = []
+        for feed, interval in (
+            (race.racers_feed, config.leaderboard_interval_ms),
+            (race.spectators_feed, config.spectator_leaderboard_interval_ms),
+        ):
+            if feed.behind:
+                dues.append(feed.sent_ms + interval)
+            elif feed.stale:  # never sooner than the feed's interval after its last frame either
+                dues.append(max(feed.full_ms + config.leaderboard_full_ms, feed.sent_ms + interval))
+        return min(dues) if dues else None
+
+    def _leaderboard_tick(self, room: RoomState, race: RaceState, now: int) -> None:
+        """The room's leaderboard tick: each audience whose feed is due gets the rows changed since
+        its own last frame, in one frame (the rows are ranked once for both); the spectators'
+        changes wait for the first tick their interval allows."""
+        config = self.config
+        dirty = race.lb_dirty and now >= race.lb_checked_ms + config.leaderboard_interval_ms
+        rows: list[p.LeaderboardRow] | None = None
+        for audience, feed, interval in (
+            (Audience.RACERS, race.racers_feed, config.leaderboard_interval_ms),
+            (Audience.SPECTATORS, race.spectators_feed, config.spectator_leaderboard_interval_ms),
+        ):
+            whole_due = feed.stale and now >= feed.full_ms + config.leaderboard_full_ms
+            if not (dirty or feed.behind or whole_due):
+                continue
+            if now < feed.sent_ms + interval:
+                feed.behind = True
+                continue
+            players = room.audience_ids(audience)
+            if not players:
+                feed.reset()
+                continue
+            feed.behind = False
+            if rows is None:
+                rows = self._rows(race, final=False)
+            board = self._leaderboard_update(race, feed, rows, now)
+            if board is not None:
+                feed.sent_ms = now
+                self._send(players, board, droppable=True)
+        if dirty:
+            race.lb_dirty = False
+            race.lb_checked_ms = now
 
     def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
         race = room.race
@@ -137,11 +159,9 @@ class DeadlinesMixin(CoreBase):
         elif due is Due.TIME_LIMIT:
             if room.phase == p.RACING and race is not None:
                 self._end_race(room, now, "time")
-        elif due is Due.LEADERBOARD or due is Due.SPECTATOR_LEADERBOARD:
+        elif due is Due.LEADERBOARD:
             if room.phase == p.RACING and race is not None:
-                self._leaderboard_tick(
-                    room, race, Audience.RACERS if due is Due.LEADERBOARD else Audience.SPECTATORS, now
-                )
+                self._leaderboard_tick(room, race, now)
         elif due is Due.BOARDS:
             if room.phase == p.RACING and race is not None:
                 boards = self._boards_message(room, now, advance=True)
