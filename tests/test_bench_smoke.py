@@ -270,8 +270,9 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout)
-    for layout in ("one", "two"):
+    for layout in ("one", "two", "split", "half"):
         assert figures[layout][0]["moves_in_window"] > 0
+    assert len(figures["split"][0]["cpu_us_per_move_by_node"]) == 2
     assert len(figures["failover"]["reconnect_to_first_ack_ms"]) == 2
     assert figures["cpu_ratio_two_over_one"] is None or figures["cpu_ratio_two_over_one"] > 0
 
