@@ -6,15 +6,19 @@ leaderboards carry only rows whose cards, status or rank changed, so ``moves`` c
 the time from a node's death to its racers playing again elsewhere.
 
     .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2]
+        [--layouts one,two,split,half] [--cluster]
 
 Starts a redis-server (tests/redis_fixture.py; loopback, no disk). Each run starts fresh servers for
 each layout in turn, the layouts alternating run by run (drift on a shared machine hits them alike):
 rooms of ``--racers`` racers and one spectator each, every racer playing random legal moves at
-``--pace`` moves/s for ``--duration`` s. Layouts: ``one`` (all on one plain node), ``two`` (two
-``--multi-node`` nodes, each room's racers alternately on A and B, its spectator on B), ``split``
-(racers on A, spectators on B: B's CPU is the cost of applying another node's moves alone) and
-``half`` (one plain node, half the rooms: the own load each node of ``two`` carries). CPU is the server processes'
-user+system time over the measured window (/proc), divided by the moves acknowledged in it. Then the
+``--pace`` moves/s (each at its own phase) for ``--duration`` s. Layouts: ``one`` (all on one plain
+node), ``two`` (two ``--multi-node`` nodes, each room's racers alternately on A and B, its spectator
+on B), ``split`` (racers on A, spectators on B: B's CPU is the cost of applying another node's moves)
+and ``half`` (one plain node, half the rooms: the own load each node of ``two`` carries). CPU is the server processes'
+user+system time over the measured window (/proc), divided by the moves acknowledged in it; Redis CPU
+likewise, the redis-server processes' (every master's on a cluster). ``--cluster`` adds a third layout,
+"two-cluster": the two nodes on a three-master Redis Cluster (tests/redis_cluster_fixture.py; sharded
+pub/sub), so Redis CPU per move on the cluster, pub/sub included, stands beside one Redis's. Then the
 failover: a room of two racers on node A, node A killed (SIGKILL), both racers reconnect to node B
 with their tokens; the time from the start of the reconnection to each racer's first acknowledged
 move there. Prints JSON (``--json FILE`` writes it too).
@@ -37,7 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from redis_fixture import RedisServer, free_port  # test helpers, found through the path above
+from redis_cluster_fixture import LocalRedisCluster  # test helpers, found through the path above
+from redis_fixture import RedisServer, free_port
 from support import Client, board, server_environment, view_game, wait_healthy
 
 from shared import protocol as p
@@ -126,10 +131,10 @@ async def spectator_delays(spectator: Client, remote: set[str], seen: dict[tuple
                 shown[row.player_id] = max(row.cards, shown.get(row.player_id, 0))
 
 
-async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int], rooms_count: int,
-                   args: argparse.Namespace, seed: int) -> dict[str, Any]:  # fmt: skip
+async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int], redis_pids: list[int],
+                   rooms_count: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:  # fmt: skip
     """Rooms of racers (racer i of each room on ``racer_nodes[i % len]``) and one spectator (on
-    ``spectator_node``) racing; CPU per move of the processes ``pids``, each and together."""
+    ``spectator_node``) racing; CPU per move of the server processes ``pids``, each and together."""
     rooms: list[tuple[list[Client], Client]] = []
     for r in range(rooms_count):
         racers = []
@@ -174,8 +179,10 @@ async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int],
                 racer_loop(client, race_start.view, args.pace, until, acks, counted, window, sub)))  # fmt: skip
     await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
     cpu_before = [cpu_seconds(pid) for pid in pids]
+    redis_before = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
     cpu_after = [cpu_seconds(pid) for pid in pids]
+    redis_after = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.gather(*tasks)
     await asyncio.sleep(0.5)  # the last leaderboards
     for watcher in watchers:
@@ -190,6 +197,8 @@ async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int],
         "server_cpu_s": round(sum(used), 3),
         "cpu_us_per_move": round(sum(used) / max(1, counted[0]) * 1e6, 1),
         "cpu_us_per_move_by_node": [round(cpu / max(1, counted[0]) * 1e6, 1) for cpu in used],
+        "redis_cpu_s": round(redis_after - redis_before, 3),
+        "redis_cpu_us_per_move": round((redis_after - redis_before) / max(1, counted[0]) * 1e6, 1),
         "leaderboard_delay_ms": {
             "n": len(delays),
             "p50": None if not delays else round(statistics.median(delays), 1),
@@ -258,28 +267,44 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--layouts", default="one,two,split,half",
                         help="comma-separated, run in this order each run: one, two, split, half")  # fmt: skip
+    parser.add_argument("--cluster", action="store_true", help="also two nodes on a three-master Redis Cluster")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle cluster's own CPU is measured")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     redis = RedisServer()
     redis.start()
-    layouts = args.layouts.split(",")
+    cluster = LocalRedisCluster() if args.cluster else None
+    layouts = [*args.layouts.split(","), *(["two-cluster"] if cluster else [])]
     results: dict[str, Any] = {"args": vars(args) | {"json": str(args.json)}} | {layout: [] for layout in layouts}
     try:
+        if cluster is not None:
+            cluster.start()
+            # The masters' own background (cluster bus pings, cron) with no server attached, to
+            # read the per-move figures against: it is charged to the moves in the window.
+            pids = [node.process.pid for node in cluster.nodes if node.process is not None]
+            before = sum(cpu_seconds(pid) for pid in pids)
+            time.sleep(args.idle)
+            idle_s = sum(cpu_seconds(pid) for pid in pids) - before
+            results["cluster_idle_cpu_ms_per_s"] = round(idle_s / args.idle * 1000, 2)
         for run in range(args.runs):
             for layout in layouts:
-                redis.command("FLUSHALL")
-                multi = layout in ("two", "split")
-                nodes = [start_node(redis.url, multi) for _ in range(2 if multi else 1)]
+                servers: list[RedisServer]
+                if layout == "two-cluster":
+                    assert cluster is not None
+                    cluster.flushall()
+                    url, servers = cluster.url, list(cluster.nodes)
+                else:
+                    redis.command("FLUSHALL")
+                    url, servers = redis.url, [redis]
+                redis_pids = [server.process.pid for server in servers if server.process is not None]
+                multi = layout not in ("one", "half")
+                nodes = [start_node(url, multi) for _ in range(2 if multi else 1)]
                 urls = [f"ws://127.0.0.1:{port}" for _, port in nodes]
-                # two: racers alternately on A and B, the spectator on B; split: racers on A, the
-                # spectator on B (B's CPU is the remote application alone); half: one node, half the
-                # rooms (the load of its own racers each node of "two" carries).
-                racer_nodes = urls[:1] if layout == "split" else urls
+                racer_nodes = urls[:1] if layout == "split" else urls  # split: racers on A, spectators on B
                 rooms = max(1, args.rooms // 2) if layout == "half" else args.rooms
+                pids = [proc.pid for proc, _ in nodes]
                 try:
-                    figures = asyncio.run(
-                        load_run(racer_nodes, urls[-1], [proc.pid for proc, _ in nodes], rooms, args, seed=run + 1)
-                    )
+                    figures = asyncio.run(load_run(racer_nodes, urls[-1], pids, redis_pids, rooms, args, seed=run + 1))
                 finally:
                     for proc, _ in nodes:
                         proc.terminate()
@@ -290,17 +315,29 @@ def main() -> None:
         results["failover"] = asyncio.run(failover(redis.url))
     finally:
         redis.stop()
-    medians = {layout: statistics.median(r["cpu_us_per_move"] for r in results[layout]) for layout in layouts}
-    results["cpu_us_per_move_median"] = medians
-    one = medians.get("one", 0.0)
-    # None when the window was too short for the clock's ticks (10 ms) to see CPU on either layout.
-    for layout in ("two", "split"):
-        if layout in medians and "one" in medians:
-            ratio = round(medians[layout] / one, 2) if one > 0 and medians[layout] > 0 else None
-            results[f"cpu_ratio_{layout}_over_one"] = ratio
+        if cluster is not None:
+            cluster.close()
+    results["medians"] = {
+        layout: {
+            key: statistics.median(r[key] for r in results[layout])
+            for key in ("cpu_us_per_move", "redis_cpu_us_per_move")
+        }
+        for layout in layouts
+    }
+    one = results["medians"].get("one", {}).get("cpu_us_per_move", 0.0)
+    for layout in ("two", "split"):  # None when the window was too short for the clock's ticks (10 ms)
+        if layout in results["medians"] and "one" in results["medians"]:
+            other = results["medians"][layout]["cpu_us_per_move"]
+            results[f"cpu_ratio_{layout}_over_one"] = round(other / one, 2) if one > 0 and other > 0 else None
     if "split" in results:  # node B of split: what applying another node's moves costs, per move
         remote = [r["cpu_us_per_move_by_node"][1] for r in results["split"]]
         results["remote_us_per_move_median"] = statistics.median(remote)
+    if cluster is not None:  # Redis CPU per move: the cluster's masters together against one Redis, both two nodes
+        one_redis = results["medians"]["two"]["redis_cpu_us_per_move"]
+        on_cluster = results["medians"]["two-cluster"]["redis_cpu_us_per_move"]
+        results["redis_cpu_ratio_cluster_over_one_redis"] = (
+            round(on_cluster / one_redis, 2) if one_redis > 0 and on_cluster > 0 else None
+        )
     text = json.dumps(results, indent=1)
     print(text)
     if args.json:
