@@ -272,9 +272,10 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout)
-    for layout in ("one", "two", "two-cluster"):  # two-cluster: the two nodes on a three-master cluster
+    for layout in ("one", "two", "split", "half", "two-cluster"):  # two-cluster: two nodes on a three-master cluster
         assert figures[layout][0]["moves_in_window"] > 0
-    assert set(figures["medians"]) == {"one", "two", "two-cluster"}
+    assert len(figures["split"][0]["cpu_us_per_move_by_node"]) == 2
+    assert set(figures["medians"]) == {"one", "two", "split", "half", "two-cluster"}
     assert all(m["redis_cpu_us_per_move"] >= 0 for m in figures["medians"].values())
     ratio = figures["redis_cpu_ratio_cluster_over_one_redis"]  # None when the ticks saw no Redis CPU
     assert ratio is None or ratio > 0

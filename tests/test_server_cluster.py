@@ -225,6 +225,32 @@ async def test_a_room_s_slot_moved_to_another_master_is_heard_there(
         await guest.close()
 
 
+async def test_a_subscription_sent_on_a_stale_slot_map_moves_to_the_room_s_master(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    """A room subscribed while the node's slot map is stale (the slot moved and no command told
+    the client yet): the old master answers SSUBSCRIBE with MOVED; the node reads the map again,
+    subscribes the room on its master and reads it back once that is confirmed."""
+    store = RedisStore(redis_cluster_url, namespace="plot")
+    missed: list[str] = []
+    link = NodeLink(store, lambda _batch: None, missed.extend, subscribe_timeout_s=0.5)
+    code = "STALE"
+    channel = store.events_channel(code)
+    source = redis_cluster.node_of(channel)
+    target = next(node for node in redis_cluster.nodes if node is not source)
+    try:
+        await link.start()  # reads the slot map: the channel's slot on ``source``
+        redis_cluster.move_slot(channel, target)
+        await link.subscribe(code)  # SSUBSCRIBE to ``source``: MOVED
+        wanted = f"127.0.0.1:{target.port}"
+        await eventually(lambda: code in link.shards().get(wanted, set()), what="the room on its master")
+        await eventually(lambda: code in missed, what="the room read back once heard")
+    finally:
+        await link.close()
+        await store.close()
+        redis_cluster.move_slot(channel, source)
+
+
 def test_the_cluster_bench_compares_one_redis_with_the_cluster(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     bench = Path(__file__).resolve().parent.parent / "bench" / "cluster_bench.py"
