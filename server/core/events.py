@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
@@ -176,13 +176,16 @@ class RoomChanged:
     has it now (the record, None if it is gone, and the current race's move logs) replaces this
     node's copy; racers' write-ahead state is carried over and local members get fresh snapshots.
     ``replay``: this node's room commands the store does not hold yet (their save lost the
-    compare-and-set, or was made on the old copy): handled again, in order, on the new copy."""
+    compare-and-set, or was made on the old copy): handled again, in order, on the new copy.
+    ``starts``: racers whose log was read from this index on (the entries before it are the ones
+    this node's copy held when the read began), not from the start."""
 
     code: str
     record: RoomRecord | None
     logs: dict[str, list[LogEntry]]
     now: int
     replay: tuple[ClientEvent, ...] = ()
+    starts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
