@@ -23,7 +23,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -464,8 +464,8 @@ class RaceServer:
         from server.nodes import NodeLink
         from server.store.redis import RedisStore
 
-        if not isinstance(self.store, RedisStore) or self.store.cluster:
-            raise ValueError("several nodes (shared rooms) need one Redis store (redis://, rediss://, unix://)")
+        if not isinstance(self.store, RedisStore):
+            raise ValueError("several nodes (shared rooms) need the Redis store (one Redis or a Redis Cluster)")
         self.nodes = NodeLink(
             self.store,
             self._on_node_message,
@@ -677,7 +677,7 @@ class RaceServer:
                         pass
                     await closer
                     break
-                await self._on_frame(conn, frame)
+                self._on_frame(conn, frame)  # never waits: whatever it starts runs as tasks
         except ConnectionClosed:
             pass
         finally:
@@ -727,17 +727,26 @@ class RaceServer:
         room = self.core.rooms.get(code)
         return room is not None and conn.player is not None and conn.player in room.members
 
-    async def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
-        ref: str | None = None
+    def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
+        msg: p.ClientMessage | None = None
         try:
             if isinstance(frame, str):
                 raise p.ProtocolError(p.MALFORMED, "messages are binary MessagePack frames, not text")
             msg = p.decode_client(frame)
-            ref = p.message_type(msg)
-            if self.metrics is not None and isinstance(msg, p.Move):
-                if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
-                    conn.moves_in.clear()
-                conn.moves_in[msg.id] = time.perf_counter()
+            if isinstance(msg, p.Move):  # most frames: none of the checks below concerns a move
+                if self.metrics is not None:
+                    if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
+                        conn.moves_in.clear()
+                    conn.moves_in[msg.id] = time.perf_counter()
+                if conn.player is not None and self._busy():
+                    # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
+                    # time-outs and reloads. Nothing reached the core: the move was not played.
+                    retry = self.config.busy_retry_ms
+                    why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
+                    self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
+                    return
+                self._dispatch(ClientEvent(conn.id, msg, now_ms()))
+                return
             if isinstance(msg, p.Hello):
                 conn.hello_seen = True
             limited = self._address_limited(conn, msg)
@@ -746,13 +755,6 @@ class RaceServer:
                 return
             if isinstance(msg, p.Hello):
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
-                return
-            if isinstance(msg, p.Move) and conn.player is not None and self._busy():
-                # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
-                # time-outs and reloads. Nothing reached the core: the move was not played.
-                retry = self.config.busy_retry_ms
-                why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
-                self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
                 return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
             if isinstance(msg, p.Join):
@@ -764,8 +766,10 @@ class RaceServer:
             self._reply(conn, exc.to_message())
         except StoreUnavailable as exc:
             log_event(logging.WARNING, "store_unavailable", conn=conn.id, error=str(exc))
+            ref = None if msg is None else p.message_type(msg)
             self._reply(conn, p.Error(code=p.STORE_UNAVAILABLE, message="the store did not answer: retry", ref=ref))
         except Exception:
+            ref = None if msg is None else p.message_type(msg)
             log.exception("frame_failed", extra={"fields": {"conn": conn.id, "type": ref}})
             self._reply(conn, p.Error(code=p.INTERNAL, message="the server failed on this message", ref=ref))
 
@@ -1126,10 +1130,12 @@ class RaceServer:
             return
         self._dispatch(RemoteMoves(code, message.race, message.player, message.start, [entry], now_ms()))
 
-    def _on_nodes_missed(self) -> None:
-        """Pub/sub messages may have been lost: every room held is read back from the store."""
-        for code in list(self.core.rooms):
-            self._request_refresh(code)
+    def _on_nodes_missed(self, codes: Collection[str]) -> None:
+        """Pub/sub messages of these rooms may have been lost (a gap or a dropped connection on
+        their shard): those held here are read back from the store."""
+        for code in codes:
+            if self.core.has_room(code):
+                self._request_refresh(code)
 
     def _request_refresh(self, code: str, first: bool = False) -> None:
         """Read the room back from the store (in its queue: after this node's own pending writes,
@@ -1248,15 +1254,24 @@ class RaceServer:
                 asyncio.get_running_loop().call_soon(self._flush_appends)
         if self.nodes is not None:  # the store published each stored entry's notice
             self.nodes.noticed(sum(1 for result in results if result is AppendResult.APPENDED))
+        now = now_ms()  # one answer for the whole batch: the same moment for each of its moves
         for effect, result in zip(batch, results, strict=True):
             event: MovePersisted | MovePersistFailed
-            if isinstance(result, StoreUnavailable):
+            if result is AppendResult.APPENDED:
+                event = MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now)
+            elif isinstance(result, StoreUnavailable):
                 log_event(
                     logging.WARNING, "append_failed", room=effect.code, player=effect.player_id, error=str(result)
                 )
-                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now)
+            elif result is AppendResult.LENGTH_MISMATCH:
+                log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", now)
             else:
-                event = self._persist_outcome(effect, result)
+                log_event(
+                    logging.ERROR, "append_no_such_race", room=effect.code, race=effect.race, player=effect.player_id
+                )
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now)
             self._dispatch(event)
 
     def _append_request(self, effect: PersistMove) -> AppendRequest:
@@ -1265,15 +1280,6 @@ class RaceServer:
         if self.nodes is not None:  # several nodes: the other nodes hear of it from the append itself
             notice = self.nodes.appended_notice(effect.race, effect.player_id, effect.expected_length, entry)
         return AppendRequest(effect.code, effect.race, effect.player_id, effect.expected_length, entry, notice)
-
-    def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
-        if result is AppendResult.APPENDED:
-            return MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now_ms())
-        if result is AppendResult.LENGTH_MISMATCH:
-            log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
-            return MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", now_ms())
-        log_event(logging.ERROR, "append_no_such_race", room=effect.code, race=effect.race, player=effect.player_id)
-        return MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now_ms())
 
     async def _find_deal(self, effect: FindDeal) -> None:
         """A winnable deal for a room, from the worker process; the event loop only waits for it.
