@@ -314,3 +314,23 @@ def test_readback_bench_measures_full_against_incremental_read_backs(tmp_path: P
         assert run["entries_per_racer"] == [10, 10, 10] and run["changes"] == 4
         assert run["load_moves_calls_per_change"] == 3.0  # one LRANGE per racer, each change read back
     assert set(figures["summary"]["10"]["median_cpu_us_per_change"]) == {"full", "incremental"}
+
+
+# ---------------------------------------------------------------- every bench's plot-server
+
+
+def test_bench_servers_listen_on_their_game_port_only(run_load: ModuleType) -> None:
+    """By default the spectator page takes the game port + 1, which may be another run's free
+    port: two benches at once (or a bench and the tests) would clash. The servers the benches
+    start listen on their own game port and nothing else."""
+    from support import listening_ports
+
+    def port_of(url: str) -> int:
+        return int(url.rsplit(":", 1)[1])
+
+    with run_load.target_server("memory", 290) as target:
+        assert listening_ports(target.server.pid) == {port_of(target.url)}
+    with load("profile_move").race_server("memory", "py-spy", "") as (url, process, _target):
+        assert listening_ports(process.pid) == {port_of(url)}
+    with load("attacks").plot_server(BENCH.parent) as (process, port):
+        assert listening_ports(process.pid) == {port}
