@@ -14,9 +14,16 @@ import time
 from support import DEAL, Client, Shell, board, eventually, make_room, racing, running_server, start_race, view_game
 from support import pid as pid_of
 
+from server.core import CoreConfig
 from server.core.events import Send
 from shared import protocol as p
 from shared.engine import Game
+
+# The default sends spectators leaderboards as often as racers; these tests take the slower
+# spectators' rate a host sets for large audiences (--spectator-hz 5).
+SPECTATORS_AT_5_HZ = CoreConfig(
+    countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000, spectator_leaderboard_interval_ms=200
+)
 
 Figures = list[tuple[str, int, str, int, bool]]
 
@@ -45,7 +52,7 @@ def boards_of(shell: Shell, conn: int) -> list[p.Leaderboard]:
 
 
 def test_spectators_get_fewer_leaderboards_and_the_same_figures() -> None:
-    shell = Shell()
+    shell = Shell(SPECTATORS_AT_5_HZ)
     racer_ms, spectator_ms = shell.config.leaderboard_interval_ms, shell.config.spectator_leaderboard_interval_ms
     assert spectator_ms > racer_ms
     conns, code = racing(shell)
@@ -106,7 +113,7 @@ def test_spectators_get_fewer_leaderboards_and_the_same_figures() -> None:
 
 
 def test_a_room_without_spectators_schedules_no_spectator_ticks_and_a_newcomer_gets_the_whole_board() -> None:
-    shell = Shell()
+    shell = Shell(SPECTATORS_AT_5_HZ)
     conns, code = racing(shell)
     room = shell.core.rooms[code]
     opening, home = toggling_moves()

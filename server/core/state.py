@@ -26,9 +26,11 @@ class CoreConfig:
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
     # The room's leaderboard tick, and the racers' rate: at most ~10 leaderboards per second per room.
     leaderboard_interval_ms: int = 100
-    # Spectators (plot watch, the web page) need less: at most ~5 per second per room, the same
-    # changes coalesced over every other tick (rounded up to whole ticks; docs/protocol.md, "Who gets what").
-    spectator_leaderboard_interval_ms: int = 200
+    # Spectators (plot watch, the web page): by default as often as racers, so a move reaches a
+    # spectator within the 200-ms p99 target (at 5 Hz the coalescing alone takes up to 200 ms:
+    # docs/benchmarks.md, "Leaderboard rates"); a host with large audiences lowers it with
+    # --spectator-hz, the same changes coalesced over several ticks (docs/protocol.md, "Who gets what").
+    spectator_leaderboard_interval_ms: int = 100
     # Between them only the rows whose shown figures changed go out (partial); a whole one at
     # least this often while the race moves, so a client that missed a partial one catches up.
     leaderboard_full_ms: int = 5000
