@@ -467,7 +467,7 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
             rate = float(sat["moves_per_second"])
             offered = opts.overload_factor * rate
             pace = offered / racers
-            over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", *window]
+            over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", "--busy-retry", opts.busy_retry, *window]
             with target_server(kind, reply_size) as target:
                 over = run_loadgen("server", target, over_args, opts.timeout)
                 over["server_log_events"] = target.log_events()
@@ -478,6 +478,14 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
                 "saturation_generator_cpu_share": sat.get("generator_cpu_share"),
                 "offered_moves_per_second": round(offered, 1),
                 "sent_moves_per_second": round(over["moves_sent"] / over["window_seconds"], 1),
+                # Every slot of the racers' schedules in the window: sent, skipped (the racer still
+                # waited for an answer) or deferred (it honoured a busy answer's retry_ms).
+                "schedule_moves_per_second": round(
+                    (over["moves_sent"] + over["sends_skipped"] + over["sends_deferred"]) / over["window_seconds"], 1
+                ),
+                "skipped_moves_per_second": round(over["sends_skipped"] / over["window_seconds"], 1),
+                "deferred_moves_per_second": round(over["sends_deferred"] / over["window_seconds"], 1),
+                "busy_without_hint": over["busy_without_hint"],
                 "goodput_moves_per_second": over["moves_per_second"],
                 "goodput_fraction": round(over["moves_per_second"] / rate, 3) if rate else None,
                 "answered_within_1s_share": round(over["answered_within_1s"] / answered, 4) if answered else None,
@@ -502,13 +510,21 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     summary: dict[str, dict[str, float | None]] = {}
     for kind, entries in runs.items():
         summary[kind] = {key: median_of(entries, key) for key in OVERLOAD_FIELDS}
-    return {"racers": racers, "factor": opts.overload_factor, "runs": runs, "summary": summary}
+    return {
+        "racers": racers,
+        "factor": opts.overload_factor,
+        "busy_retry": opts.busy_retry,
+        "runs": runs,
+        "summary": summary,
+    }
 
 
 OVERLOAD_FIELDS = [
     "saturation_moves_per_second",
     "offered_moves_per_second",
     "sent_moves_per_second",
+    "skipped_moves_per_second",
+    "deferred_moves_per_second",
     "goodput_moves_per_second",
     "goodput_fraction",
     "answered_within_1s_share",
@@ -667,6 +683,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--racers", type=int, default=None, help="saturation: 64; paced: 1000; overload: 512")
     parser.add_argument("--overload-factor", type=float, default=1.5, help="overload: offered rate / saturation rate")
+    parser.add_argument(
+        "--busy-retry",
+        choices=["hint", "slot"],
+        default="hint",
+        help="overload: a racer answered busy sends again after retry_ms (hint) or at its next slot (slot)",
+    )
     parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer (paced, fanout)")
     parser.add_argument("--spectators", type=int, default=250)
     parser.add_argument("--spectator-rooms", type=int, default=1)

@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import os
+import random
 import secrets
 import socket
 import ssl
@@ -174,6 +175,10 @@ class ServerConfig:
     # queued or in flight to the store, or while a batch has been out longer than append_stall_ms.
     append_backlog_limit: int = 4096
     append_stall_ms: int = 1000
+    # ... and when the event loop itself is behind: past this many moves taken on in one turn of
+    # the loop (its ready connections handled back to back, a backlog of them), the turn's later
+    # moves are answered `busy` before any work is spent on them. 0: no such limit.
+    busy_turn_moves: int = 256
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
@@ -310,6 +315,7 @@ class RaceServer:
         self._batch_starts: dict[int, float] = {}  # id of each batch in flight -> when it was sent
         self._batch_ids = itertools.count()
         self._append_flush_scheduled = False
+        self._turn_moves = 0  # moves taken on in this turn of the event loop (_end_turn resets it)
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
@@ -741,13 +747,14 @@ class RaceServer:
             if isinstance(msg, p.Hello):
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
-            if isinstance(msg, p.Move) and conn.player is not None and self._busy():
-                # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
-                # time-outs and reloads. Nothing reached the core: the move was not played.
-                retry = self.config.busy_retry_ms
-                why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
-                self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
-                return
+            if isinstance(msg, p.Move) and conn.player is not None:
+                cause = self._busy()
+                if cause is not None:
+                    # Degrade, never collapse: a fast explicit answer instead of a queue that grows
+                    # into time-outs and reloads. Nothing reached the core: the move was not played.
+                    self._reply(conn, self._busy_answer(msg.id, cause))
+                    return
+                self._take_turn_move()
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
             if isinstance(msg, p.Join):
                 if self._member_of(conn, msg.code):
@@ -1164,12 +1171,38 @@ class RaceServer:
             return
         self._dispatch(RoomsListed(effect.conn, codes, records, now_ms()))
 
-    def _busy(self) -> bool:
+    def _busy(self) -> str | None:
+        """Why a new move cannot be taken on now (None: it can): "store", the store's writes are
+        backed up; "loop", this turn of the event loop has taken on its share of moves already."""
+        limit = self.config.busy_turn_moves
+        if limit and self._turn_moves >= limit:
+            return "loop"
         if self._append_backlog >= self.config.append_backlog_limit:
-            return True
-        if not self._batch_starts:
-            return False
-        return time.monotonic() - min(self._batch_starts.values()) > self.config.append_stall_ms / 1000
+            return "store"
+        stall = self.config.append_stall_ms / 1000
+        if self._batch_starts and time.monotonic() - min(self._batch_starts.values()) > stall:
+            return "store"
+        return None
+
+    def _take_turn_move(self) -> None:
+        """Count a move taken on in this turn of the loop. The count is reset by a callback queued
+        behind every connection already woken in this turn, so it counts the moves of one turn:
+        a turn that handles more than busy_turn_moves is a backlog of ready connections (the
+        loop is behind), which time cannot show without misreading a descheduled process."""
+        self._turn_moves += 1
+        if self._turn_moves == 1:
+            asyncio.get_running_loop().call_soon(self._end_turn)
+
+    def _end_turn(self) -> None:
+        self._turn_moves = 0
+
+    def _busy_answer(self, move_id: int, cause: str) -> p.MoveRejected:
+        """A busy answer with its retry hint. The hint is spread over half to one and a half times
+        busy_retry_ms, so that the moves refused in one turn do not all come back in one turn."""
+        retry = max(1, round(self.config.busy_retry_ms * (0.5 + random.random())))
+        what = "writing moves" if cause == "store" else "taking on moves"
+        why = f"the server is busy {what}: send it again (same id) in {retry} ms; retry_ms={retry}"
+        return p.MoveRejected(id=move_id, code=p.BUSY, reason=why)
 
     def _enqueue_append(self, effect: PersistMove) -> None:
         """Queue a move for the next batch, at once: a retried write comes from the core only when
