@@ -15,6 +15,7 @@ from a shared machine hits them alike) and reports medians.
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
     python bench/run_load.py metrics --runs 5         # CPU per move with /metrics on and off, both stores
     python bench/run_load.py overload --runs 2        # 1.5x each store's saturation rate: goodput, answer times
+    python bench/run_load.py capacity --kinds memory,echo  # the largest paced load held (p99 <= 20 ms), per store
     python bench/run_load.py report FILE.json         # the tables docs/benchmarks.md shows
 
 Results: one JSON file per invocation in bench/results/ (medians in ``summary``, every
@@ -536,6 +537,113 @@ OVERLOAD_FIELDS = [
 ]
 
 
+P99_TARGET_MS = 20.0  # issue 10: a paced load is held when every move is served with ack p99 <= this
+
+
+def held(run: dict[str, Any], racers: int, pace: float) -> tuple[bool, str]:
+    """Did this paced run hold its load? Every move served (accepted at the offered rate, within
+    1%, no slot skipped past 0.1%, no rejection, no error) with ack p99 <= P99_TARGET_MS."""
+    offered = racers * pace
+    p99 = run["ack_latency_ms"]["p99"]
+    why = []
+    if run["moves_per_second"] < 0.99 * offered:
+        why.append(f"served {run['moves_per_second']:g} of {offered:g} moves/s")
+    skipped = run.get("sends_skipped", 0) / max(1.0, run["window_seconds"])
+    if skipped > 0.001 * offered:
+        why.append(f"{skipped:.0f} sends/s skipped")
+    if run.get("rejected") or run.get("errors") or run.get("failures"):
+        why.append(f"rejected {run.get('rejected')}, errors {run.get('errors')} {run.get('error_codes')}")
+    if p99 is None or p99 > P99_TARGET_MS:
+        why.append(f"ack p99 {p99} ms")
+    return not why, "; ".join(why) or "held"
+
+
+def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    """Issue 10, the largest paced load per process: for each store, racers x ``--pace`` moves/s
+    on a fresh server, stepping up by ``--capacity-step`` racers from ``--capacity-start`` until a
+    load is not held (see ``held``), then bisecting between the last load held and the first not
+    held down to ``--capacity-resolution`` racers. The echo runs at each load right after the
+    store (the control: the generator and the machine carry that load). One run per load."""
+    kinds = [k for k in opts.kinds.split(",") if k != "echo"]
+    control = "echo" in opts.kinds.split(",")
+    window = ["--pace", str(opts.pace), "--duration", str(opts.duration), "--warmup", str(max(opts.warmup, 5.0))]
+    out: dict[str, Any] = {"pace": opts.pace, "p99_target_ms": P99_TARGET_MS, "steps": {}, "summary": {}}
+    for kind in kinds:
+        steps: list[dict[str, Any]] = []
+        best: int | None = None  # the largest load held
+        worst: int | None = None  # the smallest load not held
+        racers = opts.capacity_start
+        while len(steps) < opts.capacity_max_steps:
+            args = ["--racers", str(racers), *window]
+            with target_server(kind, reply_size) as target:
+                run = run_loadgen("server", target, args, opts.timeout)
+                run["server_log_events"] = target.log_events()
+            ok, why = held(run, racers, opts.pace)
+            step: dict[str, Any] = {"racers": racers, "held": ok, "why": why, "run": run}
+            if control:
+                with target_server("echo", reply_size) as target:
+                    echo = run_loadgen("echo", target, args, opts.timeout)
+                step["echo"] = echo
+                step["echo_held"], step["echo_why"] = held(echo, racers, opts.pace)
+            steps.append(step)
+            brief = {
+                "racers": racers,
+                "held": ok,
+                "why": why,
+                "ack_p99": run["ack_latency_ms"]["p99"],
+                "server_cpu_share": run.get("server_cpu_share"),
+                "generator_cpu_share": run.get("generator_cpu_share"),
+                "echo_p99": step["echo"]["ack_latency_ms"]["p99"] if control else None,
+                "loadavg_before": run.get("loadavg_before"),
+            }
+            print(f"  {kind:8} {json.dumps(brief)}", file=sys.stderr, flush=True)
+            if ok:
+                best = racers if best is None else max(best, racers)
+            else:
+                worst = racers if worst is None else min(worst, racers)
+            if worst is None:
+                racers += opts.capacity_step
+                continue
+            low = best if best is not None else 0
+            if worst - low <= opts.capacity_resolution:
+                break
+            racers = (low + worst) // 2 // 50 * 50 or 50
+            if racers <= low:
+                break
+        out["steps"][kind] = steps
+        out["summary"][kind] = {
+            "largest_held_racers": best,
+            "largest_held_moves_per_second": best * opts.pace if best is not None else None,
+            "smallest_not_held_racers": worst,
+        }
+    return out
+
+
+def report_capacity(block: dict[str, Any]) -> list[str]:
+    lines = ["", f"capacity (racers x {block['pace']:g} moves/s; held: every move served, ack p99 <= "]
+    lines[-1] += f"{block['p99_target_ms']:g} ms):"
+    lines += ["", "| server | racers | held | ack p50 / p99 ms | server CPU | generator CPU | echo p99 ms | why |"]
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for kind, steps in block["steps"].items():
+        for step in sorted(steps, key=lambda s: s["racers"]):
+            run = step["run"]
+            echo = step.get("echo")
+            lines.append(
+                f"| {kind} | {step['racers']} | {'yes' if step['held'] else 'no'} | "
+                f"{fmt(run['ack_latency_ms']['p50'])} / {fmt(run['ack_latency_ms']['p99'])} | "
+                f"{fmt(run.get('server_cpu_share'))} | {fmt(run.get('generator_cpu_share'))} | "
+                f"{fmt(echo['ack_latency_ms']['p99']) if echo else '-'} | {step['why']} |"
+            )
+    lines.append("")
+    for kind, summary in block["summary"].items():
+        lines.append(
+            f"- {kind}: largest load held {fmt(summary['largest_held_racers'])} racers "
+            f"({fmt(summary['largest_held_moves_per_second'])} moves/s); not held at "
+            f"{fmt(summary['smallest_not_held_racers'])}"
+        )
+    return lines
+
+
 def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     common = [
         "--racers",
@@ -665,6 +773,8 @@ def report(path: Path) -> str:
                 )
     if "overload" in data:
         lines += report_overload(data["overload"])
+    if "capacity" in data:
+        lines += report_capacity(data["capacity"])
     if "idle" in data:
         lines += ["", "idle:", ""]
         for label, summary in data["idle"]["summary"].items():
@@ -675,7 +785,8 @@ def report(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Load benchmarks for plot-server vs a bare echo baseline.")
     parser.add_argument(
-        "what", choices=["saturation", "paced", "fanout", "idle", "metrics", "overload", "all", "report"]
+        "what",
+        choices=["saturation", "paced", "fanout", "idle", "metrics", "overload", "capacity", "all", "report"],
     )
     parser.add_argument("file", nargs="?", help="report: the results file")
     parser.add_argument("--runs", type=int, default=3)
@@ -690,6 +801,10 @@ def main() -> None:
         help="overload: a racer answered busy sends again after retry_ms (hint) or at its next slot (slot)",
     )
     parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer (paced, fanout)")
+    parser.add_argument("--capacity-start", type=int, default=1000, help="capacity: racers at the first load")
+    parser.add_argument("--capacity-step", type=int, default=1000, help="capacity: racers added per step up")
+    parser.add_argument("--capacity-resolution", type=int, default=250, help="capacity: bisect down to this")
+    parser.add_argument("--capacity-max-steps", type=int, default=8, help="capacity: loads tried per store at most")
     parser.add_argument("--spectators", type=int, default=250)
     parser.add_argument("--spectator-rooms", type=int, default=1)
     parser.add_argument("--fanout-racers", type=int, default=8)
@@ -720,6 +835,7 @@ def main() -> None:
         "idle": idle,
         "metrics": metrics_cost,
         "overload": overload,
+        "capacity": capacity,
     }
     for item in what:
         print(f"{item}:", file=sys.stderr, flush=True)

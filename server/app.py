@@ -146,6 +146,9 @@ class QueuedSave:
     commands: int = 0  # several nodes: the room commands (their numbers) up to here are in this save
 
 
+TURN_GAP_S = 0.05  # turns with moves further apart than this are not one backlog (busy_turn_streak)
+
+
 @dataclass
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -175,10 +178,12 @@ class ServerConfig:
     # queued or in flight to the store, or while a batch has been out longer than append_stall_ms.
     append_backlog_limit: int = 4096
     append_stall_ms: int = 1000
-    # ... and when the event loop itself is behind: past this many moves taken on in one turn of
-    # the loop (its ready connections handled back to back, a backlog of them), the turn's later
-    # moves are answered `busy` before any work is spent on them. 0: no such limit.
+    # ... and when the event loop itself is behind: once busy_turn_streak turns of the loop in a
+    # row (back to back) have each handled at least this many moves (a standing backlog of ready
+    # connections, not one burst after a pause), a turn's moves past this many are answered
+    # `busy` before any work is spent on them. 0: no such limit.
     busy_turn_moves: int = 256
+    busy_turn_streak: int = 3
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
@@ -315,7 +320,9 @@ class RaceServer:
         self._batch_starts: dict[int, float] = {}  # id of each batch in flight -> when it was sent
         self._batch_ids = itertools.count()
         self._append_flush_scheduled = False
-        self._turn_moves = 0  # moves taken on in this turn of the event loop (_end_turn resets it)
+        self._turn_moves = 0  # moves that arrived in this turn of the event loop (_end_turn resets it)
+        self._big_turns = 0  # turns in a row, back to back, with at least busy_turn_moves moves each
+        self._turn_ended = 0.0  # when the last turn with moves ended (time.monotonic)
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
@@ -748,13 +755,13 @@ class RaceServer:
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
             if isinstance(msg, p.Move) and conn.player is not None:
+                self._count_turn_move()
                 cause = self._busy()
                 if cause is not None:
                     # Degrade, never collapse: a fast explicit answer instead of a queue that grows
                     # into time-outs and reloads. Nothing reached the core: the move was not played.
                     self._reply(conn, self._busy_answer(msg.id, cause))
                     return
-                self._take_turn_move()
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
             if isinstance(msg, p.Join):
                 if self._member_of(conn, msg.code):
@@ -1175,7 +1182,7 @@ class RaceServer:
         """Why a new move cannot be taken on now (None: it can): "store", the store's writes are
         backed up; "loop", this turn of the event loop has taken on its share of moves already."""
         limit = self.config.busy_turn_moves
-        if limit and self._turn_moves >= limit:
+        if limit and self._turn_moves > limit and self._big_turns >= self.config.busy_turn_streak:
             return "loop"
         if self._append_backlog >= self.config.append_backlog_limit:
             return "store"
@@ -1184,17 +1191,23 @@ class RaceServer:
             return "store"
         return None
 
-    def _take_turn_move(self) -> None:
-        """Count a move taken on in this turn of the loop. The count is reset by a callback queued
-        behind every connection already woken in this turn, so it counts the moves of one turn:
-        a turn that handles more than busy_turn_moves is a backlog of ready connections (the
-        loop is behind), which time cannot show without misreading a descheduled process."""
+    def _count_turn_move(self) -> None:
+        """Count a move arriving in this turn of the loop. The count is closed by a callback
+        queued behind every connection already woken in this turn. A count, not a clock: a
+        process the machine deschedules sees its timers late without being behind on its own
+        work; and a streak of big turns, not one: one big turn after a pause (a collection, a
+        neighbour on the core) is worked through in a few milliseconds and refuses nothing."""
         self._turn_moves += 1
         if self._turn_moves == 1:
+            if time.monotonic() - self._turn_ended > TURN_GAP_S:
+                self._big_turns = 0  # the loop was idle in between: not a standing backlog
             asyncio.get_running_loop().call_soon(self._end_turn)
 
     def _end_turn(self) -> None:
+        limit = self.config.busy_turn_moves
+        self._big_turns = self._big_turns + 1 if limit and self._turn_moves >= limit else 0
         self._turn_moves = 0
+        self._turn_ended = time.monotonic()
 
     def _busy_answer(self, move_id: int, cause: str) -> p.MoveRejected:
         """A busy answer with its retry hint. The hint is spread over half to one and a half times
