@@ -10,6 +10,12 @@ the same size at the same pace to ``bench/echo_server.py`` and reports the same 
 ``sizes`` prints the typical move and move_ok frame sizes (the echo server pads its
 replies to the latter).
 
+Frames are counted per audience in the measured window: what the racers receive per accepted
+move (their own ``move_ok`` included), and what a spectator receives per move accepted in the
+room it watches. The fan-out latency is timed by the ``cards`` figure: from a move that sends a
+card home to the first leaderboard at a spectator showing that many cards (partial leaderboards
+refresh ``moves`` only with the whole one, docs/protocol.md).
+
 Prints one JSON object on stdout. On stderr, the lines ``window-start`` and ``window-end``
 mark the measured window (``bench/run_load.py`` samples the server's CPU there). Only
 loopback addresses are accepted.
@@ -95,8 +101,10 @@ class Stats:
     move_bytes: int = 0
     races: int = 0  # races that reached their results (any time in the run)
     race_moves: int = 0
-    # (player_id, seq) -> (sent, acked): to time a move's arrival on spectators' leaderboards.
-    move_times: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+    # (player_id, race, cards) -> (sent, acked) of the move that brought that many cards home:
+    # to time its arrival on spectators' leaderboards (rows are sent when cards change).
+    card_times: dict[tuple[str, int, int], tuple[float, float]] = field(default_factory=dict)
+    room_acks: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # accepted in the window, per room
     fanout_from_send: list[float] = field(default_factory=list)
     fanout_from_ack: list[float] = field(default_factory=list)
     # From the ack to the first spectator that sees the move: the coalescing wait (plus one delivery).
@@ -107,6 +115,9 @@ class Stats:
     leaderboards: int = 0
     racer_frames: int = 0  # every frame the racers received in the window (acks, leaderboards, rooms...)
     racer_bytes: int = 0
+    spectator_frames: int = 0  # every frame the spectators received in the window
+    spectator_bytes: int = 0
+    spectator_leaderboards: int = 0  # of those, leaderboards
     failures: list[str] = field(default_factory=list)
 
 
@@ -175,6 +186,8 @@ class Racer:
         self.room_code = ""
         self.view: View | None = None
         self.move_id = 0
+        self.race = 0
+        self.spectator = False  # its frames count as a spectator's
 
     async def send(self, message: p.ClientMessage) -> None:
         assert self.ws is not None
@@ -185,8 +198,12 @@ class Racer:
         frame = await self.ws.recv()
         assert isinstance(frame, bytes)
         if self.stats.measuring:
-            self.stats.racer_frames += 1
-            self.stats.racer_bytes += len(frame)
+            if self.spectator:
+                self.stats.spectator_frames += 1
+                self.stats.spectator_bytes += len(frame)
+            else:
+                self.stats.racer_frames += 1
+                self.stats.racer_bytes += len(frame)
         return frame
 
     async def recv(self) -> p.ServerMessage:
@@ -299,6 +316,7 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
     answer's retry_ms, the slots in between counted as deferred; with ``slot``, at the next slot."""
     start = await wait_for(racer, p.RaceStart)
     racer.view = start.view
+    racer.race = start.race
     racer.move_id = 0
     interval = 1.0 / args.pace if args.pace > 0 else 0.0
     next_send = time.perf_counter() + racer.rng.random() * interval
@@ -338,14 +356,17 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                     stats.answer_latency.append(acked - sent)
                 # Protocol 2: the changes, applied to the board (the check value is left to the
                 # real clients and the tests: the load generator keeps its own CPU small).
+                cards_before = racer.view.foundation_cards
                 racer.view = msg.board_after(racer.view)
                 stats.race_moves += 1
                 if stats.measuring:
                     stats.acks += 1
+                    stats.room_acks[racer.room_code] += 1
                     stats.ack_bytes += len(data)
                     stats.move_bytes += len(frame)
                     stats.ack_latency.append(acked - sent)
-                    stats.move_times[(racer.player_id, msg.seq)] = (sent, acked)
+                    for cards in range(cards_before + 1, racer.view.foundation_cards + 1):
+                        stats.card_times[(racer.player_id, racer.race, cards)] = (sent, acked)
                 break
             if isinstance(msg, p.MoveRejected) and msg.id == racer.move_id:
                 answered = time.perf_counter()
@@ -380,7 +401,8 @@ LEADERBOARD_TAG = b"\xa4type\xableaderboard"  # how a leaderboard frame starts, 
 
 
 async def spectate(spectator: Racer, code: str, stats: Stats) -> None:
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, int]] = {}  # player id -> (race, cards) last shown
+    spectator.spectator = True
     with contextlib.suppress(Exception):  # the connection closes at the end of the run
         while True:
             frame = await spectator.recv_frame()
@@ -395,21 +417,21 @@ async def spectate(spectator: Racer, code: str, stats: Stats) -> None:
             stats.leaderboards += 1
             first = stats.first_arrival.setdefault((code, msg.race, msg.version), now)
             if stats.measuring:
+                stats.spectator_leaderboards += 1
                 stats.delivery_spread.append(now - first)
             for row in msg.racers:
-                last = seen.get(row.player_id, 0)
-                if row.moves > last:
-                    seen[row.player_id] = row.moves
-                    if not stats.measuring:
-                        continue
-                    for seq in range(last + 1, row.moves + 1):
-                        times = stats.move_times.get((row.player_id, seq))
-                        if times is not None:
-                            stats.fanout_from_send.append(now - times[0])
-                            stats.fanout_from_ack.append(now - times[1])
-                            stats.fanout_first_from_ack.append(first - times[1])
-                elif row.moves < last:  # a new race: counts start again
-                    seen[row.player_id] = row.moves
+                race, last = seen.get(row.player_id, (msg.race, 1))
+                if race != msg.race:
+                    last = 1  # a new race: one card (the base card) is home at the start
+                seen[row.player_id] = (msg.race, row.cards)
+                if not stats.measuring:
+                    continue
+                for cards in range(last + 1, row.cards + 1):
+                    times = stats.card_times.get((row.player_id, msg.race, cards))
+                    if times is not None:
+                        stats.fanout_from_send.append(now - times[0])
+                        stats.fanout_from_ack.append(now - times[1])
+                        stats.fanout_first_from_ack.append(first - times[1])
 
 
 async def wait_for_setup(
@@ -485,6 +507,8 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*room_tasks, return_exceptions=True)
         await close_all(everyone)
     ack_bytes = stats.ack_bytes / stats.acks if stats.acks else None
+    # A spectator's frames per move accepted in the room it watches, over every spectator.
+    watched_moves = sum(stats.room_acks.get(racers[0].room_code, 0) * len(specs) for racers, specs in rooms)
     return {
         "mode": "server",
         "racers": args.racers,
@@ -506,6 +530,11 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         "move_ok_frame_bytes": round(ack_bytes, 1) if ack_bytes else None,
         "racer_frames_per_move": round(stats.racer_frames / stats.acks, 3) if stats.acks else None,
         "racer_bytes_per_move": round(stats.racer_bytes / stats.acks, 1) if stats.acks else None,
+        "spectator_frames_per_move": round(stats.spectator_frames / watched_moves, 3) if watched_moves else None,
+        "spectator_bytes_per_move": round(stats.spectator_bytes / watched_moves, 1) if watched_moves else None,
+        "spectator_leaderboards_per_s": (
+            round(stats.spectator_leaderboards / args.spectators / window, 2) if args.spectators else None
+        ),
         "ack_latency_ms": summary_ms(stats.ack_latency),
         # Every move sent in the window and answered (accepted or rejected), and how fast.
         "moves_sent": stats.sent,

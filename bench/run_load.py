@@ -12,6 +12,8 @@ from a shared machine hits them alike) and reports medians.
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
     python bench/run_load.py paced --kinds memory     # only some of the servers (echo,memory,redis)
     python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
+    python bench/run_load.py fanout --tree before=/tmp/old --kinds memory,memory@before
+                                                      # the same servers from another tree, interleaved
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
     python bench/run_load.py metrics --runs 5         # CPU per move with /metrics on and off, both stores
     python bench/run_load.py overload --runs 2        # 1.5x each store's saturation rate: goodput, answer times
@@ -51,6 +53,9 @@ RESULTS = ROOT / "bench" / "results"
 PYTHON = sys.executable
 LOADGEN = str(ROOT / "bench" / "loadgen.py")
 TASKSET = shutil.which("taskset")
+# --tree NAME=PATH: a server kind written KIND@NAME runs the plot-server of the tree at PATH (a
+# checkout of another commit), so that two versions are measured side by side, run by run.
+TREES: dict[str, Path] = {}
 SERVER_CORE = 0
 CLIENT_CORE = 1  # the load generator, and redis-server
 
@@ -211,6 +216,8 @@ class Target:
 def target_server(kind: str, reply_size: int) -> Iterator[Target]:
     """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it); '-nometrics' after a store
     kind runs that server with --metrics off."""
+    kind, _, tree = kind.partition("@")
+    root = TREES[tree] if tree else ROOT
     kind, _, variant = kind.partition("-")
     with contextlib.ExitStack() as stack:
         redis_url: str | None = None
@@ -227,8 +234,14 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             if redis_url is not None:
                 cmd += ["--redis", redis_url]
         log = stack.enter_context(tempfile.TemporaryFile())
+        env = {**os.environ, "PYTHONPATH": str(root)}  # that tree's server, not the installed one
         proc = subprocess.Popen(
-            pinned(cmd, SERVER_CORE), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, preexec_fn=raise_fd_limit
+            pinned(cmd, SERVER_CORE),
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            preexec_fn=raise_fd_limit,
         )
         stack.callback(stop_process, proc)
         try:
@@ -342,6 +355,9 @@ SUMMARY_FIELDS: list[tuple[str, ...]] = [
     ("move_ok_frame_bytes",),
     ("racer_frames_per_move",),
     ("racer_bytes_per_move",),
+    ("spectator_frames_per_move",),
+    ("spectator_bytes_per_move",),
+    ("spectator_leaderboards_per_s",),
     ("errors",),
     ("rejected",),
 ]
@@ -410,9 +426,17 @@ def saturation(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     return out
 
 
+def kinds_of(opts: argparse.Namespace, default: str) -> list[str]:
+    """The server kinds a step runs: --kinds, else the step's own default."""
+    return (opts.kinds or default).split(",")
+
+
 def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     racers = opts.racers or 1000
+    rooms = (racers + 7) // 8
+    watchers = ["--spectators", str(rooms * opts.paced_spectators), "--spectator-rooms", str(rooms)]
     common = [
+        *(watchers if opts.paced_spectators else []),
         "--racers",
         str(racers),
         "--pace",
@@ -422,7 +446,7 @@ def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
         "--warmup",
         str(max(opts.warmup, 5.0)),
     ]
-    kinds = [(k, "echo" if k == "echo" else "server") for k in opts.kinds.split(",")]
+    kinds = [(k, "echo" if k == "echo" else "server") for k in kinds_of(opts, "echo,memory,redis")]
     return scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
 
 
@@ -457,7 +481,7 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     own queue). Per run: goodput (accepted moves/s) over that run's saturation rate, the share of
     answered moves answered within 1 s, answer latency, rejections by code."""
     racers = opts.racers or 512
-    kinds = [k for k in opts.kinds.split(",") if k != "echo"]  # the echo has no store to overload
+    kinds = [k for k in kinds_of(opts, "memory,redis") if k != "echo"]  # the echo has no store to overload
     window = ["--duration", str(opts.duration), "--warmup", str(opts.warmup)]
     sat_args = ["--racers", "64", "--pace", "0", *window]
     runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
@@ -659,7 +683,8 @@ def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
         "--warmup",
         str(max(opts.warmup, 5.0)),
     ]
-    return scenarios([("memory", "server"), ("redis", "server")], common, opts.runs, reply_size, opts.timeout)
+    kinds = [(k, "server") for k in kinds_of(opts, "memory,redis") if k != "echo"]  # the echo has no spectators
+    return scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
 
 
 def idle(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
@@ -810,9 +835,29 @@ def main() -> None:
     parser.add_argument("--fanout-racers", type=int, default=8)
     parser.add_argument("--connections", type=int, default=10000)
     parser.add_argument("--timeout", type=float, default=400.0, help="seconds one loadgen run may take")
-    parser.add_argument("--kinds", default="echo,memory,redis", help="paced: the servers to run, of echo,memory,redis")
+    parser.add_argument(
+        "--kinds",
+        default=None,
+        help="paced (default echo,memory,redis), fanout and overload (default memory,redis): the servers to run, "
+        "of echo, memory, redis, each optionally KIND@TREE (see --tree)",
+    )
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another checkout whose plot-server a kind written KIND@NAME runs (before/after side by side)",
+    )
+    parser.add_argument(
+        "--paced-spectators", type=int, default=0, help="paced: spectators in every room (racers in rooms of 8)"
+    )
     parser.add_argument("--tag", default="", help="added to the results file name")
     opts = parser.parse_args()
+    for tree in opts.tree:
+        name, sep, where = tree.partition("=")
+        if not sep or not name or not (Path(where) / "server" / "cli.py").is_file():
+            parser.error(f"--tree {tree!r}: expected NAME=PATH of a checkout (with server/cli.py)")
+        TREES[name] = Path(where).resolve()
     if opts.what == "report":
         if not opts.file:
             parser.error("report needs a results file")

@@ -1,14 +1,17 @@
 """How soon a move shows on the spectator page: from the racer's ``move_ok`` to the page's
 leaderboard row showing it, in the system's Chromium.
 
-    .venv/bin/python bench/web_latency.py [--moves 200] [--pace 5] [--spectators 1]
+    .venv/bin/python bench/web_latency.py [--moves 200] [--pace 5] [--spectators 1] [--spectator-hz 4]
 
-A real server (memory store, default leaderboard coalescing: ~10 Hz) and page server on
-loopback; one racer plays the bot's moves on deal 8 (a win in 213 moves) at ``--pace`` moves per
-second; ``--spectators`` pages watch. Each page records, with a MutationObserver, the wall-clock
-time its row first shows at least k moves; the racer records when each ``move_ok`` arrived. The
-latency of move k is the difference (same machine, same clock). Also: how long the watch page
-takes from navigation to its first leaderboard row.
+A real server (memory store, the default leaderboard rates: racers ~10 Hz, spectators
+``--spectator-hz``) and page server on loopback; one racer plays the bot's moves on deal 8 (a
+win in 213 moves) at ``--pace`` moves per second; ``--spectators`` pages watch. The moves timed
+are those that send a card home: a spectator's leaderboard row is sent when its cards, status or
+rank change, and its ``moves`` figure is refreshed only with them or the whole leaderboard (every
+5 s). Each page records, with a MutationObserver, the wall-clock time its row first shows at
+least c cards; the racer records when the ``move_ok`` that brought the c-th card home arrived.
+The latency is the difference (same machine, same clock). Also: how long the watch page takes
+from navigation to its first leaderboard row.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ OBSERVE = """playerId => {
     const record = () => {
         const row = document.querySelector(`#leaderboard-body tr[data-player="${playerId}"]`);
         if (!row) return;
-        const moves = Number(row.querySelector('.moves').textContent);
+        const cards = Number(row.querySelector('.count').textContent);
         const now = performance.timeOrigin + performance.now();
-        for (let k = 1; k <= moves; k++) if (!(k in window.__seen)) window.__seen[k] = now;
+        for (let c = 1; c <= cards; c++) if (!(c in window.__seen)) window.__seen[c] = now;
     };
     new MutationObserver(record).observe(document.body, { subtree: true, childList: true, characterData: true });
     record();
@@ -54,8 +57,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run(moves: int, pace: float, spectators: int) -> dict[str, object]:
-    config = ServerConfig(host="127.0.0.1", port=0, core=CoreConfig(countdown_ms=500))
+async def run(moves: int, pace: float, spectators: int, spectator_hz: float) -> dict[str, object]:
+    core = CoreConfig(countdown_ms=500, spectator_leaderboard_interval_ms=round(1000 / spectator_hz))
+    config = ServerConfig(host="127.0.0.1", port=0, core=core)
     async with running_server(config=config) as server, web_server_for(server) as web:
         racers, code = await make_room(server, ["Ann", "Bob"], deal=8)
         async with async_playwright() as playwright:
@@ -74,15 +78,19 @@ async def run(moves: int, pace: float, spectators: int) -> dict[str, object]:
                 await page.evaluate(OBSERVE, ann.pid)
             view = starts[0].view
             assert view is not None
-            acked: dict[int, float] = {}
+            acked: dict[int, float] = {}  # cards home -> when the move_ok that brought the last of them came
+            played = 0
             for k in range(1, moves + 1):
                 move = choose_move(view)
                 if move is None or move == "resign":
                     break
                 began = time.monotonic()
+                before = view.foundation_cards
                 await ann.send(p.Move(id=k, move=move))
                 view = board(await ann.expect(p.MoveOk))
-                acked[k] = time.time() * 1000
+                played += 1
+                for cards in range(before + 1, view.foundation_cards + 1):
+                    acked[cards] = time.time() * 1000
                 await asyncio.sleep(max(0.0, 1 / pace - (time.monotonic() - began)))
             last = max(acked)
             for page in pages:
@@ -103,9 +111,11 @@ async def run(moves: int, pace: float, spectators: int) -> dict[str, object]:
         for client in racers:
             await client.close()
     return {
-        "moves": len(acked),
+        "moves": played,
+        "timed_moves": len(acked),  # the moves that sent a card home
         "pace_per_s": pace,
         "spectators": spectators,
+        "spectator_hz": spectator_hz,
         "latency_ms": {
             "p50": statistics.median(latencies),
             "p90": percentile(latencies, 0.9),
@@ -123,9 +133,15 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=200)
     parser.add_argument("--pace", type=float, default=5.0, help="moves per second")
     parser.add_argument("--spectators", type=int, default=1, help="pages watching")
+    parser.add_argument(
+        "--spectator-hz",
+        type=float,
+        default=1000 / CoreConfig().spectator_leaderboard_interval_ms,
+        help="the server's leaderboards per second to spectators (plot-server --spectator-hz)",
+    )
     parser.add_argument("--save", action="store_true", help="write bench/results/web-latency-<time>.json")
     args = parser.parse_args()
-    result = asyncio.run(run(args.moves, args.pace, args.spectators))
+    result = asyncio.run(run(args.moves, args.pace, args.spectators, args.spectator_hz))
     print(json.dumps(result, indent=2))
     if args.save:
         path = RESULTS / time.strftime("web-latency-%Y%m%d-%H%M%S.json", time.gmtime())

@@ -116,12 +116,18 @@ async def main() -> int:
                     )
                 b.kill()
                 b.wait()
+                # Before HAProxy's checks see B down: leastconn picks B (no connections left), the
+                # connection is refused, and `option redispatch` retries it on A.
+                early = [await Client.open(f"ws://127.0.0.1:{listen[0]}", f"early{i}") for i in range(4)]
+                for i, client in enumerate(early):
+                    await client.hello(f"early{i}")
+                print(f"node B killed, before its checks failed: {len(early)} new connections said hello")
                 time.sleep(1.5)  # two failed checks (fall 2) at 500 ms
                 late = await Client.open(f"ws://127.0.0.1:{listen[0]}", "late")
                 await late.hello("late")
                 held = metric(metrics(game["server-a"]), "plot_connections", kind="lobby")
                 print(f"node B killed: a new connection said hello; connections in no room on node A: {held:g}")
-                for client in (*clients, late):
+                for client in (*clients, *early, late):
                     await client.close()
             finally:
                 lb.terminate()

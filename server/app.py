@@ -93,7 +93,7 @@ from server.core.records import (
 from server.fanout import Fanout, LocalFanout
 from server.limits import AddressLimits, LimitsConfig, address_key
 from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
-from server.winnable import DealFinder, WinnableConfig
+from server.winnable import DealFinder, SearchOutcome, WinnableConfig
 from shared import protocol as p
 
 if TYPE_CHECKING:  # redis-py is imported only when several nodes share a Redis (server/nodes.py)
@@ -188,6 +188,9 @@ class ServerConfig:
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
     node_sweep_s: float = 5.0  # several nodes: how often channels of rooms no longer held are dropped
+    # Several nodes: the lease on a room's winnable-deal search (one node searches; when it dies the
+    # lease lapses after this long and a node waiting for it, polling 6 times as often, searches).
+    deal_lease_s: float = 3.0
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
@@ -1246,9 +1249,7 @@ class RaceServer:
         batch_id = next(self._batch_ids)
         self._batch_starts[batch_id] = time.monotonic()
         try:
-            requests = [
-                AppendRequest(e.code, e.race, e.player_id, e.expected_length, encode_record(e.entry)) for e in batch
-            ]
+            requests = [self._append_request(e) for e in batch]
             results = await self.store.append_moves(requests)
         except StoreUnavailable as exc:
             results = [exc] * len(batch)
@@ -1262,14 +1263,8 @@ class RaceServer:
             if self._append_queue and not self._append_flush_scheduled:
                 self._append_flush_scheduled = True
                 asyncio.get_running_loop().call_soon(self._flush_appends)
-        if self.nodes is not None:
-            appended = [
-                (e.code, self.nodes.appended(e.race, e.player_id, e.expected_length, request.entry))
-                for e, request, result in zip(batch, requests, results, strict=True)
-                if result is AppendResult.APPENDED
-            ]
-            if appended:
-                self._spawn(self.nodes.publish(appended))
+        if self.nodes is not None:  # the store published each stored entry's notice
+            self.nodes.noticed(sum(1 for result in results if result is AppendResult.APPENDED))
         for effect, result in zip(batch, results, strict=True):
             event: MovePersisted | MovePersistFailed
             if isinstance(result, StoreUnavailable):
@@ -1280,6 +1275,13 @@ class RaceServer:
             else:
                 event = self._persist_outcome(effect, result)
             self._dispatch(event)
+
+    def _append_request(self, effect: PersistMove) -> AppendRequest:
+        entry = encode_record(effect.entry)
+        notice = b""
+        if self.nodes is not None:  # several nodes: the other nodes hear of it from the append itself
+            notice = self.nodes.appended_notice(effect.race, effect.player_id, effect.expected_length, entry)
+        return AppendRequest(effect.code, effect.race, effect.player_id, effect.expected_length, entry, notice)
 
     def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
         if result is AppendResult.APPENDED:
@@ -1295,7 +1297,13 @@ class RaceServer:
 
         One search per room in the finder's bounded queue: it is dropped, or stopped after its
         current candidate, once the room no longer waits for it (docs/solver.md, "The solver queue")."""
-        outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect))
+        if self.nodes is None:
+            outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect))
+        else:
+            leased = await self._find_deal_leased(effect)
+            if leased is None:
+                return  # another node searched, and the room moved on (the answer would be stale)
+            outcome = leased
         if outcome.busy:
             name, level = "deal_search_refused", logging.WARNING
         elif outcome.cancelled and outcome.candidates == 0:
@@ -1319,6 +1327,36 @@ class RaceServer:
         self._dispatch(
             DealFound(effect.code, effect.race, effect.search, outcome.deal, now_ms(), outcome.detail, outcome.busy)
         )
+
+    async def _find_deal_leased(self, effect: FindDeal) -> SearchOutcome | None:
+        """Several nodes: every node holding a dealing room is asked for its deal, but one searches,
+        the holder of the room's deal lease; the others wait for the room to move on (the holder
+        commits the countdown, they read it back) or for the lease to lapse (the holder died or
+        stopped: one of them takes over). None: this node did not search and the room moved on."""
+        assert self.nodes is not None
+        lease = self.nodes.deal_lease(effect.code, effect.race, self.config.deal_lease_s)
+        waiting = False
+        while True:
+            if not self._deal_wanted(effect):
+                return None
+            if not await lease.take():
+                if not waiting:
+                    log_event(logging.INFO, "deal_search_waiting", room=effect.code, race=effect.race, why="leased")
+                waiting = True
+                await asyncio.sleep(self.config.deal_lease_s / 6)
+                continue
+            if waiting:
+                log_event(logging.INFO, "deal_search_taken_over", room=effect.code, race=effect.race)
+            lease.keep()
+            try:
+                outcome = await self.deal_finder.find(effect.code, lambda: self._deal_wanted(effect) and lease.held)
+            finally:
+                await lease.stop()
+            if outcome.deal is not None or lease.held:
+                if outcome.deal is None and not outcome.cancelled:
+                    await lease.stop(release=True)  # back to the lobby: the host may start again at once
+                return outcome
+            waiting = True  # lost the lease mid-search (cut off from Redis): wait for it again
 
     def _deal_wanted(self, effect: FindDeal) -> bool:
         """Does the room still wait for this search? (The core drops an answer to any other as stale.)"""

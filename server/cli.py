@@ -193,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
     number("--max-rooms", "PLOT_MAX_ROOMS", int, 1000, 1, "[PLOT_MAX_ROOMS] (1000)")
     number("--countdown", "PLOT_COUNTDOWN", float, 3, 0,
            "seconds between start and the race [PLOT_COUNTDOWN] (3)")  # fmt: skip
+    core = CoreConfig()
+    number("--racer-hz", "PLOT_RACER_HZ", float, 1000 / core.leaderboard_interval_ms, 0.2, "leaderboards per "
+           "second at most to a room's racers, each with the rows that changed, 0.2 to 100 [PLOT_RACER_HZ] "
+           f"({1000 / core.leaderboard_interval_ms:g})", high=100, metavar="HZ")  # fmt: skip
+    number("--spectator-hz", "PLOT_SPECTATOR_HZ", float, 1000 / core.spectator_leaderboard_interval_ms, 0.2,
+           "leaderboards per second at most to a room's spectators (plot watch, the web page), the changes "
+           f"coalesced, 0.2 to 100 [PLOT_SPECTATOR_HZ] ({1000 / core.spectator_leaderboard_interval_ms:g})",
+           high=100, metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
     number("--room-ttl", "PLOT_ROOM_TTL", float, 24 * 3600, 0,
@@ -329,6 +337,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     core = CoreConfig(
         countdown_ms=int(args.countdown * 1000),
         grace_ms=int(args.grace * 1000),
+        leaderboard_interval_ms=round(1000 / args.racer_hz),
+        spectator_leaderboard_interval_ms=round(1000 / args.spectator_hz),
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
         shared_rooms=multi_node(args),

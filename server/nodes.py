@@ -5,8 +5,9 @@ room state). The store is the authority: a room change is committed with the com
 on the room's version, and the node that committed it publishes the new version on the room's
 channel (``ns:events:{CODE}``); every other node holding the room reads the room back from the
 store (record and logs) and resynchronises its own connections. A move appended by the node
-serving its racer is published on the same channel with its entry, and played on the other
-nodes' copies (leaderboards, spectators' boards, the race's end).
+serving its racer is published on the same channel with its entry by the append's own script (in
+the same step, only if it lands), and played on the other nodes' copies (leaderboards, spectators'
+boards, the race's end).
 
 Pub/sub is not durable. When redis-py makes the subscription's connection again, and besides
 that, each node publishes a heartbeat with a sequence number on its own
@@ -184,8 +185,18 @@ class NodeLink:
     def room_version(self, version: int) -> RoomVersion:
         return RoomVersion(self.node_id, version)
 
-    def appended(self, race: int, player: str, start: int, entry: bytes) -> Appended:
-        return Appended(self.node_id, race, player, start, entry)
+    def appended_notice(self, race: int, player: str, start: int, entry: bytes) -> bytes:
+        """The message announcing a stored entry: the store publishes it on the room's channel in the
+        same script as the append, and only if the entry lands (AppendRequest.notice)."""
+        return _encoder.encode(Appended(self.node_id, race, player, start, entry))
+
+    def noticed(self, count: int) -> None:
+        """``count`` entries were stored with their notice (published by the store): counted."""
+        self.published += count
+
+    def deal_lease(self, code: str, race: int, ttl_s: float) -> Lease:
+        """The lease on the winnable-deal search of a room's race, held in this node's name."""
+        return Lease(self._store, self._store.deal_lease_key(code, race), self.node_id, ttl_s)
 
     # ---------------------------------------------------------------- the listener
 
@@ -287,3 +298,62 @@ class NodeLink:
         if code is not None:
             self.received += 1
             self._on_message(code, decoded)
+
+
+class Lease:
+    """A lease in Redis (``SET NX PX``, renewed by its holder): one node at a time does a job (the
+    winnable-deal search of a room's race). The holder is the node's id, so a node taking its own
+    lease again (a new search after its room was read back) renews it. It is renewed every third
+    of its time to live while kept; a holder that dies or stops lets it lapse, and another node
+    takes it. ``held`` turns False when a renewal finds another holder, or none answered for a
+    whole time to live (the store unreachable): the job should stop. Losing it is never unsafe,
+    only wasteful: what the job commits goes through the room's compare-and-set."""
+
+    def __init__(self, store: RedisStore, key: str, holder: str, ttl_s: float) -> None:
+        self.key = key
+        self.holder = holder
+        self.held = False
+        self._store = store
+        self._ttl_ms = max(1, int(ttl_s * 1000))
+        self._renewed = 0.0
+        self._keeper: asyncio.Task[None] | None = None
+
+    async def take(self) -> bool:
+        """Try once: True when this holder has the lease now (never raises: an unreachable store is False)."""
+        try:
+            self.held = await self._store.take_lease(self.key, self.holder, self._ttl_ms)
+        except StoreUnavailable:
+            self.held = False
+        if self.held:
+            self._renewed = time.monotonic()
+        return self.held
+
+    def keep(self) -> None:
+        """Renew it in the background until ``stop``."""
+        if self._keeper is None:
+            self._keeper = asyncio.ensure_future(self._renew())
+
+    async def stop(self, release: bool = False) -> None:
+        """Stop renewing; ``release``: give it up now (else it lapses after its time to live)."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+        if release and self.held:
+            self.held = False
+            with contextlib.suppress(StoreUnavailable):
+                await self._store.drop_lease(self.key, self.holder)
+
+    async def _renew(self) -> None:
+        ttl_s = self._ttl_ms / 1000
+        while self.held:
+            await asyncio.sleep(ttl_s / 3)
+            try:
+                self.held = await self._store.take_lease(self.key, self.holder, self._ttl_ms)
+            except StoreUnavailable:
+                self.held = time.monotonic() - self._renewed < ttl_s  # may have lapsed meanwhile
+            else:
+                self._renewed = time.monotonic()
+            if not self.held:
+                _log(logging.WARNING, "lease_lost", key=self.key)

@@ -109,7 +109,12 @@ def eventually_sync(check: Callable[[], bool], timeout: float = 5.0, interval: f
 M = TypeVar("M", bound=p.ServerMessage)
 
 FAST = CoreConfig(
-    countdown_ms=100, grace_ms=2000, member_grace_ms=5000, leaderboard_interval_ms=50, leaderboard_full_ms=500
+    countdown_ms=100,
+    grace_ms=2000,
+    member_grace_ms=5000,
+    leaderboard_interval_ms=50,
+    spectator_leaderboard_interval_ms=120,
+    leaderboard_full_ms=500,
 )
 
 

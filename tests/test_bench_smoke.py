@@ -56,12 +56,31 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
     assert result["errors"] == 0 and result["rejected"] == 0, result["error_codes"]
     assert result["failures"] == []
     assert result["ack_latency_ms"]["count"] == result["accepted_moves"]
-    # Spectators saw leaderboards carrying the racers' moves.
+    # Spectators saw leaderboards carrying the racers' moves (timed by the cards they sent home),
+    # and every audience's frames were counted apart.
     assert result["leaderboards_received"] > 0
     assert result["fanout_from_send_ms"]["count"] > 0
+    assert result["racer_frames_per_move"] >= 1  # each move's own move_ok at least
+    assert 0 < result["spectator_frames_per_move"] < result["racer_frames_per_move"] * 8
+    assert result["spectator_leaderboards_per_s"] > 0
     # The runner read the window marks and sampled the server process there.
     assert "server_cpu_share" in result and "server_cpu_us_per_move" in result
     assert result["server_peak_rss_mib"] > 0
+
+
+def test_a_kind_at_another_tree_runs_that_trees_server(run_load: ModuleType, tmp_path: Path) -> None:
+    """run_load --tree NAME=PATH: KIND@NAME starts the plot-server of PATH (before/after side by side)."""
+    for package in ("server", "shared"):
+        (tmp_path / package).symlink_to(BENCH.parent / package)
+    run_load.TREES["other"] = tmp_path
+    try:
+        with run_load.target_server("memory@other", 290) as target:
+            assert Path(f"/proc/{target.server.pid}/cwd").resolve() == tmp_path.resolve()
+            assert (Path(f"/proc/{target.server.pid}/environ").read_bytes().split(b"\0")).count(
+                b"PYTHONPATH=" + str(tmp_path).encode()
+            ) == 1
+    finally:
+        del run_load.TREES["other"]
 
 
 def test_echo_baseline_replies_with_the_configured_frame_size(run_load: ModuleType) -> None:

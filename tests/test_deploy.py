@@ -47,17 +47,16 @@ def test_compose_builds_the_nodes_and_starts_them_after_redis_is_healthy() -> No
         assert volume.split(":")[0] in document["volumes"]
 
 
-def test_the_default_compose_up_runs_one_node_the_second_is_behind_a_profile() -> None:
-    """Sharing rooms between nodes still has gaps (docs/scaling.md): plain `docker compose up`
-    starts one node; the second needs --profile multi-node."""
+def test_the_default_compose_up_runs_two_nodes_behind_haproxy() -> None:
+    """A plain `docker compose up` starts Redis, both nodes and HAProxy: no profiles."""
     services = compose()["services"]
-    default = sorted(name for name, service in services.items() if not service.get("profiles"))
-    assert default == ["haproxy", "redis", "server"]
-    assert services["server-b"]["profiles"] == ["multi-node"]
+    assert sorted(services) == ["haproxy", "redis", "server", "server-b"]
+    assert not [name for name, service in services.items() if service.get("profiles")]
     header = (ROOT / "docker-compose.yml").read_text().split("\nname:", 1)[0]
-    assert "multi-node" in header and "--multi-node" in header
-    # HAProxy must not need the second node to start (a service outside the profile cannot wait for it).
-    assert "server-b" not in services["haproxy"].get("depends_on", {})
+    assert "--multi-node" in header and "profile" not in header
+    # HAProxy waits for one healthy node; the other comes in through HAProxy's own /healthz check.
+    depends = services["haproxy"]["depends_on"]
+    assert depends == {"server": {"condition": "service_healthy"}, "server-b": {"condition": "service_started"}}
 
 
 def test_haproxy_is_the_only_published_service_and_mounts_its_config() -> None:
@@ -68,7 +67,6 @@ def test_haproxy_is_the_only_published_service_and_mounts_its_config() -> None:
     mount = "./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"
     assert haproxy["volumes"] == [mount]
     assert (ROOT / mount.split(":")[0]).is_file()
-    assert haproxy["depends_on"]["server"]["condition"] == "service_healthy"
     assert "/healthz" in " ".join(haproxy["healthcheck"]["test"])
     assert [name for name, service in services.items() if "ports" in service] == ["haproxy"]
 
@@ -97,6 +95,7 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
     default_server = next(line for line in defaults if line.startswith("default-server "))
     assert " check" in default_server and "init-addr last,libc,none" in default_server
     assert "resolvers docker" in default_server and "resolvers docker" in sections
+    assert "option redispatch 1" in defaults  # a connection refused by a dead node is retried on another
     services = compose()["services"]
     nodes = [name for name, service in services.items() if service.get("command") == NODE_COMMAND]
     assert nodes == ["server", "server-b"]
@@ -114,7 +113,7 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
     assert "http-request deny deny_status 404 if { path /metrics }" in sections["frontend game"]
     # And HAProxy's own check, where the binary exists (it is not required). The compose names do
     # not resolve here: init-addr none lets HAProxy start with those servers down, as it must
-    # when server-b is not running.
+    # while a node's container is not up yet.
     binary = shutil.which("haproxy")
     if binary is not None:
         config = ROOT / "deploy" / "haproxy.cfg"

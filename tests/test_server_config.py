@@ -44,6 +44,8 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         ([], {"PLOT_LOG_LEVEL": "loud"}, "PLOT_LOG_LEVEL 'loud'"),
         (["--tls-cert", "/no/such.pem", "--tls-key", "/no/such.key"], None, "'/no/such.pem': no such file"),
         (["--web-ws-url", "http://not-a-websocket/"], None, "--web-ws-url / PLOT_WEB_WS_URL: not a WebSocket URL"),
+        (["--spectator-hz", "0"], None, "--spectator-hz '0': must be 0.2 to 100"),
+        ([], {"PLOT_RACER_HZ": "often"}, "PLOT_RACER_HZ 'often': expected a number"),
     ],
 )
 def test_a_bad_setting_is_one_line_and_exit_2(args: list[str], env: dict[str, str] | None, says: str) -> None:
@@ -76,6 +78,16 @@ def test_flags_win_over_variables_and_defaults_hold(monkeypatch: pytest.MonkeyPa
     assert config.port == 9001 and config.core.grace_ms == 5000
     with pytest.raises(ConfigError, match="--port '65536': must be 0 to 65535"):
         config_from_args(build_parser().parse_args(["--port", "65536"]))
+
+
+def test_leaderboard_rates_become_the_cores_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = config_from_args(build_parser().parse_args([]))
+    assert (config.core.leaderboard_interval_ms, config.core.spectator_leaderboard_interval_ms) == (100, 250)
+    monkeypatch.setenv("PLOT_SPECTATOR_HZ", "2")
+    config = config_from_args(build_parser().parse_args(["--racer-hz", "20"]))
+    assert (config.core.leaderboard_interval_ms, config.core.spectator_leaderboard_interval_ms) == (50, 500)
+    with pytest.raises(ConfigError, match=r"--spectator-hz '101': must be 0\.2 to 100"):
+        config_from_args(build_parser().parse_args(["--spectator-hz", "101"]))
 
 
 def test_the_help_still_works() -> None:

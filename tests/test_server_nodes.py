@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
 import random
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+import pytest
+import redis.asyncio
 from redis_fixture import RedisServer, free_port
 from support import (
     FAST,
@@ -25,20 +31,23 @@ from support import (
     play,
     room_phase,
     server_process,
+    wait_for_file,
     wait_healthy,
 )
+from winnable_sources import gated_random_deal
 
 from server.app import RaceServer
-from server.core.records import decode_room
+from server.core.records import decode_room, open_race_of
 from server.store.redis import RedisStore
+from server.winnable import WinnableConfig
 from shared import protocol as p
 
 SHARED = replace(FAST, shared_rooms=True)
 
 
 @asynccontextmanager
-async def node(redis_url: str) -> AsyncIterator[RaceServer]:
-    server = RaceServer(RedisStore(redis_url), fast_config(core=SHARED), store_name="redis")
+async def node(redis_url: str, **overrides: Any) -> AsyncIterator[RaceServer]:
+    server = RaceServer(RedisStore(redis_url), fast_config(core=SHARED, **overrides), store_name="redis")
     await server.start()
     try:
         yield server
@@ -234,6 +243,117 @@ async def test_a_node_killed_mid_race_its_racers_go_on_elsewhere(own_redis_serve
         assert (rows[ann.pid].moves, rows[bob.pid].moves) == (ann_moves + 1, bob_moves + 1)
         for client in (again, bob, eve, host, ann):
             await client.close()
+
+
+async def test_a_disconnect_whose_save_loses_is_replayed_on_the_stored_room(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ann (on node A) leaves mid-race just as another writer commits the room: A's save of her
+    departure loses the compare-and-set. A reads the room back and marks her away again on the
+    stored copy: both nodes show her away, and she forfeits after the grace period."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    rng = random.Random(11)
+    async with node(redis_url) as a, node(redis_url) as b:
+        clients, starts = await spread_room(a, b)
+        host, ann, bob, eve = clients
+        assert starts[1].view is not None
+        await play(ann, starts[1].view, 3, rng)
+        ann_moves = latest(ann, p.MoveOk).seq
+        code = latest(host, p.Room).code
+        other = RedisStore(redis_url)  # another node committing the room at that moment (no publish)
+        try:
+            loaded = await other.load_room(code)
+            assert loaded is not None
+            record = decode_room(loaded[0])
+            assert await other.save_room(code, loaded[0], loaded[1], open_race=open_race_of(record)) == loaded[1] + 1
+        finally:
+            await other.close()
+        await ann.close()
+
+        def away_everywhere() -> bool:
+            rows = [latest(c, p.Leaderboard).racers for c in (host, eve)]
+            return all(not next(r for r in board if r.player_id == ann.pid).connected for board in rows)
+
+        await eventually(away_everywhere, what="ann away on node A (host) and node B (eve)")
+        lost = [r for r in caplog.records if r.getMessage() == "room_save_lost"]
+        assert lost, "the departure's save did not lose the compare-and-set"
+        assert any(r.getMessage() == "departure_replayed" for r in caplog.records)
+        assert isinstance(b.store, RedisStore)
+
+        async def stored_away() -> bool:
+            stored = await b.store.load_room(code)
+            return stored is not None and any(
+                m.player_id == ann.pid and m.left_ms is not None for m in decode_room(stored[0]).members
+            )
+
+        await eventually(stored_away, what="ann away in the stored record")
+
+        def forfeited(client: Client) -> bool:
+            rows = latest(client, p.Leaderboard).racers
+            return next(r for r in rows if r.player_id == ann.pid).status == "resigned"
+
+        await eventually(lambda: forfeited(host) and forfeited(eve), timeout=10, what="ann forfeit on both")
+        for racer in (host, bob):
+            await racer.send(p.Move(id=1000, move="resign"))
+        results = [await c.expect(p.Results, timeout=10) for c in (host, bob, eve)]
+        assert all(r == results[0] for r in results)
+        row = next(r for r in results[0].racers if r.player_id == ann.pid)
+        assert row.status == "resigned" and not row.connected and row.moves == ann_moves + 1
+        for client in (host, bob, eve):
+            await client.close()
+
+
+async def test_one_node_searches_a_winnable_deal_and_another_takes_over_when_it_stops(
+    redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A winnable-only room held by two nodes: the host's node A takes the deal lease and searches
+    (held at its gate); node B, whose search would find a deal at once, waits. A stops: its lease
+    lapses, B takes it over, finds the deal and the race starts for B's racer."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    gate_a, gate_b = tmp_path / "gate_a", tmp_path / "gate_b"
+    gate_b.write_text("open")  # only the lease keeps B from finding a deal at once
+
+    def searching(gate: Path) -> dict[str, Any]:
+        source = functools.partial(gated_random_deal, str(gate))
+        return {"winnable": WinnableConfig(seed_source=source), "deal_lease_s": 1.0}
+
+    a_node = node(redis_url, **searching(gate_a))
+    a = await a_node.__aenter__()
+    a_running = True
+    try:
+        async with node(redis_url, **searching(gate_b)) as b:
+            host, bob = await hello(a, "host"), await hello(b, "bob")
+            await host.send(p.CreateRoom(options=p.RoomOptions(winnable_only=True)))
+            code = (await host.expect(p.Room)).code
+            await bob.send(p.Join(code=code))
+            await bob.expect(p.Room)
+            await bob.send(p.Ready(ready=True))
+            await eventually(lambda: any(m.ready for m in latest(host, p.Room).members), what="bob ready on A")
+            await host.send(p.Start())
+            await room_phase(bob, p.DEALING)
+            await wait_for_file(Path(str(gate_a) + ".pid"))  # A searches, held at its gate
+            await eventually(
+                lambda: any(r.getMessage() == "deal_search_waiting" for r in caplog.records), what="B waits"
+            )
+            assert b.deal_finder.searches == 0 and not Path(str(gate_b) + ".pid").exists()
+            assert a.nodes is not None and isinstance(a.store, RedisStore)
+            raw = redis.asyncio.from_url(redis_url)
+            try:
+                holder = await raw.get(a.store.deal_lease_key(code, a.core.rooms[code].race_number))
+            finally:
+                await raw.aclose()
+            assert holder == a.nodes.node_id.encode()
+            a_running = False
+            await a_node.__aexit__(None, None, None)  # A stops: its search ends, its lease is not renewed
+            start = await bob.expect(p.RaceStart, timeout=20)
+            assert start.view is not None
+            assert b.deal_finder.searches >= 1 and Path(str(gate_b) + ".pid").exists()
+            assert any(r.getMessage() == "deal_search_taken_over" for r in caplog.records)
+            for client in (host, bob):
+                await client.close()
+    finally:
+        if a_running:
+            await a_node.__aexit__(None, None, None)
 
 
 async def test_a_resume_on_another_node_supersedes_the_older_connection(redis_url: str) -> None:

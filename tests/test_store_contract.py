@@ -650,6 +650,36 @@ async def test_a_batch_survives_redis_forgetting_its_scripts(redis_server: Redis
         await store.close()
 
 
+async def test_an_append_s_notice_is_published_only_when_the_entry_lands(redis_url: str) -> None:
+    """Several nodes: the append's own script publishes its notice on the room's channel (one
+    round trip, no publish of an entry the compare-and-set refused)."""
+    store = RedisStore(redis_url, namespace="notice")
+    pubsub = store.pubsub()
+    try:
+        await store.create_room("ROOM", b"x", open_race=0)
+        await pubsub.subscribe(store.events_channel("ROOM"))
+        assert (await pubsub.get_message(timeout=2))["type"] == "subscribe"
+        batch = [
+            AppendRequest("ROOM", 0, "p1", 0, b"m0", notice=b"p1 stored m0"),
+            AppendRequest("ROOM", 0, "p1", 0, b"fork", notice=b"p1 fork: must not be heard"),
+            AppendRequest("ROOM", 0, "p2", 0, b"quiet"),  # no notice: nothing published
+            AppendRequest("ROOM", 0, "p1", 1, b"m1", notice=b"p1 stored m1"),
+            AppendRequest("ROOM", 9, "p1", 0, b"no race", notice=b"no race: must not be heard"),
+        ]
+        assert await store.append_moves(batch) == [APPENDED, LENGTH_MISMATCH, APPENDED, APPENDED, NO_SUCH_RACE]
+        assert await store.append_moves([AppendRequest("ROOM", 0, "p1", 2, b"m2", notice=b"last")]) == [APPENDED]
+        heard: list[bytes] = []
+        while not heard or heard[-1] != b"last":  # read up to the last one published (in order)
+            message = await pubsub.get_message(timeout=2)
+            assert message is not None, heard
+            heard.append(message["data"])
+        assert heard == [b"p1 stored m0", b"p1 stored m1", b"last"]
+        assert await store.load_moves("ROOM", 0, "p1") == [b"m0", b"m1", b"m2"]
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await store.close()
+
+
 async def test_a_batch_to_a_stopped_redis_reports_every_entry_unknown(own_redis_server: RedisServer) -> None:
     store = RedisStore(own_redis_server.url, namespace="batchdown", retries=0)
     try:

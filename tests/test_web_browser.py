@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import Browser, Page, expect
+import msgspec
+from playwright.async_api import Browser, Locator, Page, WebSocketRoute, expect
 from redis_fixture import free_port
 from support import Client, board, fast_config, make_room, running_server, start_race
-from web_helpers import open_page, until, web_server_for
+from web_helpers import open_page, run_as_printed, until, web_server_for
 
 from client.bot import choose_move
-from client.cli import main as plot_main
 from server.store.redis import RedisStore
 from shared import protocol as p
 from shared.engine import View, replay
+from shared.fairplay import commitment
 
 DEAL = 26  # the bot's moves put cards home early on this deal (8 within its first few moves)
 XSS_NAME = "<img src=x onerror=f()>"
@@ -168,19 +170,18 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
             assert outcome.ok
             assert shown[player_id] == piles_of(game.view()), player_id
 
-        # The record downloads, and the command printed beside it verifies it.
+        # The record downloads, and the command printed beside it, run as printed where the
+        # record was saved, verifies it against the commitment announced at the start.
         item = page.locator(f'ul.records li[data-player="{ann.pid}"]')
-        command = (await item.locator("pre.cmd").text_content() or "").split()
+        line = await item.locator("pre.cmd").text_content() or ""
+        command = shlex.split(line)
         assert command[:2] == ["plot", "verify"] and command[3:] == [
-            "--commitment", results.commitment, "--salt", results.salt,
+            f"--commitment={starts[0].commitment}", f"--salt={results.salt}",
         ]  # fmt: skip
-        async with page.expect_download() as download_info:
-            await item.locator("a").click()
-        download = await download_info.value
-        assert download.suggested_filename == command[2]
-        saved = tmp_path / download.suggested_filename
-        await download.save_as(saved)
-        assert plot_main(["verify", str(saved), "--commitment", results.commitment, "--salt", results.salt]) == 0
+        saved = await download_record(page, item, tmp_path)
+        assert saved.name == command[2]
+        status, output = await run_as_printed(line, tmp_path)
+        assert status == 0 and "commitment matches" in output, output
 
         # A rematch: the page is back in the lobby, the last race's boards and reveal gone.
         await ann.send(p.Rematch())
@@ -188,6 +189,80 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
         await expect(page.locator("#verify")).to_be_hidden()
         await expect(page.locator("#boards-section")).to_be_hidden()
         await expect(page.locator("#leaderboard")).to_be_hidden()
+        assert watched.problems == []
+        for client in racers:
+            await client.close()
+
+
+async def download_record(page: Page, item: Locator, folder: Path) -> Path:
+    """Click the record's link in ``item``; the file, saved in ``folder`` under the page's name."""
+    async with page.expect_download() as download_info:
+        await item.locator("a").click()
+    download = await download_info.value
+    saved = folder / download.suggested_filename
+    await download.save_as(saved)
+    return saved
+
+
+async def test_a_deal_changed_after_the_start_is_caught_by_the_page_and_its_printed_line(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A server that swaps the deal after announcing its commitment, simulated by rewriting the
+    results on their way to the page (the race server is real): the page says NOT verified, and
+    the printed line checks the commitment announced at the start, not the one revealed with the
+    new deal, so it fails too. The swapped salt is shell-hostile: the line quotes it."""
+    salt = "a b'c;$(touch pwned)"
+    swapped_deal = DEAL + 1
+    swapped_commitment = commitment(swapped_deal, salt)
+
+    def tamper(frame: str | bytes) -> str | bytes:
+        if isinstance(frame, str):
+            return frame
+        message = p.decode_server(frame)
+        if not isinstance(message, p.Results):
+            return frame
+        records = {pid: msgspec.structs.replace(r, deal=swapped_deal) for pid, r in message.records.items()}
+        return p.encode(
+            msgspec.structs.replace(
+                message, deal=swapped_deal, salt=salt, commitment=swapped_commitment, records=records
+            )
+        )
+
+    async def route(page: Page) -> None:
+        def handler(socket: WebSocketRoute) -> None:
+            server_side = socket.connect_to_server()
+            server_side.on_message(lambda frame: socket.send(tamper(frame)))
+
+        await page.route_web_socket(lambda url: True, handler)
+
+    async with running_server() as server, web_server_for(server) as web:
+        racers, code = await make_room(server, ["Ann", "Bob"], deal=DEAL)
+        watched = await open_page(browser, f"http://127.0.0.1:{web.port}/watch/{code}", prepare=route)
+        page = watched.page
+        await expect(page.locator("#phase")).to_have_text("lobby")
+        starts = await start_race(racers)
+        await expect(page.locator("#phase")).to_have_text("racing")
+        for client in racers:  # a resignation is legal on any deal: only the commitment can fail
+            await client.send(p.Move(id=1, move="resign"))
+        results = await racers[0].expect(p.Results)
+        assert results.commitment == starts[0].commitment  # the real server is honest
+        verdict = page.locator("#verdict")
+        await expect(verdict).to_have_attribute("data-ok", "false")
+        await expect(verdict).to_contain_text("NOT verified")
+        await expect(page.locator("#commitment")).to_have_text(starts[0].commitment)
+
+        item = page.locator(f'ul.records li[data-player="{racers[0].pid}"]')
+        line = await item.locator("pre.cmd").text_content() or ""
+        assert shlex.split(line)[3:] == [f"--commitment={starts[0].commitment}", f"--salt={salt}"]
+        saved = await download_record(page, item, tmp_path)
+        status, output = await run_as_printed(line, tmp_path)
+        assert status == 1 and "commitment mismatch" in output, output
+        assert not (tmp_path / "pwned").exists()
+        # What the revealed commitment would have said: the swap is consistent with itself.
+        status, output = await run_as_printed(
+            f"plot verify {saved.name} --commitment={swapped_commitment} --salt={shlex.quote(salt)}", tmp_path
+        )
+        assert status == 0, output
         assert watched.problems == []
         for client in racers:
             await client.close()
@@ -293,7 +368,8 @@ async def test_the_page_latency_bench_runs() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    result = await module.run(moves=12, pace=20.0, spectators=1)
+    result = await module.run(moves=12, pace=20.0, spectators=1, spectator_hz=4.0)
     assert result["moves"] == 12 and result["spectators"] == 1
+    assert result["timed_moves"] == 6  # deal 8's first 12 bot moves send 6 cards home
     assert set(result["latency_ms"]) == {"p50", "p90", "p99", "max", "min"}
     assert result["first_row_ms"]["median"] > 0

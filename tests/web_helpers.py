@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from playwright.async_api import Browser, Page
 
@@ -89,8 +91,25 @@ class PageWatch:
         page.on("dialog", lambda dialog: self.problems.append(f"dialog: {dialog.message}"))
 
 
-async def open_page(browser: Browser, url: str) -> PageWatch:
+async def open_page(
+    browser: Browser, url: str, prepare: Callable[[Page], Awaitable[None]] | None = None
+) -> PageWatch:
+    """A new page at ``url``; ``prepare`` runs before it loads (to route its WebSocket, say)."""
     page = await browser.new_page(accept_downloads=True)
     watched = PageWatch(page)
+    if prepare is not None:
+        await prepare(page)
     await page.goto(url)
     return watched
+
+
+async def run_as_printed(line: str, folder: Path) -> tuple[int, str]:
+    """Run a command line the page printed, as a person would paste it: through ``sh``, in
+    ``folder``, with this venv's ``plot`` on the PATH. Its exit status and its output."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    process = await asyncio.create_subprocess_exec(
+        "sh", "-c", line, cwd=folder, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, output.decode()

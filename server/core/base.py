@@ -25,6 +25,7 @@ from server.core.records import (
 from server.core.state import (
     CoreConfig,
     Entropy,
+    LeaderboardFeed,
     Loading,
     LogSnapshot,
     MemberState,
@@ -162,6 +163,9 @@ class CoreBase:
         def _supersede(self, player: PlayerState) -> None: ...
 
         @abstractmethod  # lobby.py
+        def _member_away(self, room: RoomState, pid: str, now: int) -> None: ...
+
+        @abstractmethod  # lobby.py
         def _close_room(self, room: RoomState, reason: str | None) -> None: ...
 
         @abstractmethod  # lobby.py
@@ -204,7 +208,7 @@ class CoreBase:
         def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard: ...
 
         @abstractmethod  # ranking.py
-        def _leaderboard_update(self, race: RaceState, now: int) -> p.Leaderboard | None: ...
+        def _leaderboard_update(self, race: RaceState, feed: LeaderboardFeed, now: int) -> p.Leaderboard | None: ...
 
         @abstractmethod  # ranking.py
         def _results(self, room: RoomState) -> p.Results: ...

@@ -8,7 +8,7 @@ import enum
 from typing import NamedTuple
 
 from server.core.base import CoreBase
-from server.core.state import LogState, RoomState
+from server.core.state import Audience, LogState, RaceState, RoomState
 from shared import protocol as p
 from shared.engine import RESIGN
 
@@ -20,7 +20,8 @@ class Due(enum.Enum):
     RACER_WRITE = "racer_write"  # a racer's failed write: retry after the back-off, or give up
     FORFEIT = "forfeit"  # a racer disconnected past the grace period resigns
     TIME_LIMIT = "time_limit"  # the race's time limit
-    LEADERBOARD = "leaderboard"  # a dirty leaderboard, at most one per interval
+    LEADERBOARD = "leaderboard"  # the racers' leaderboard changed: at most one per interval
+    SPECTATOR_LEADERBOARD = "spectator_leaderboard"  # the spectators' one, at their (slower) rate
     BOARDS = "boards"  # spectators' delayed boards reveal the next entries
     MEMBER_GONE = "member_gone"  # a disconnected member (not racing) is removed
     IDLE = "idle"  # a lobby or finished room nobody touches closes
@@ -53,10 +54,22 @@ class DeadlinesMixin(CoreBase):
                     table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))
             if race.record.ends_at is not None and not race.ending:
                 table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
-            if race.lb_dirty:
-                table.append(Deadline(race.lb_last_ms + config.leaderboard_interval_ms, Due.LEADERBOARD))
-            elif race.lb_stale:
-                table.append(Deadline(race.lb_full_ms + config.leaderboard_full_ms, Due.LEADERBOARD))
+            check_ms = min(config.leaderboard_interval_ms, config.spectator_leaderboard_interval_ms)
+            for audience, due, interval in (
+                (Audience.RACERS, Due.LEADERBOARD, config.leaderboard_interval_ms),
+                (Audience.SPECTATORS, Due.SPECTATOR_LEADERBOARD, config.spectator_leaderboard_interval_ms),
+            ):
+                feed = race.feed(audience)
+                if not (feed.dirty or feed.stale):
+                    continue
+                # Nobody to send to: no wake-ups, except one to forget what was last sent.
+                if not feed.sent and not room.has_audience(audience):
+                    continue
+                if feed.dirty:
+                    at = max(feed.checked_ms + check_ms, feed.sent_ms + interval)
+                else:
+                    at = feed.full_ms + config.leaderboard_full_ms
+                table.append(Deadline(at, due))
             reveal = self._next_reveal(room)
             if reveal is not None:
                 table.append(Deadline(reveal, Due.BOARDS))
@@ -88,6 +101,22 @@ class DeadlinesMixin(CoreBase):
         if self.rooms.get(code) is room and room.phase == p.RACING:
             self._check_race_over(room, now)
 
+    def _leaderboard_tick(self, room: RoomState, race: RaceState, audience: Audience, now: int) -> None:
+        """One audience's coalesced leaderboard: the changes since its last tick, in one frame."""
+        feed = race.feed(audience)
+        if not (feed.dirty or feed.stale):
+            return
+        feed.dirty = False
+        feed.checked_ms = now
+        players = room.audience_ids(audience)
+        if not players:
+            feed.reset()
+            return
+        board = self._leaderboard_update(race, feed, now)
+        if board is not None:
+            feed.sent_ms = now
+            self._send(players, board, droppable=True)
+
     def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
         race = room.race
         due, pid = deadline.due, deadline.subject
@@ -108,13 +137,11 @@ class DeadlinesMixin(CoreBase):
         elif due is Due.TIME_LIMIT:
             if room.phase == p.RACING and race is not None:
                 self._end_race(room, now, "time")
-        elif due is Due.LEADERBOARD:
-            if room.phase == p.RACING and race is not None and (race.lb_dirty or race.lb_stale):
-                race.lb_dirty = False
-                race.lb_last_ms = now
-                board = self._leaderboard_update(race, now)
-                if board is not None:
-                    self._send(room.member_ids(), board, droppable=True)
+        elif due is Due.LEADERBOARD or due is Due.SPECTATOR_LEADERBOARD:
+            if room.phase == p.RACING and race is not None:
+                self._leaderboard_tick(
+                    room, race, Audience.RACERS if due is Due.LEADERBOARD else Audience.SPECTATORS, now
+                )
         elif due is Due.BOARDS:
             if room.phase == p.RACING and race is not None:
                 boards = self._boards_message(room, now, advance=True)

@@ -161,10 +161,26 @@ class LoadingMixin(CoreBase):
                 member.left_ms, member.node = None, self.config.node_id
                 member.claim = max(member.claim, 0 if before is None else before.claim)
             self._changed(room)
+        self._replay_departures(room, old, ev.now)
         for replayed in ev.replay:
             self._client(replace(replayed, now=ev.now))
         for pid in local:
             self._forget_if_idle(pid)
+
+    def _replay_departures(self, room: RoomState, old: RoomState, now: int) -> None:
+        """Members the store records as connected to this node that are not (their disconnect's save
+        lost the compare-and-set, or was made on the old copy): only this node knows, so it marks
+        them away again, from when the old copy says they went (the grace forfeit keeps its time)."""
+        node = self.config.node_id
+        if not node:
+            return
+        for pid, member in list(room.members.items()):
+            if member.left_ms is not None or member.node != node or self._connected(pid):
+                continue
+            before = old.members.get(pid)
+            since = before.left_ms if before is not None and before.left_ms is not None else now
+            self._note("departure_replayed", room=room.code, player=pid, since=since)
+            self._member_away(room, pid, since)
 
     def _known_logs(self, old: RoomState, ev: RoomChanged) -> tuple[dict[str, list[LogEntry]], list[str]]:
         """The logs a read-back hands over, each at least as long as this node's copy of it. The

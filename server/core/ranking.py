@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from server.core.base import CoreBase
 from server.core.state import (
+    LeaderboardFeed,
     RaceState,
     RoomState,
 )
@@ -45,13 +46,14 @@ class RankingMixin(CoreBase):
     def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard:
         return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=self._rows(race, final))
 
-    def _leaderboard_update(self, race: RaceState, now: int) -> p.Leaderboard | None:
-        """The coalesced leaderboard of a tick: the rows whose shown figures (cards, status, rank,
-        connected) changed since they were last sent (``partial``), None when none did; the whole
-        one when none was sent yet in this race or the last whole one is ``leaderboard_full_ms`` old."""
+    def _leaderboard_update(self, race: RaceState, feed: LeaderboardFeed, now: int) -> p.Leaderboard | None:
+        """The coalesced leaderboard of one audience's tick: the rows whose shown figures (cards,
+        status, rank, connected) changed since ``feed`` last sent them (``partial``), None when none
+        did; the whole one when the feed sent none yet in this race or its last whole one is
+        ``leaderboard_full_ms`` old."""
         rows = self._rows(race, final=False)
-        sent = race.lb_sent
-        whole = not sent or now - race.lb_full_ms >= self.config.leaderboard_full_ms
+        sent = feed.sent
+        whole = not sent or now - feed.full_ms >= self.config.leaderboard_full_ms
         changed: list[p.LeaderboardRow] = []
         for row in rows:
             figures = (row.cards, row.status, row.rank, row.connected)
@@ -59,12 +61,12 @@ class RankingMixin(CoreBase):
                 sent[row.player_id] = figures
                 changed.append(row)
         if whole:
-            race.lb_full_ms = now
-            race.lb_stale = False
+            feed.full_ms = now
+            feed.stale = False
             return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=rows)
         # The rows not sent show older moves and times: a whole one follows leaderboard_full_ms
         # after the last (the deadline table), however quiet the race is by then.
-        race.lb_stale = True
+        feed.stale = True
         if not changed:
             return None
         return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=changed, partial=True)

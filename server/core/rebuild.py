@@ -100,7 +100,7 @@ class RebuildMixin(CoreBase):
             if member is not None and member.left_ms is not None and room.phase == p.RACING and not racer.game.over:
                 racer.forfeit_at = max(now, member.left_ms) + self.config.grace_ms
             racers[info.player_id] = racer
-        return RaceState(record=record, racers=racers, lb_last_ms=0, members=room.members)
+        return RaceState(record=record, racers=racers, members=room.members)
 
     def _replay_racer(self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry]) -> RacerState:
         game = Game(record.deal, undo=record.undo, blocked_budget=self.config.blocked_budget)

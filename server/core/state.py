@@ -24,7 +24,10 @@ class CoreConfig:
     grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
     member_grace_ms: int = 120_000  # a disconnected lobby member / spectator is removed after this
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
-    leaderboard_interval_ms: int = 100  # at most ~10 leaderboards per second per room
+    leaderboard_interval_ms: int = 100  # racers: at most ~10 leaderboards per second per room
+    # Spectators (plot watch, the web page) need less: at most ~4 per second per room, the same
+    # changes coalesced over a longer tick (docs/protocol.md, "Who gets what").
+    spectator_leaderboard_interval_ms: int = 250
     # Between them only the rows whose shown figures changed go out (partial); a whole one at
     # least this often while the race moves, so a client that missed a partial one catches up.
     leaderboard_full_ms: int = 5000
@@ -221,17 +224,43 @@ class Loading:
     version_floor: int = 0  # the rebuilt room's version is at least this (clients never go back)
 
 
+class Audience(enum.Enum):
+    """Who a leaderboard feed goes to: each audience gets the race's leaderboard at its own rate."""
+
+    RACERS = "racers"
+    SPECTATORS = "spectators"
+
+
+@dataclass(slots=True)
+class LeaderboardFeed:
+    """One audience's coalesced leaderboard of a race: what it was last sent and when."""
+
+    dirty: bool = True  # a shown figure may have changed since this feed last compared them
+    # When it last compared the figures (a tick: at most one per the shorter of the two intervals),
+    # and when its last frame went out (at most one per its audience's interval). A change after
+    # a quiet spell therefore goes out with the next tick, not a whole (slower) interval later.
+    checked_ms: int = 0
+    sent_ms: int = 0
+    full_ms: int = 0  # when its last whole leaderboard went out
+    stale: bool = False  # rows went out partly, or not at all: moves and times shown lag behind
+    # Each racer's figures as last sent (cards, status, rank, connected): a row goes again only
+    # when they change (docs/protocol.md, "leaderboard"). Empty: the next one is whole.
+    sent: dict[str, tuple[int, str, int, bool]] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        """Nobody of this audience is in the room: nothing is sent, and the next one is whole
+        (the rows a newcomer holds are then not judged against rows nobody received)."""
+        self.dirty = False
+        self.stale = False
+        self.sent.clear()
+
+
 @dataclass(slots=True)
 class RaceState:
     record: RaceRecord
     racers: dict[str, RacerState]
-    lb_dirty: bool = True
-    lb_last_ms: int = 0
-    lb_full_ms: int = 0  # when the last whole leaderboard went out
-    lb_stale: bool = False  # rows went out partly, or not at all: moves and times shown lag behind
-    # Each racer's figures as last sent (cards, status, rank, connected): a row goes again only
-    # when they change (docs/protocol.md, "leaderboard"). Empty: the next one is whole.
-    lb_sent: dict[str, tuple[int, str, int, bool]] = field(default_factory=dict)
+    racers_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
+    spectators_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
     boards_dirty: bool = True
     boards_last_ms: int = 0
     ending: bool = False
@@ -241,6 +270,19 @@ class RaceState:
     @property
     def total_entries(self) -> int:
         return sum(r.log_length for r in self.racers.values())
+
+    @property
+    def lb_dirty(self) -> bool:
+        """A figure a leaderboard shows may have changed: set, it marks every audience's feed."""
+        return self.racers_feed.dirty or self.spectators_feed.dirty
+
+    @lb_dirty.setter
+    def lb_dirty(self, dirty: bool) -> None:
+        self.racers_feed.dirty = dirty
+        self.spectators_feed.dirty = dirty
+
+    def feed(self, audience: Audience) -> LeaderboardFeed:
+        return self.racers_feed if audience is Audience.RACERS else self.spectators_feed
 
 
 @dataclass(slots=True)
@@ -281,7 +323,15 @@ class RoomState:
         return [m.player_id for m in self.members.values() if m.role == p.RACER]
 
     def spectator_ids(self) -> tuple[str, ...]:
-        return tuple(m.player_id for m in self.members.values() if m.role == p.SPECTATOR)
+        return self.audience_ids(Audience.SPECTATORS)
+
+    def audience_ids(self, audience: Audience) -> tuple[str, ...]:
+        role = p.RACER if audience is Audience.RACERS else p.SPECTATOR
+        return tuple(m.player_id for m in self.members.values() if m.role == role)
+
+    def has_audience(self, audience: Audience) -> bool:
+        role = p.RACER if audience is Audience.RACERS else p.SPECTATOR
+        return any(m.role == role for m in self.members.values())
 
     def member_ids(self) -> tuple[str, ...]:
         return tuple(self.members)

@@ -75,6 +75,9 @@ class AppendRequest:
     player_id: str
     expected_length: int
     entry: bytes
+    # Several nodes: published on the room's channel by the store in the same step as the append,
+    # and only if the entry lands (empty: nothing published; the in-memory store has no channels).
+    notice: bytes = b""
 
 
 class Store(abc.ABC):

@@ -71,6 +71,8 @@ def check_request(request: object) -> AppendRequest:
     check_identifier("player id", request.player_id)
     check_count("expected length", request.expected_length)
     check_bytes("move entry", request.entry)
+    if not isinstance(request.notice, bytes):
+        raise TypeError(f"notice must be bytes, not {type(request.notice).__name__}")
     return request
 
 

@@ -45,15 +45,18 @@ from server.store.base import (
 )
 from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
 
-# KEYS: room, log, log index. ARGV: expected length, entry, race.
-# 1 appended; 0 the log does not hold exactly ARGV[1] entries; -1 no such room, or ARGV[3] is not
-# its open race (the room's `race` field: absent when no race is open). A new log joins the
-# room's index and inherits the room's remaining time to live, so expiry covers it too.
+# KEYS: room, log, log index. ARGV: expected length, entry, race[, channel, notice].
+# 1 appended (and the notice published on the channel, if given: several nodes hear of the entry
+# from the step that stored it, never of one that did not land); 0 the log does not hold exactly
+# ARGV[1] entries; -1 no such room, or ARGV[3] is not its open race (the room's `race` field:
+# absent when no race is open). A new log joins the room's index and inherits the room's
+# remaining time to live, so expiry covers it too.
 APPEND_MOVE = """
 if redis.call('HGET', KEYS[1], 'race') ~= ARGV[3] then return -1 end
 local length = redis.call('LLEN', KEYS[2])
 if length ~= tonumber(ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
+if ARGV[5] then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 if length == 0 then
   redis.call('SADD', KEYS[3], KEYS[2])
   local ttl = redis.call('PTTL', KEYS[1])
@@ -132,10 +135,19 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', K
 return old
 """
 
-# KEYS: an old token. ARGV: player id. Deletes it if it still names that player.
+# KEYS: an old token (or a lease). ARGV: player id (or the lease's holder). Deletes it if it still
+# names that player (holder).
 RETIRE_TOKEN = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
+"""
+
+# KEYS: a lease. ARGV: the holder (a node's id), time to live in ms. 1: the holder has the lease
+# for ARGV[2] ms more (it was free, or already the holder's); 0: another holder has it.
+TAKE_LEASE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+return 0
 """
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
@@ -245,6 +257,7 @@ class RedisStore(Store):
         self._prune_listed = self._redis.register_script(PRUNE_LISTED)
         self._put_player = self._redis.register_script(PUT_PLAYER)
         self._retire_token = self._redis.register_script(RETIRE_TOKEN)
+        self._take_lease = self._redis.register_script(TAKE_LEASE)
         self._listed_key = f"{namespace}:rooms:listed"
 
     # Keys --------------------------------------------------------------------
@@ -297,6 +310,20 @@ class RedisStore(Store):
                 pipe.exists(self.node_key(node))
             found = await pipe.execute()
         return {node for node, exists in zip(nodes, found, strict=True) if exists}
+
+    def deal_lease_key(self, code: str, race: int) -> str:
+        """Which node searches the winnable deal of a room's race (several nodes: one at a time)."""
+        return f"{self.namespace}:lease:{{{code}}}:deal:{race}"
+
+    async def take_lease(self, key: str, holder: str, ttl_ms: int) -> bool:
+        """Take (or renew) a lease for ``ttl_ms``: True when ``holder`` has it, False when another does."""
+        async with self._talking("take_lease"):
+            return bool(await self._take_lease(keys=[key], args=[holder, ttl_ms]))
+
+    async def drop_lease(self, key: str, holder: str) -> None:
+        """Give a lease up, if ``holder`` still has it."""
+        async with self._talking("drop_lease"):
+            await self._retire_token(keys=[key], args=[holder])
 
     async def publish(self, messages: Sequence[tuple[str, bytes]]) -> None:
         """PUBLISH each (channel, payload), in order, in one round trip."""
@@ -506,7 +533,10 @@ class RedisStore(Store):
     def _append_keys_and_args(self, request: AppendRequest) -> tuple[list[str], list[bytes | int | str]]:
         code, race, player_id = request.code, request.race, request.player_id
         keys = [self.room_key(code), self.log_key(code, race, player_id), self.log_index_key(code)]
-        return keys, [request.expected_length, request.entry, str(race)]
+        args: list[bytes | int | str] = [request.expected_length, request.entry, str(race)]
+        if request.notice:  # published with the append, in the same script, only if it lands
+            args += [self.events_channel(code), request.notice]
+        return keys, args
 
     async def append_move(
         self, code: str, race: int, player_id: str, expected_length: int, entry: bytes

@@ -538,6 +538,11 @@ function safeFilePart(name) {
   return name.replace(/[^A-Za-z0-9_-]+/g, "_").replace(/^_+|_+$/g, "").slice(0, 24) || "racer";
 }
 
+function shellWord(text) {
+  // The server's strings go into a line people paste into a shell: quoted (POSIX) unless plainly safe.
+  return /^[A-Za-z0-9._\/:=+-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`;
+}
+
 function recordJson(record) {
   // The deal is a 64-bit number: written from its decimal text so no digit is lost.
   return `{"deal": ${String(record.deal)}, "moves": ${JSON.stringify(record.moves)}, "undo": ${record.undo ? "true" : "false"}}\n`;
@@ -576,7 +581,9 @@ async function renderVerify() {
     list.append(el("li", { "data-player": id },
       el("a", { href, download: file }, `${name}: download the record`),
       ` (${record.moves.length} ${record.moves.length === 1 ? "entry" : "entries"})`,
-      el("pre", { className: "cmd" }, `plot verify ${file} --commitment ${results.commitment} --salt ${results.salt}`)));
+      // The commitment announced at the start (when this page saw it): checking the revealed one
+      // would only show the server agrees with itself.
+      el("pre", { className: "cmd" }, `plot verify ${file} --commitment=${shellWord(expected)} --salt=${shellWord(results.salt)}`)));
   });
   section.replaceChildren(
     el("h2", { id: "verify-title" }, "Fair play: the deal was fixed before the start"),
@@ -584,7 +591,7 @@ async function renderVerify() {
     el("p", {}, announced ? "Commitment announced at the start: " : "Commitment (this page did not see the start; it is checked against the one in the results): ",
       el("code", { id: "commitment" }, expected)),
     verdict,
-    el("p", {}, "Check any racer's game yourself: download the record and run the command with the plot client."),
+    el("p", {}, "Check any racer's game yourself: download the record, then run the command beside it with the plot client, in the folder the record was saved to. It replays every entry and checks the deal against the commitment above."),
     list);
   section.hidden = false;
   if (!(globalThis.crypto && crypto.subtle)) {

@@ -1,0 +1,176 @@
+"""Racers and spectators get the race's leaderboard at their own rates (docs/protocol.md, "Who
+gets what"): racers at most every ``leaderboard_interval_ms``, spectators at most every
+``spectator_leaderboard_interval_ms``, each with the rows changed since that audience's last one,
+coalesced, never lost: a spectator's leaderboard converges to the racers' figures.
+
+The room core through its test shell first (exact counts on a simulated clock), then a real
+server with real WebSocket clients."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from support import DEAL, Client, Shell, board, eventually, make_room, racing, running_server, start_race, view_game
+from support import pid as pid_of
+
+from server.core.deadlines import Due
+from server.core.events import Send
+from shared import protocol as p
+from shared.engine import Game
+
+Figures = list[tuple[str, int, str, int, bool]]
+
+
+def figures(board: p.Leaderboard | None) -> Figures:
+    """What a leaderboard shows for each racer, in rank order (moves and times lag by design)."""
+    assert board is not None
+    return [(r.player_id, r.cards, r.status, r.rank, r.connected) for r in board.racers]
+
+
+def toggling_moves(deal: int = DEAL) -> tuple[list[str], str]:
+    """Moves that reach a position with a foundation move, and that move: playing it and undoing
+    it changes the cards shown every move."""
+    game = Game(deal)
+    opening: list[str] = []
+    while True:
+        home = next((m for m in game.legal_moves() if ">f" in m), None)
+        if home is not None:
+            return opening, home
+        opening.append("stock>waste")
+        game.play("stock>waste")
+
+
+def boards_of(shell: Shell, conn: int) -> list[p.Leaderboard]:
+    return [m for m in shell.take(conn) if isinstance(m, p.Leaderboard)]
+
+
+def test_spectators_get_fewer_leaderboards_and_the_same_figures() -> None:
+    shell = Shell()
+    racer_ms, spectator_ms = shell.config.leaderboard_interval_ms, shell.config.spectator_leaderboard_interval_ms
+    assert spectator_ms > racer_ms
+    conns, code = racing(shell)
+    watcher = shell.hello("Wendy")
+    watcher_id = pid_of(shell, watcher)
+    shell.send(watcher, p.Join(code=code, role=p.SPECTATOR))
+    shell.advance(1000)
+    boards_of(shell, conns[1])
+    boards_of(shell, watcher)
+    opening, home = toggling_moves()
+    move_id = 1
+    for move in opening:
+        shell.move(conns[0], move_id, move)
+        move_id += 1
+    # After a quiet spell a change goes out with the next tick (the racers' interval), not a
+    # whole spectators' interval later.
+    shell.move(conns[0], move_id, home)
+    move_id += 1
+    shell.advance(racer_ms)
+    assert [b.partial for b in boards_of(shell, watcher)] == [True]
+    boards_of(shell, conns[1])
+    # Ann's cards change with every move for 3 s: one move every 20 ms.
+    window_ms = 3000
+    for i in range(1, window_ms // 20 + 1):
+        reply = shell.move(conns[0], move_id, home if i % 2 == 0 else "undo")
+        assert isinstance(reply, p.MoveOk), reply
+        move_id += 1
+        shell.advance(20)
+    to_racer, to_spectator = boards_of(shell, conns[1]), boards_of(shell, watcher)
+    # At most one per interval each (plus the one a tick may fire at the window's edge) ...
+    assert len(to_racer) <= window_ms // racer_ms + 1
+    assert len(to_spectator) <= window_ms // spectator_ms + 1
+    # ... and the racers' rate is not slowed to the spectators': a change each tick reaches them
+    # (a spectators' tick may find the cards back where its last one left them: nothing to send).
+    assert len(to_racer) >= window_ms // racer_ms - 2
+    assert 1 <= len(to_spectator) < len(to_racer)
+    # Coalesced, never lost: once the spectators' tick has run, both show the core's figures.
+    shell.advance(spectator_ms)
+    race = shell.core.rooms[code].race
+    assert race is not None
+    truth = figures(p.Leaderboard(race=1, version=0, racers=shell.core._rows(race, final=False)))
+    assert figures(shell.leaderboards[watcher]) == truth == figures(shell.leaderboards[conns[1]])
+    # Each tick goes to one audience: the racers' to the racers, the spectators' to the spectators.
+    members = shell.core.rooms[code].members
+    audiences = {
+        frozenset(s.players)
+        for s in shell.effects
+        if isinstance(s, Send) and isinstance(s.message, p.Leaderboard) and len(s.players) > 1
+    }
+    racer_ids = frozenset(pid for pid, m in members.items() if m.role == p.RACER)
+    assert audiences == {racer_ids}  # the one spectator's ticks go to it alone (one player)
+    spectator_sends = [
+        s for s in shell.effects if isinstance(s, Send) and isinstance(s.message, p.Leaderboard) and len(s.players) == 1
+    ]
+    assert spectator_sends and all(s.players == (watcher_id,) for s in spectator_sends)
+
+
+def test_a_room_without_spectators_schedules_no_spectator_ticks_and_a_newcomer_gets_the_whole_board() -> None:
+    shell = Shell()
+    conns, code = racing(shell)
+    room = shell.core.rooms[code]
+    opening, home = toggling_moves()
+    for move_id, move in enumerate([*opening, home], start=1):
+        shell.move(conns[0], move_id, move)
+    shell.advance(shell.config.spectator_leaderboard_interval_ms * 2)
+    assert all(d.due is not Due.SPECTATOR_LEADERBOARD for d in shell.core._deadlines(room))
+    assert room.race is not None and room.race.spectators_feed.sent == {}
+    shell.move(conns[0], len(opening) + 2, "undo")  # a change nobody watches yet
+    watcher = shell.hello("Wendy")
+    shell.send(watcher, p.Join(code=code, role=p.SPECTATOR))
+    joined = boards_of(shell, watcher)
+    assert len(joined) == 1 and not joined[0].partial  # the catch-up: the whole one, as of now
+    shell.move(conns[0], len(opening) + 3, home)
+    shell.advance(shell.config.spectator_leaderboard_interval_ms)
+    after = boards_of(shell, watcher)
+    assert after and not after[0].partial  # the feed starts whole for its first audience
+    assert figures(shell.leaderboards[watcher]) == figures(shell.leaderboards[conns[1]])
+
+
+async def test_a_real_spectator_converges_at_its_own_rate_while_racers_keep_theirs() -> None:
+    async with running_server() as server:
+        core = server.config.core
+        racers, code = await make_room(server, ["Ann", "Bob"])
+        watcher = await Client.open(server, "Wendy")
+        await watcher.hello("Wendy")
+        await watcher.send(p.Join(code=code, role=p.SPECTATOR))
+        await watcher.expect(p.Room)
+        starts = await start_race(racers)
+        ann = racers[0]
+        view = starts[0].view
+        assert view is not None
+        # Ann turns the stock until a card can go home (the room's deal is random) ...
+        move_id = 1
+        while not (home := next((m for m in view_game(view).legal_moves() if ">f" in m), "")):
+            await ann.send(p.Move(id=move_id, move="stock>waste"))
+            view = board(await ann.expect(p.MoveOk))
+            move_id += 1
+        # ... then plays it and undoes it, about every 15 ms for 2 s: every racers' and
+        # spectators' tick has a change to send.
+        frames_before = {c.label: len(c.frames) for c in (*racers, watcher)}
+        started = time.monotonic()
+        toggles = 0
+        while time.monotonic() - started < 2.0:
+            await ann.send(p.Move(id=move_id, move=home if toggles % 2 == 0 else "undo"))
+            assert isinstance(await ann.expect(p.MoveOk), p.MoveOk)
+            move_id += 1
+            toggles += 1
+            await asyncio.sleep(0.015)
+        span = time.monotonic() - started
+
+        def leaderboards(client: Client) -> int:
+            got = client.frames[frames_before[client.label] :]
+            return sum(isinstance(p.decode_server(f), p.Leaderboard) for f in got)
+
+        # Coalesced, never lost: the spectator's rows come to show what the racers' show.
+        await eventually(
+            lambda: figures(watcher.leaderboard) == figures(racers[1].leaderboard) == figures(ann.leaderboard),
+            timeout=5.0,
+            what="the spectator's leaderboard converges to the racers'",
+        )
+        to_spectator, to_bob = leaderboards(watcher), leaderboards(racers[1])
+        # Bounded by the rate (half a second of slack for delivery jitter on a busy machine).
+        assert to_spectator <= (span + 0.5) * 1000 / core.spectator_leaderboard_interval_ms + 1, to_spectator
+        assert to_bob <= (span + 0.5) * 1000 / core.leaderboard_interval_ms + 1, to_bob
+        assert to_bob > to_spectator >= 1, (to_bob, to_spectator)
+        for client in (*racers, watcher):
+            await client.close()
