@@ -17,7 +17,7 @@ from a shared machine hits them alike) and reports medians.
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
     python bench/run_load.py metrics --runs 5         # CPU per move with /metrics on and off, both stores
     python bench/run_load.py overload --runs 2        # 1.5x each store's saturation rate: goodput, answer times
-    python bench/run_load.py capacity --kinds memory,echo  # the largest paced load held (p99 <= 20 ms), per store
+    python bench/run_load.py capacity --kinds memory,echo --warmup 5  # the largest paced load held (p99 <= 20 ms)
     python bench/run_load.py report FILE.json         # the tables docs/benchmarks.md shows
 
 Results: one JSON file per invocation in bench/results/ (medians in ``summary``, every
@@ -590,7 +590,7 @@ def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     store (the control: the generator and the machine carry that load). One run per load."""
     kinds = [k for k in opts.kinds.split(",") if k != "echo"]
     control = "echo" in opts.kinds.split(",")
-    window = ["--pace", str(opts.pace), "--duration", str(opts.duration), "--warmup", str(max(opts.warmup, 5.0))]
+    window = ["--pace", str(opts.pace), "--duration", str(opts.duration), "--warmup", str(opts.warmup)]
     out: dict[str, Any] = {"pace": opts.pace, "p99_target_ms": P99_TARGET_MS, "steps": {}, "summary": {}}
     for kind in kinds:
         steps: list[dict[str, Any]] = []
@@ -616,6 +616,7 @@ def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
                 "why": why,
                 "ack_p99": run["ack_latency_ms"]["p99"],
                 "server_cpu_share": run.get("server_cpu_share"),
+                "server_runqueue_wait_share": run.get("server_runqueue_wait_share"),
                 "generator_cpu_share": run.get("generator_cpu_share"),
                 "echo_p99": step["echo"]["ack_latency_ms"]["p99"] if control else None,
                 "loadavg_before": run.get("loadavg_before"),
@@ -646,8 +647,12 @@ def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
 def report_capacity(block: dict[str, Any]) -> list[str]:
     lines = ["", f"capacity (racers x {block['pace']:g} moves/s; held: every move served, ack p99 <= "]
     lines[-1] += f"{block['p99_target_ms']:g} ms):"
-    lines += ["", "| server | racers | held | ack p50 / p99 ms | server CPU | generator CPU | echo p99 ms | why |"]
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines += [
+        "",
+        "| server | racers | held | ack p50 / p99 ms | server CPU | server waited for its core | generator CPU "
+        "| echo p99 ms | why |",
+    ]
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for kind, steps in block["steps"].items():
         for step in sorted(steps, key=lambda s: s["racers"]):
             run = step["run"]
@@ -655,7 +660,8 @@ def report_capacity(block: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {kind} | {step['racers']} | {'yes' if step['held'] else 'no'} | "
                 f"{fmt(run['ack_latency_ms']['p50'])} / {fmt(run['ack_latency_ms']['p99'])} | "
-                f"{fmt(run.get('server_cpu_share'))} | {fmt(run.get('generator_cpu_share'))} | "
+                f"{fmt(run.get('server_cpu_share'))} | {fmt(run.get('server_runqueue_wait_share'))} | "
+                f"{fmt(run.get('generator_cpu_share'))} | "
                 f"{fmt(echo['ack_latency_ms']['p99']) if echo else '-'} | {step['why']} |"
             )
     lines.append("")

@@ -270,7 +270,14 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(ru
     import argparse
 
     opts = argparse.Namespace(
-        racers=16, kinds="memory", duration=1.0, warmup=0.3, runs=1, overload_factor=1.5, timeout=60.0
+        racers=16,
+        kinds="memory",
+        duration=1.0,
+        warmup=0.3,
+        runs=1,
+        overload_factor=1.5,
+        timeout=60.0,
+        busy_retry="hint",
     )
     out = run_load.overload(opts, 290)
     [entry] = out["runs"]["memory"]
@@ -284,3 +291,34 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(ru
     assert 0 < entry["answered_within_1s_share"] <= 1
     assert entry["errors"] == 0
     assert any(line.startswith("| memory | ") for line in run_load.report_overload(out))
+    # Every slot of the racers' schedules is accounted for: sent, skipped or deferred.
+    assert 0 < entry["sent_moves_per_second"] <= entry["schedule_moves_per_second"]
+    assert entry["busy_without_hint"] == 0
+
+
+def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_load: ModuleType) -> None:
+    """bench/run_load.py capacity (issue 10), tiny: 8 then 16 racers on the memory store, the echo
+    at each load as the control."""
+    import argparse
+
+    opts = argparse.Namespace(
+        kinds="memory,echo",
+        pace=2.0,
+        duration=1.0,
+        warmup=0.3,
+        timeout=60.0,
+        capacity_start=8,
+        capacity_step=8,
+        capacity_resolution=4,
+        capacity_max_steps=2,
+    )
+    out = run_load.capacity(opts, 290)
+    steps = out["steps"]["memory"]
+    assert [s["racers"] for s in steps] == [8, 16]
+    for step in steps:
+        assert step["run"]["accepted_moves"] > 0 and step["echo"]["accepted_moves"] > 0
+        assert step["held"] == (step["why"] == "held")
+    held = [s["racers"] for s in steps if s["held"]]
+    assert out["summary"]["memory"]["largest_held_racers"] == (max(held) if held else None)
+    assert "not held" not in " ".join(run_load.report_capacity(out)[:2])
+    assert any(line.startswith("| memory | 16 | ") for line in run_load.report_capacity(out))
