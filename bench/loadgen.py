@@ -94,6 +94,7 @@ class Stats:
     answer_latency: list[float] = field(default_factory=list)
     sent: int = 0
     skipped: int = 0  # slots that passed while the racer waited for an answer
+    late: int = 0  # slots that passed while the generator was behind (its own CPU, not the server)
     deferred: int = 0  # slots that passed while the racer honoured a busy answer's retry_ms
     busy_without_hint: int = 0  # busy answers that carried no retry_ms (the protocol says they must)
     window_rejections: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -330,10 +331,13 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
         if interval:
             if next_send > now:
                 await asyncio.sleep(next_send - now)
-            # This send takes the slot it was due in; the slots that passed since are skipped.
+            # This send takes the slot it was due in; the slots that passed since are skipped
+            # (the racer still waited for its answer) or late (the generator itself was behind).
             missed = int((time.perf_counter() - next_send) / interval)
             if missed and stats.measuring:
-                stats.skipped += missed
+                waiting = min(missed, int((now - next_send) / interval)) if now > next_send else 0
+                stats.skipped += waiting
+                stats.late += missed - waiting
             next_send += (missed + 1) * interval
         if again is None:
             move = choose_move(racer.view, racer.rng) or "resign"
@@ -540,6 +544,7 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         "moves_sent": stats.sent,
         "sends_skipped": stats.skipped,
         "sends_deferred": stats.deferred,
+        "sends_late": stats.late,
         "busy_without_hint": stats.busy_without_hint,
         "busy_retry": args.busy_retry,
         "answer_latency_ms": summary_ms(stats.answer_latency),

@@ -475,12 +475,13 @@ def metrics_cost(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
 def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     """Issue 10, overload that degrades: each store's saturation rate (as ``saturation``: 64
     racers at ``--pace 0``), then, on a fresh server, ``--overload-factor`` times that rate
-    offered on a schedule by ``--racers`` racers (default 512) for ``--duration`` s. A racer sends
-    when its schedule says, not when an answer frees it, but keeps at most one move outstanding
-    (a send due while it waits is dropped and counted, so the generator cannot collapse under its
-    own queue). Per run: goodput (accepted moves/s) over that run's saturation rate, the share of
-    answered moves answered within 1 s, answer latency, rejections by code."""
-    racers = opts.racers or 512
+    offered on a schedule for ``--duration`` s by racers with ``--overload-pace`` moves/s each
+    (``--racers`` fixes their number instead). A racer sends on a fixed grid of slots, keeps at
+    most one move outstanding (a slot that passes while it waits is counted skipped; one that
+    passes while the generator is behind, late), and sends a move answered ``busy`` again after
+    its retry_ms (``--busy-retry hint``; the slots in between counted deferred) or at its next
+    slot (``slot``). Per run: goodput (accepted moves/s) over that run's saturation rate, the
+    share of answered moves answered within 1 s, answer latency, rejections by code."""
     kinds = [k for k in kinds_of(opts, "memory,redis") if k != "echo"]  # the echo has no store to overload
     window = ["--duration", str(opts.duration), "--warmup", str(opts.warmup)]
     sat_args = ["--racers", "64", "--pace", "0", *window]
@@ -491,6 +492,10 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
                 sat = run_loadgen("server", target, sat_args, opts.timeout)
             rate = float(sat["moves_per_second"])
             offered = opts.overload_factor * rate
+            # Enough racers that each has --overload-pace moves/s to offer: a racer's interval
+            # (100 ms at 10/s) must outlast the server's answer under overload, or the racer
+            # waits instead of offering (one move outstanding each, as a player).
+            racers = opts.racers or max(1, round(offered / opts.overload_pace))
             pace = offered / racers
             over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", "--busy-retry", opts.busy_retry, *window]
             with target_server(kind, reply_size) as target:
@@ -498,17 +503,22 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
                 over["server_log_events"] = target.log_events()
             answered = over["answer_latency_ms"]["count"]
             entry = {
+                "racers": racers,
                 "saturation_moves_per_second": rate,
                 "saturation_server_cpu_us_per_move": sat.get("server_cpu_us_per_move"),
                 "saturation_generator_cpu_share": sat.get("generator_cpu_share"),
                 "offered_moves_per_second": round(offered, 1),
                 "sent_moves_per_second": round(over["moves_sent"] / over["window_seconds"], 1),
                 # Every slot of the racers' schedules in the window: sent, skipped (the racer still
-                # waited for an answer) or deferred (it honoured a busy answer's retry_ms).
+                # waited for an answer), late (the generator was behind) or deferred (the racer
+                # honoured a busy answer's retry_ms).
                 "schedule_moves_per_second": round(
-                    (over["moves_sent"] + over["sends_skipped"] + over["sends_deferred"]) / over["window_seconds"], 1
+                    (over["moves_sent"] + over["sends_skipped"] + over["sends_late"] + over["sends_deferred"])
+                    / over["window_seconds"],
+                    1,
                 ),
                 "skipped_moves_per_second": round(over["sends_skipped"] / over["window_seconds"], 1),
+                "late_moves_per_second": round(over["sends_late"] / over["window_seconds"], 1),
                 "deferred_moves_per_second": round(over["sends_deferred"] / over["window_seconds"], 1),
                 "busy_without_hint": over["busy_without_hint"],
                 "goodput_moves_per_second": over["moves_per_second"],
@@ -536,7 +546,8 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     for kind, entries in runs.items():
         summary[kind] = {key: median_of(entries, key) for key in OVERLOAD_FIELDS}
     return {
-        "racers": racers,
+        "racers": opts.racers,
+        "overload_pace": opts.overload_pace,
         "factor": opts.overload_factor,
         "busy_retry": opts.busy_retry,
         "runs": runs,
@@ -549,6 +560,7 @@ OVERLOAD_FIELDS = [
     "offered_moves_per_second",
     "sent_moves_per_second",
     "skipped_moves_per_second",
+    "late_moves_per_second",
     "deferred_moves_per_second",
     "goodput_moves_per_second",
     "goodput_fraction",
@@ -574,7 +586,10 @@ def held(run: dict[str, Any], racers: int, pace: float) -> tuple[bool, str]:
         why.append(f"served {run['moves_per_second']:g} of {offered:g} moves/s")
     skipped = run.get("sends_skipped", 0) / max(1.0, run["window_seconds"])
     if skipped > 0.001 * offered:
-        why.append(f"{skipped:.0f} sends/s skipped")
+        why.append(f"{skipped:.0f} sends/s skipped (answers slower than the pace)")
+    late = run.get("sends_late", 0) / max(1.0, run["window_seconds"])
+    if late > 0.001 * offered:
+        why.append(f"{late:.0f} sends/s late (the generator behind)")
     if run.get("rejected") or run.get("errors") or run.get("failures"):
         why.append(f"rejected {run.get('rejected')}, errors {run.get('errors')} {run.get('error_codes')}")
     if p99 is None or p99 > P99_TARGET_MS:
@@ -588,8 +603,8 @@ def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     load is not held (see ``held``), then bisecting between the last load held and the first not
     held down to ``--capacity-resolution`` racers. The echo runs at each load right after the
     store (the control: the generator and the machine carry that load). One run per load."""
-    kinds = [k for k in opts.kinds.split(",") if k != "echo"]
-    control = "echo" in opts.kinds.split(",")
+    kinds = [k for k in kinds_of(opts, "memory,redis,echo") if k != "echo"]
+    control = "echo" in kinds_of(opts, "memory,redis,echo")
     window = ["--pace", str(opts.pace), "--duration", str(opts.duration), "--warmup", str(opts.warmup)]
     out: dict[str, Any] = {"pace": opts.pace, "p99_target_ms": P99_TARGET_MS, "steps": {}, "summary": {}}
     for kind in kinds:
@@ -762,7 +777,8 @@ def fmt(value: Any) -> str:
 
 def report_overload(block: dict[str, Any]) -> list[str]:
     """The overload table: medians per store, rejections by code summed over the runs."""
-    lines = ["", f"overload ({block['factor']}x saturation, {block['racers']} racers), medians:", ""]
+    racers = block["racers"] or f"offered / {block.get('overload_pace', 10):g} moves/s each"
+    lines = ["", f"overload ({block['factor']}x saturation, {racers} racers), medians:", ""]
     lines.append("| server | " + " | ".join(OVERLOAD_FIELDS) + " | rejections (all runs) |")
     lines.append("|---" * (len(OVERLOAD_FIELDS) + 2) + "|")
     for kind, summary in block["summary"].items():
@@ -823,7 +839,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--racers", type=int, default=None, help="saturation: 64; paced: 1000; overload: 512")
+    parser.add_argument(
+        "--racers", type=int, default=None, help="saturation: 64; paced: 1000; overload: offered / --overload-pace"
+    )
+    parser.add_argument(
+        "--overload-pace", type=float, default=10.0, help="overload: moves/s per racer (racers = offered / this)"
+    )
     parser.add_argument("--overload-factor", type=float, default=1.5, help="overload: offered rate / saturation rate")
     parser.add_argument(
         "--busy-retry",

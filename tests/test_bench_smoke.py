@@ -278,6 +278,7 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(ru
         overload_factor=1.5,
         timeout=60.0,
         busy_retry="hint",
+        overload_pace=10.0,
     )
     out = run_load.overload(opts, 290)
     [entry] = out["runs"]["memory"]
