@@ -2,12 +2,15 @@
 
     .venv/bin/python bench/profile_move.py                       # both stores, py-spy, 1,000 racers x 2 moves/s
     .venv/bin/python bench/profile_move.py --store redis --racers 200 --pace 5 --duration 10
+    .venv/bin/python bench/profile_move.py --saturation            # 64 racers as fast as acks come (--pace 0)
     .venv/bin/python bench/profile_move.py --profiler cprofile   # no py-spy needed (in the server process)
     .venv/bin/python bench/profile_move.py --top 25              # also the 25 hottest functions
 
 For each store (memory; redis: a fresh local redis-server) it starts the real plot-server as its own
 process on a free loopback port, pinned to core 0 as ``bench/run_load.py`` does, and drives a paced
-load with ``bench/loadgen.py`` (racers in rooms of 8 racing real games, pinned to core 1). Over the
+load with ``bench/loadgen.py`` (racers in rooms of 8 racing real games, pinned to core 1; with
+``--saturation``, 64 racers each sending its next move as soon as the last one is answered, as
+``bench/run_load.py saturation`` does). Over the
 generator's measured window it profiles the server:
 
 - ``py-spy`` (default; the bench extra installs it): samples the server's stacks from outside at
@@ -293,7 +296,7 @@ def py_spy_binary() -> str | None:
 
 
 def profile_once(store: str, opts: argparse.Namespace) -> Window:
-    """One profiled run of the paced load against a fresh server with this store."""
+    """One profiled run of the load against a fresh server with this store."""
     with tempfile.TemporaryDirectory(prefix="plot-profile-") as workdir:
         return profile_in(workdir, store, opts)
 
@@ -494,16 +497,17 @@ def describe_machine() -> str:
     return f"{cpu_name()}, {os.cpu_count()} CPUs, Linux {os.uname().release}, Python {sys.version.split()[0]}"
 
 
-def main(argv: Iterable[str] | None = None) -> None:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == [SERVE_UNDER_CPROFILE]:
-        sys.exit(serve_under_cprofile(arguments[1], arguments[2:]))
+def options(arguments: list[str]) -> argparse.Namespace:
+    """The command line, with the defaults that depend on each other filled in."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default="memory,redis", help="memory, redis, or both (comma-separated)")
     parser.add_argument("--profiler", choices=["py-spy", "cprofile"], default=None,
                         help="py-spy (default where installed) or cprofile")  # fmt: skip
-    parser.add_argument("--racers", type=int, default=1000)
-    parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer")
+    parser.add_argument("--racers", type=int, default=None, help="default 1000 (paced), 64 (--saturation)")
+    parser.add_argument("--pace", type=float, default=None, help="moves per second per racer (default 2; 0: saturate)")
+    parser.add_argument(
+        "--saturation", action="store_true", help="the saturated path: --pace 0, 64 racers unless --racers says"
+    )
     parser.add_argument("--duration", type=float, default=10.0, help="profiled seconds (py-spy: whole seconds)")
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second (it keeps up at 250)")
@@ -512,6 +516,11 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--setup-timeout", type=float, default=300.0)
     parser.add_argument("--json", default="", help="also write the figures to this file")
     opts = parser.parse_args(arguments)
+    if opts.saturation and opts.pace not in (None, 0):
+        parser.error("--saturation is --pace 0: leave --pace out")
+    opts.pace = 0.0 if opts.saturation else (2.0 if opts.pace is None else opts.pace)
+    if opts.racers is None:
+        opts.racers = 64 if opts.pace == 0 else 1000
     if opts.profiler is None:
         opts.profiler = "py-spy" if py_spy_binary() else "cprofile"
     stores = [name.strip() for name in opts.store.split(",") if name.strip()]
@@ -519,11 +528,26 @@ def main(argv: Iterable[str] | None = None) -> None:
         parser.error("--store takes memory, redis or memory,redis")
     if opts.profiler == "py-spy" and opts.duration < 1:
         parser.error("py-spy profiles whole seconds: --duration 1 or more")
+    opts.stores = stores
+    return opts
+
+
+def main(argv: Iterable[str] | None = None) -> None:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == [SERVE_UNDER_CPROFILE]:
+        sys.exit(serve_under_cprofile(arguments[1], arguments[2:]))
+    opts = options(arguments)
+    stores: list[str] = opts.stores
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     windows = [profile_once(store, opts) for store in stores]
     print(f"{started}; {describe_machine()}")
     print(
-        f"paced load: {opts.racers} racers in rooms of 8 x {opts.pace:g} moves/s, {opts.warmup:g} s warm-up, "
+        (
+            f"saturation: {opts.racers} racers in rooms of 8, each move sent when the last is answered"
+            if opts.pace == 0
+            else f"paced load: {opts.racers} racers in rooms of 8 x {opts.pace:g} moves/s"
+        )
+        + f", {opts.warmup:g} s warm-up, "
         f"{opts.duration:g} s profiled" + (f", py-spy at {opts.rate} Hz" if opts.profiler == "py-spy" else "")
     )
     for window in windows:

@@ -687,7 +687,7 @@ class RaceServer:
                         pass
                     await closer
                     break
-                await self._on_frame(conn, frame)
+                self._on_frame(conn, frame)  # never waits: whatever it starts runs as tasks
         except ConnectionClosed:
             pass
         finally:
@@ -737,17 +737,27 @@ class RaceServer:
         room = self.core.rooms.get(code)
         return room is not None and conn.player is not None and conn.player in room.members
 
-    async def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
-        ref: str | None = None
+    def _on_frame(self, conn: Conn, frame: str | bytes) -> None:
+        msg: p.ClientMessage | None = None
         try:
             if isinstance(frame, str):
                 raise p.ProtocolError(p.MALFORMED, "messages are binary MessagePack frames, not text")
             msg = p.decode_client(frame)
-            ref = p.message_type(msg)
-            if self.metrics is not None and isinstance(msg, p.Move):
-                if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
-                    conn.moves_in.clear()
-                conn.moves_in[msg.id] = time.perf_counter()
+            if isinstance(msg, p.Move):  # most frames: none of the checks below concerns a move
+                if self.metrics is not None:
+                    if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
+                        conn.moves_in.clear()
+                    conn.moves_in[msg.id] = time.perf_counter()
+                if conn.player is not None:
+                    self._count_turn_move()
+                    cause = self._busy()
+                    if cause is not None:
+                        # Degrade, never collapse: a fast explicit answer instead of a queue that grows
+                        # into time-outs and reloads. Nothing reached the core: the move was not played.
+                        self._reply(conn, self._busy_answer(msg.id, cause))
+                        return
+                self._dispatch(ClientEvent(conn.id, msg, now_ms()))
+                return
             if isinstance(msg, p.Hello):
                 conn.hello_seen = True
             limited = self._address_limited(conn, msg)
@@ -757,14 +767,6 @@ class RaceServer:
             if isinstance(msg, p.Hello):
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
-            if isinstance(msg, p.Move) and conn.player is not None:
-                self._count_turn_move()
-                cause = self._busy()
-                if cause is not None:
-                    # Degrade, never collapse: a fast explicit answer instead of a queue that grows
-                    # into time-outs and reloads. Nothing reached the core: the move was not played.
-                    self._reply(conn, self._busy_answer(msg.id, cause))
-                    return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
             if isinstance(msg, p.Join):
                 if self._member_of(conn, msg.code):
@@ -775,8 +777,10 @@ class RaceServer:
             self._reply(conn, exc.to_message())
         except StoreUnavailable as exc:
             log_event(logging.WARNING, "store_unavailable", conn=conn.id, error=str(exc))
+            ref = None if msg is None else p.message_type(msg)
             self._reply(conn, p.Error(code=p.STORE_UNAVAILABLE, message="the store did not answer: retry", ref=ref))
         except Exception:
+            ref = None if msg is None else p.message_type(msg)
             log.exception("frame_failed", extra={"fields": {"conn": conn.id, "type": ref}})
             self._reply(conn, p.Error(code=p.INTERNAL, message="the server failed on this message", ref=ref))
 
@@ -1265,15 +1269,24 @@ class RaceServer:
                 asyncio.get_running_loop().call_soon(self._flush_appends)
         if self.nodes is not None:  # the store published each stored entry's notice
             self.nodes.noticed(sum(1 for result in results if result is AppendResult.APPENDED))
+        now = now_ms()  # one answer for the whole batch: the same moment for each of its moves
         for effect, result in zip(batch, results, strict=True):
             event: MovePersisted | MovePersistFailed
-            if isinstance(result, StoreUnavailable):
+            if result is AppendResult.APPENDED:
+                event = MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now)
+            elif isinstance(result, StoreUnavailable):
                 log_event(
                     logging.WARNING, "append_failed", room=effect.code, player=effect.player_id, error=str(result)
                 )
-                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now_ms())
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "uncertain", now)
+            elif result is AppendResult.LENGTH_MISMATCH:
+                log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", now)
             else:
-                event = self._persist_outcome(effect, result)
+                log_event(
+                    logging.ERROR, "append_no_such_race", room=effect.code, race=effect.race, player=effect.player_id
+                )
+                event = MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now)
             self._dispatch(event)
 
     def _append_request(self, effect: PersistMove) -> AppendRequest:
@@ -1282,15 +1295,6 @@ class RaceServer:
         if self.nodes is not None:  # several nodes: the other nodes hear of it from the append itself
             notice = self.nodes.appended_notice(effect.race, effect.player_id, effect.expected_length, entry)
         return AppendRequest(effect.code, effect.race, effect.player_id, effect.expected_length, entry, notice)
-
-    def _persist_outcome(self, effect: PersistMove, result: AppendResult) -> MovePersisted | MovePersistFailed:
-        if result is AppendResult.APPENDED:
-            return MovePersisted(effect.code, effect.race, effect.player_id, effect.expected_length + 1, now_ms())
-        if result is AppendResult.LENGTH_MISMATCH:
-            log_event(logging.WARNING, "append_conflict", room=effect.code, player=effect.player_id)
-            return MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", now_ms())
-        log_event(logging.ERROR, "append_no_such_race", room=effect.code, race=effect.race, player=effect.player_id)
-        return MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", now_ms())
 
     async def _find_deal(self, effect: FindDeal) -> None:
         """A winnable deal for a room, from the worker process; the event loop only waits for it.

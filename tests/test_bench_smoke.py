@@ -48,7 +48,7 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
         run_load,
         "memory",
         "server",
-        ["--racers", "8", "--spectators", "3", "--pace", "0", "--duration", "1", "--warmup", "0.3"],
+        ["--racers", "8", "--spectators", "3", "--pace", "0", "--duration", "3", "--warmup", "0.3"],
     )
     assert result["mode"] == "server"
     assert result["accepted_moves"] > 0
@@ -56,8 +56,8 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
     assert result["errors"] == 0 and result["rejected"] == 0, result["error_codes"]
     assert result["failures"] == []
     assert result["ack_latency_ms"]["count"] == result["accepted_moves"]
-    # Spectators saw leaderboards carrying the racers' moves (timed by the cards they sent home),
-    # and every audience's frames were counted apart.
+    # Spectators saw leaderboards carrying the racers' moves (timed by the cards they sent home: a
+    # 1-s window saw none in half the runs, so 3 s), and every audience's frames were counted apart.
     assert result["leaderboards_received"] > 0
     assert result["fanout_from_send_ms"]["count"] > 0
     assert result["racer_frames_per_move"] >= 1  # each move's own move_ok at least
@@ -146,6 +146,17 @@ def test_profile_move_accounts_for_the_moves_of_a_paced_run() -> None:
     lines = profile_move.table(window)
     rows = [line.split(" | ")[0].lstrip("| ") for line in lines if line.startswith("| ")]
     assert rows[1 : 1 + len(profile_move.PARTS)] == profile_move.PARTS
+
+
+def test_profile_move_saturation_is_pace_zero_with_64_racers() -> None:
+    profile_move = load("profile_move")
+    saturated = profile_move.options(["--saturation", "--profiler", "cprofile"])
+    assert (saturated.pace, saturated.racers, saturated.stores) == (0.0, 64, ["memory", "redis"])
+    assert profile_move.options(["--saturation", "--racers", "8", "--profiler", "cprofile"]).racers == 8
+    paced = profile_move.options(["--store", "redis", "--profiler", "cprofile"])
+    assert (paced.pace, paced.racers, paced.stores) == (2.0, 1000, ["redis"])
+    with pytest.raises(SystemExit):  # a saturation run has no pace
+        profile_move.options(["--saturation", "--pace", "2", "--profiler", "cprofile"])
 
 
 def test_profile_move_puts_each_sample_in_the_part_its_innermost_frame_names() -> None:

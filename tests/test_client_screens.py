@@ -14,7 +14,7 @@ from support import Client, latest, make_room, room_phase, running_server, scree
 import shared.engine
 from client.tui.game import help_rows
 from client.tui.practice import attach_hint, embedded_server, practice_config
-from client.tui.race import GIVEN_PRACTICE_DEAL, HOST, RANDOM_PRACTICE_DEAL, RaceApp, RaceConfig, RaceScreen
+from client.tui.race import GIVEN_PRACTICE_DEAL, HOST, JOIN, RANDOM_PRACTICE_DEAL, RaceApp, RaceConfig, RaceScreen
 from client.widgets.room import Progress, ResultsPanel, sparkline, splits
 from client.words import ordinal
 from shared import protocol as p
@@ -47,7 +47,7 @@ async def test_help_overlay_at_80x24_shows_how_to_close_it_and_reaches_every_key
             assert len(rows) > len(help_rows())  # the room's own keys are in it
             for keys, what in rows:
                 lines = [ln for ln in seen.splitlines() if f" {keys} " in ln and what in ln]
-                assert lines, f"{keys}: {what} is not reachable at 80x24"
+                assert lines, f"{keys}: {what} is not reachable at 80x24\n{seen}"
             for label in ("Ctrl+Q", "Enter", "Shift+E", "[ ]", "Esc"):
                 assert label in seen
             await pilot.press("escape")
@@ -211,3 +211,61 @@ async def test_results_carry_when_each_entry_was_accepted() -> None:
         assert len(results.times[bob.pid]) == len(results.records[bob.pid].moves) == 1
         for client in clients:
             await client.close()
+
+
+async def test_results_summary_of_a_full_room_scrolls_at_80x24(state_dir: Path) -> None:
+    """A room of the most racers a room allows: at 80x24 the summary does not fit, and the
+    arrows, PgUp / PgDn and Home / End reach every racer's row and the last line."""
+    names = [f"Racer{i:02d}" for i in range(1, p.MAX_RACERS_MAX)]
+    async with running_server() as server:
+        racers, code = await make_room(server, names, max_racers=p.MAX_RACERS_MAX)
+        app = RaceApp(RaceConfig(url=url(server), name="Me", mode=JOIN, code=code))
+        async with app.run_test(size=SMALL) as pilot:
+            await until(lambda: app.model.room is not None and app.model.me is not None, "a seat")
+            await pilot.press("enter")
+            await until(lambda: app.model.me is not None and app.model.me.ready, "ready")
+            await start_race(racers)
+            await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
+            for racer in racers:
+                await racer.send(p.Move(id=1, move="resign"))
+            await pilot.press("R", "y")
+            await until(lambda: app.model.results is not None and "Results of race 1" in screen_text(app), "results")
+            everyone = ["Me", *names]
+
+            def rows_on_screen() -> set[str]:
+                text = screen_text(app)
+                return {n for n in everyone if any(f" {n} " in ln and "/104" in ln for ln in text.splitlines())}
+
+            first = rows_on_screen()
+            assert first, screen_text(app)
+            assert "Replay one and check the commitment" not in screen_text(app), "it should not fit 80x24"
+            await until(lambda: "↑↓" in screen_text(app).splitlines()[-1], "the footer's scroll key")
+
+            seen = set(first)
+            for _ in range(30):  # one row at a time, down to the end
+                await pilot.press("down")
+                await pilot.pause()
+                seen |= rows_on_screen()
+                if "Replay one and check the commitment" in screen_text(app):
+                    break
+            assert seen == set(everyone)
+            assert "Replay one and check the commitment" in screen_text(app)
+            assert "Results of race 1" not in screen_text(app)  # scrolled: the heading went off the top
+            assert rows_on_screen() != first
+            await pilot.press("home")
+            await until(lambda: "Results of race 1" in screen_text(app), "the top again")
+            assert rows_on_screen() == first
+            await pilot.press("pagedown", "pagedown", "pagedown")
+            await until(lambda: "Replay one and check the commitment" in screen_text(app), "the end by pages")
+            await pilot.press("pageup", "pageup", "pageup")
+            await until(lambda: "Results of race 1" in screen_text(app), "the top by pages")
+            last_line = "each racer's final board"  # the summary's last line
+            await pilot.press("end")
+            await until(lambda: last_line in screen_text(app), "the end")
+            await pilot.press("up")
+            await until(lambda: last_line not in screen_text(app), "one line up")
+            # The boards still cycle, and the summary comes back where it was left.
+            await pilot.press("right_square_bracket")
+            await until(lambda: "Board of" in screen_text(app), "a board")
+        for racer in racers:
+            await racer.close()

@@ -637,6 +637,43 @@ async def test_each_compare_and_set_is_one_round_trip(redis_server: RedisServer,
         await store.close()
 
 
+async def test_a_batch_on_one_redis_is_one_script_call(redis_server: RedisServer, redis_url: str) -> None:
+    """The group commit's batch goes to one Redis as one EVALSHA of APPEND_MOVES (one round trip,
+    one reply), not one call per entry; each entry is still its own compare-and-set."""
+    store = RedisStore(redis_url, namespace="onecall")
+    try:
+        await store.create_room("ROOM", b"x", open_race=0)
+        assert await store.append_moves([AppendRequest("ROOM", 0, "p0", 0, b"warm")]) == [APPENDED]
+        redis_server.command("CONFIG", "RESETSTAT")
+        batch = [AppendRequest("ROOM", 0, f"p{index}", 0 if index else 1, b"m") for index in range(5)]
+        assert await store.append_moves(batch) == [APPENDED] * 5
+        stats = redis_server.command("INFO", "commandstats")
+        assert isinstance(stats, bytes)
+        evalsha = [line for line in stats.splitlines() if line.startswith(b"cmdstat_evalsha:")]
+        assert evalsha and evalsha[0].startswith(b"cmdstat_evalsha:calls=1,"), stats
+        logs = [await store.load_moves("ROOM", 0, f"p{index}") for index in range(5)]
+        assert logs == [[b"warm", b"m"]] + [[b"m"]] * 4
+    finally:
+        await store.close()
+
+
+async def test_an_entry_failing_inside_redis_fails_only_itself(redis_server: RedisServer, redis_url: str) -> None:
+    """One entry's error inside the batch script (here its log key holds a string, not a list) is
+    that entry's StoreUnavailable, with Redis's reason; the entries around it are written."""
+    store = RedisStore(redis_url, namespace="oneerr")
+    try:
+        await store.create_room("ROOM", b"x", open_race=0)
+        await store._redis.set(store.log_key("ROOM", 0, "p2"), "not a list")
+        batch = [AppendRequest("ROOM", 0, f"p{index}", 0, b"m") for index in range(1, 4)]
+        results = await store.append_moves(batch)
+        assert results[0] == APPENDED and results[2] == APPENDED, results
+        assert isinstance(results[1], StoreUnavailable) and "WRONGTYPE" in str(results[1]), results
+        assert await store.load_moves("ROOM", 0, "p1") == [b"m"]
+        assert await store.load_moves("ROOM", 0, "p3") == [b"m"]
+    finally:
+        await store.close()
+
+
 async def test_a_batch_survives_redis_forgetting_its_scripts(redis_server: RedisServer, redis_url: str) -> None:
     store = RedisStore(redis_url, namespace="flushed")
     try:

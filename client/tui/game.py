@@ -60,6 +60,12 @@ KEY_LABELS = {
     "enter": "Enter",
     "left_square_bracket": "[",
     "right_square_bracket": "]",
+    "up": "↑",
+    "down": "↓",
+    "pageup": "PgUp",
+    "pagedown": "PgDn",
+    "home": "Home",
+    "end": "End",
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.widgets import Footer, Input, Static
@@ -126,6 +126,13 @@ class RaceScreen(GameScreen):
         Binding("E", "end_race", "end race"),
         Binding("left_square_bracket", "cycle(-1)", "prev board"),
         Binding("right_square_bracket", "cycle(1)", "next board"),
+        # The results summary scrolls (a full room's does not fit 80x24); the footer shows one of them.
+        Binding("down", "scroll_results('down')", "scroll", key_display="↑↓"),
+        Binding("up", "scroll_results('up')", "scroll", show=False),
+        Binding("pagedown", "scroll_results('page_down')", "scroll", show=False),
+        Binding("pageup", "scroll_results('page_up')", "scroll", show=False),
+        Binding("home", "scroll_results('home')", "scroll", show=False),
+        Binding("end", "scroll_results('end')", "scroll", show=False),
     ]
     RACER_ACTIONS = frozenset({"pick", "home", "undo", "type", "resign", "hint", "waste"})
     DEFAULT_CSS = """
@@ -142,6 +149,10 @@ class RaceScreen(GameScreen):
     RaceScreen.-lobby LobbyPanel { display: block; }
     RaceScreen.-racing LeaderboardPanel { display: block; }
     RaceScreen.-results ResultsPanel { display: block; }
+    RaceScreen #results-scroll { height: auto; scrollbar-size-vertical: 1; }
+    RaceScreen.-results #main, RaceScreen.-results #play, RaceScreen.-results #results-scroll { height: 1fr; }
+    RaceScreen.-results.-boards #main, RaceScreen.-results.-boards #play { height: auto; }
+    RaceScreen.-results.-boards #results-scroll { height: auto; }
     RaceScreen.-boards Board { display: block; }
     RaceScreen.-racing.-racer #move-input { display: block; }
     RaceScreen.-short Board #top-row, RaceScreen.-short Board #foundation-row { height: 2; }
@@ -160,7 +171,8 @@ class RaceScreen(GameScreen):
             with Vertical(id="play"):
                 yield LobbyPanel(self.race_app.model, watch_url=self.race_app.config.watch_url)
                 yield Board()
-                yield ResultsPanel(self.race_app.model)
+                with VerticalScroll(id="results-scroll", can_focus=False):
+                    yield ResultsPanel(self.race_app.model)
                 yield Static("", id="message", markup=False)
                 yield Input(placeholder="t: type a move (waste>t3, stock>waste, undo, resign)", id="move-input")
             with Vertical(id="side"):
@@ -194,7 +206,8 @@ class RaceScreen(GameScreen):
                 ("s", "lobby, host: start the race"),
                 ("Shift+E", "host: end the race now (asks first)"),
                 ("n", "results, host: a new race in this room"),
-                ("[ ]", "the previous / next board (results, watching)"),
+                # One row for both: one more would not fit the help at 80x24.
+                ("[ ]  ↑ ↓ PgUp PgDn", "boards (results, watching) · scroll results"),
             ]
         )
 
@@ -230,6 +243,9 @@ class RaceScreen(GameScreen):
         results_panel.showing = self.viewing if board_on_show is not None and phase == RESULTS else None
         results_panel.refresh(layout=True)
         self.set_class(board_on_show is not None, "-boards")
+        if "results" in changed:  # a new race's summary starts at its top
+            self.query_one("#results-scroll", VerticalScroll).scroll_home(animate=False)
+        self.refresh_bindings()  # the scroll keys are live on the summary only
         if board_on_show is not None:
             self.show_view(board_on_show)
         if "leaderboard" in changed or "race" in changed or "room" in changed:
@@ -327,6 +343,8 @@ class RaceScreen(GameScreen):
             return model.phase == RESULTS and model.is_host
         if action == "end_race":
             return model.phase == RACING and model.is_host
+        if action == "scroll_results":
+            return model.phase == RESULTS and model.results is not None and not self.has_class("-boards")
         if action == "cycle":
             return model.phase == RESULTS or (
                 model.phase == RACING and model.boards is not None and model.role != RACER
@@ -374,6 +392,18 @@ class RaceScreen(GameScreen):
     def action_cycle(self, step: int) -> None:
         self.board_index += step
         self.redraw({"boards"})
+
+    def action_scroll_results(self, how: str) -> None:
+        summary = self.query_one("#results-scroll", VerticalScroll)
+        scroll = {
+            "down": summary.scroll_down,
+            "up": summary.scroll_up,
+            "page_down": summary.scroll_page_down,
+            "page_up": summary.scroll_page_up,
+            "home": summary.scroll_home,
+            "end": summary.scroll_end,
+        }[how]
+        scroll(animate=False)
 
 
 class RaceApp(App[int]):

@@ -9,7 +9,7 @@ loaded room counts toward ``CoreConfig.max_rooms`` like any other.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import msgspec
 
 from server.core.base import CoreBase
 from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomChanged, RoomLoaded, RoomsListed
@@ -163,7 +163,7 @@ class LoadingMixin(CoreBase):
             self._changed(room)
         self._replay_departures(room, old, ev.now)
         for replayed in ev.replay:
-            self._client(replace(replayed, now=ev.now))
+            self._client(msgspec.structs.replace(replayed, now=ev.now))
         for pid in local:
             self._forget_if_idle(pid)
 

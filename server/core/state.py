@@ -121,6 +121,10 @@ class LogState(enum.Enum):
     RETRYING = "retrying"  # the head is not in the log: written again at ``retry_at`` (back-off)
     OUTAGE = "outage"  # the log could not be re-read by ``give_up_at``: moves are answered store_unavailable
 
+    # Members are singletons: hash by identity. Enum's own __hash__ is Python code (hash of the name),
+    # and every write-ahead step looks the state up in LOG_TRANSITIONS.
+    __hash__ = object.__hash__
+
 
 # What may follow what, and why. Anything else is a bug (the core raises, and the room is rebuilt).
 LOG_TRANSITIONS: dict[LogState, frozenset[LogState]] = {

@@ -45,28 +45,58 @@ from server.store.base import (
 )
 from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
 
-# KEYS: room, log, log index. ARGV: expected length, entry, race[, channel, notice].
-# 1 appended (and the notice published on the channel, if given: several nodes hear of the entry
-# from the step that stored it, never of one that did not land); 0 the log does not hold exactly
-# ARGV[1] entries; -1 no such room, or ARGV[3] is not its open race (the room's `race` field:
-# absent when no race is open). A new log joins the room's index and inherits the room's
-# remaining time to live, so expiry covers it too.
-APPEND_MOVE = """
-if redis.call('HGET', KEYS[1], 'race') ~= ARGV[3] then return -1 end
-local length = redis.call('LLEN', KEYS[2])
-if length ~= tonumber(ARGV[1]) then return 0 end
-redis.call('RPUSH', KEYS[2], ARGV[2])
-if ARGV[5] then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
-if length == 0 then
-  redis.call('SADD', KEYS[3], KEYS[2])
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[2], ttl)
-    redis.call('PEXPIRE', KEYS[3], ttl)
+# One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
+# optionally a channel and a notice). 1 appended (and the notice published on the channel, if
+# given: several nodes hear of the entry from the step that stored it, never of one that did not
+# land); 0 the log does not hold exactly `expected` entries; -1 no such room, or `race` is not its
+# open race (the room's `race` field: absent when no race is open). A new log joins the room's
+# index and inherits the room's remaining time to live, so expiry covers it too.
+APPEND_FUNCTION = """
+local function append(room, log, index, expected, entry, race, channel, notice)
+  if redis.call('HGET', room, 'race') ~= race then return -1 end
+  local length = redis.call('LLEN', log)
+  if length ~= tonumber(expected) then return 0 end
+  redis.call('RPUSH', log, entry)
+  if notice and notice ~= '' then redis.call('PUBLISH', channel, notice) end
+  if length == 0 then
+    redis.call('SADD', index, log)
+    local ttl = redis.call('PTTL', room)
+    if ttl > 0 then
+      redis.call('PEXPIRE', log, ttl)
+      redis.call('PEXPIRE', index, ttl)
+    end
+  end
+  return 1
+end
+"""
+
+# KEYS: room, log, log index. ARGV: expected length, entry, race[, channel, notice]. ``append``'s answer.
+APPEND_MOVE = (
+    APPEND_FUNCTION + "return append(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
+)
+
+# A batch of appends in one call (one Redis, not a cluster: the keys span many slots). KEYS: room,
+# log, log index of each entry in turn; ARGV: expected length, entry, race, channel, notice of each
+# (an empty notice: nothing published). One answer per entry, in order, each its own
+# compare-and-set: ``append``'s, or the error text of an entry that failed inside Redis (pcall: it
+# fails only its own entry; the others still run).
+APPEND_MOVES = (
+    APPEND_FUNCTION
+    + """
+local results = {}
+for n = 0, #KEYS / 3 - 1 do
+  local k, a = n * 3, n * 5
+  local ok, result = pcall(append, KEYS[k + 1], KEYS[k + 2], KEYS[k + 3],
+    ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+  if ok then
+    results[#results + 1] = result
+  else
+    results[#results + 1] = tostring(type(result) == 'table' and result.err or result)
   end
 end
-return 1
+return results
 """
+)
 
 # KEYS: room, log index. ARGV: code, data, open race ('' for none). 1 created; 0 the code is
 # taken. Leftover logs of an earlier room with this code (there should be none) are cleared. The
@@ -176,6 +206,14 @@ def milliseconds(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
+def pack_command(parts: Sequence[bytes]) -> bytes:
+    """One command in Redis's wire format (RESP): an array of bulk strings."""
+    chunks = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        chunks += (b"$%d\r\n" % len(part), part, b"\r\n")
+    return b"".join(chunks)
+
+
 def race_argument(open_race: int | None) -> str:
     """The open race as the scripts compare it: decimal text, '' for none."""
     return "" if check_open_race(open_race) is None else str(open_race)
@@ -250,6 +288,7 @@ class RedisStore(Store):
         self._permit_timeout = socket_timeout
         self._closed = False
         self._append_move = self._redis.register_script(APPEND_MOVE)
+        self._append_moves = self._redis.register_script(APPEND_MOVES)
         self._create_room = self._redis.register_script(CREATE_ROOM)
         self._save_room = self._redis.register_script(SAVE_ROOM)
         self._delete_room = self._redis.register_script(DELETE_ROOM)
@@ -548,11 +587,15 @@ class RedisStore(Store):
         return self._append_result(appended)
 
     async def append_moves(self, batch: Sequence[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
-        """One pipeline of APPEND_MOVE calls: one round trip for the whole batch (EVALSHA; a
-        second one only after Redis lost its script cache, for the entries it refused unrun).
-        On a cluster, one such pipeline per master, in parallel: a master down fails only the
+        """On one Redis: one APPEND_MOVES call for the whole batch (one EVALSHA, one round trip, one
+        reply; a second only after Redis lost its script cache, when nothing ran). On a cluster, one
+        pipeline of APPEND_MOVE calls per master, in parallel: a master down fails only the
         entries of its rooms (the cluster client's own pipeline fails the whole batch)."""
         requests = [check_request(request) for request in batch]
+        if not requests:
+            return []
+        if not self.cluster:
+            return await self._append_script(requests)
         results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
         try:
             groups = await self._groups_by_node(requests)
@@ -565,6 +608,62 @@ class RedisStore(Store):
             for index, result in zip(indexes, part, strict=True):
                 results[index] = result
         return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
+
+    async def _append_script(self, requests: list[AppendRequest]) -> list[AppendResult | StoreUnavailable]:
+        """The batch as one APPEND_MOVES call, packed here: redis-py's per-argument encoding and its
+        per-command pipeline work were most of a move's cost in the server (docs/benchmarks.md, "The
+        move path at saturation"). All StoreUnavailable if the round trip failed (then no one can tell
+        which entries landed); otherwise each entry's own result."""
+        keys: list[bytes] = []
+        args: list[bytes] = []
+        for request in requests:
+            code, race = request.code, request.race
+            keys += (
+                self.room_key(code).encode(),
+                self.log_key(code, race, request.player_id).encode(),
+                self.log_index_key(code).encode(),
+            )
+            channel = self.events_channel(code).encode() if request.notice else b""
+            args += (b"%d" % request.expected_length, request.entry, b"%d" % race, channel, request.notice)
+        packed = pack_command([b"EVALSHA", self._append_moves.sha.encode(), b"%d" % len(keys), *keys, *args])
+        try:
+            async with self._talking("append_moves"):
+                try:
+                    reply = await self._round_trip(packed)
+                except redis.exceptions.NoScriptError:  # Redis restarted, or SCRIPT FLUSH: nothing ran
+                    await self._redis.script_load(APPEND_MOVES)
+                    reply = await self._round_trip(packed)
+        except StoreUnavailable as error:
+            return [error] * len(requests)
+        if not isinstance(reply, list) or len(reply) != len(requests):
+            odd = StoreUnavailable(f"Redis at {self._where} answered append_moves with {reply!r:.200}")
+            return [odd] * len(requests)
+        results: list[AppendResult | StoreUnavailable] = []
+        for answer in reply:
+            try:
+                results.append(self._append_result(answer))
+            except StoreUnavailable as error:
+                results.append(error)
+        return results
+
+    async def _round_trip(self, packed: bytes) -> object:
+        """One packed command on a pooled connection, and its reply (redis-py's retry policy: a
+        dropped connection is re-sent once it reconnects; the compare-and-sets make that harmless)."""
+        assert isinstance(self._redis, aioredis.Redis)  # one Redis: the cluster client has a pool per node
+        pool = self._redis.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+
+        async def send() -> object:
+            await connection.send_packed_command(packed)
+            return await connection.read_response()
+
+        async def dropped(_error: Exception) -> None:
+            await connection.disconnect()
+
+        try:
+            return await connection.retry.call_with_retry(send, dropped)
+        finally:
+            await pool.release(connection)
 
     async def _groups_by_node(self, requests: list[AppendRequest]) -> dict[ClusterNode | None, list[int]]:
         """The indexes of the requests, by the master holding their room (one group on one Redis).
@@ -631,6 +730,8 @@ class RedisStore(Store):
     def _append_result(self, reply: object) -> AppendResult:
         result = APPEND_RESULTS.get(reply) if isinstance(reply, int) else None
         if result is None:
+            if isinstance(reply, bytes):  # APPEND_MOVES: this entry failed inside Redis (its error text)
+                raise StoreUnavailable(f"Redis at {self._where} failed append_move: {reply.decode(errors='replace')}")
             raise StoreUnavailable(f"Redis at {self._where} answered append_move with {reply!r}")
         return result
 
