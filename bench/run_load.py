@@ -647,7 +647,7 @@ def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
             low = best if best is not None else 0
             if worst - low <= opts.capacity_resolution:
                 break
-            racers = (low + worst) // 2 // 50 * 50 or 50
+            racers = (low + worst) // 2
             if racers <= low:
                 break
         out["steps"][kind] = steps

@@ -326,11 +326,12 @@ def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_
     )
     out = run_load.capacity(opts, 290)
     steps = out["steps"]["memory"]
-    assert [s["racers"] for s in steps] == [8, 16]
+    # Up a step when 8 racers held; else halfway down (a busy machine can miss 20 ms even there).
+    assert [s["racers"] for s in steps] == [8, 16 if steps[0]["held"] else 4]
     for step in steps:
         assert step["run"]["accepted_moves"] > 0 and step["echo"]["accepted_moves"] > 0
         assert step["held"] == (step["why"] == "held")
     held = [s["racers"] for s in steps if s["held"]]
     assert out["summary"]["memory"]["largest_held_racers"] == (max(held) if held else None)
     assert "not held" not in " ".join(run_load.report_capacity(out)[:2])
-    assert any(line.startswith("| memory | 16 | ") for line in run_load.report_capacity(out))
+    assert any(line.startswith(f"| memory | {steps[1]['racers']} | ") for line in run_load.report_capacity(out))
