@@ -24,7 +24,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -231,23 +231,38 @@ class TokenBucket:
 
 
 class PlotConnection(ServerConnection):
-    """A server connection whose WebSocket pings and pongs take from its message bucket.
+    """A server connection whose WebSocket pings and pongs take from its message bucket, and whose
+    whole binary messages go straight to the server's handler.
 
     websockets answers a ping by itself, below the frame loop: without this, pings bypassed the
-    rate limit and a client that sent them and never read piled up pongs without limit."""
+    rate limit and a client that sent them and never read piled up pongs without limit.
+
+    A message in one binary frame (every message a client of ours sends) is handed to
+    ``on_binary`` from the frame parser, in the same step: not queued for the connection's
+    handler task and read back by it (the queue, a future and a task wake-up per message were
+    a tenth of a move's CPU: docs/benchmarks.md, "The move path at saturation"). Anything else
+    (text, a fragmented message) takes websockets' own path, and while such a message waits
+    there every later one does too, so messages are handled in the order they came."""
 
     bucket: TokenBucket | None = None
     address: str = "local"
     flooded: bool = False
     stats: ServerStats | None = None
+    on_binary: Callable[[bytes], None] | None = None  # set by the server's handler once it is ready
+    queued_messages = 0  # messages given to websockets' queue (from their first frame), not yet read by the handler
 
     def process_event(self, event: WsEvent) -> None:
-        if (
-            self.bucket is not None
-            and isinstance(event, Frame)
-            and event.opcode in (Opcode.PING, Opcode.PONG)
-            and not self.bucket.take()
-        ):
+        if not isinstance(event, Frame):
+            super().process_event(event)
+            return
+        opcode = event.opcode
+        if opcode is Opcode.BINARY and event.fin and self.on_binary is not None and not self.queued_messages:
+            data = event.data
+            self.on_binary(data if isinstance(data, bytes) else bytes(data))
+            return
+        if opcode in (Opcode.BINARY, Opcode.TEXT):  # a message's first frame (continuations are CONT)
+            self.queued_messages += 1
+        if self.bucket is not None and opcode in (Opcode.PING, Opcode.PONG) and not self.bucket.take():
             if not self.flooded:
                 self.flooded = True
                 if self.stats is not None:
@@ -272,6 +287,7 @@ class Conn:
     join_pending: str | None = None  # a join waiting for its room to load (its budget token not yet given back)
     over_since: float | None = None
     cut: bool = False
+    limited: bool = False  # over its message rate: being closed, its messages dropped
     moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
 
 
@@ -474,8 +490,8 @@ class RaceServer:
         from server.nodes import NodeLink
         from server.store.redis import RedisStore
 
-        if not isinstance(self.store, RedisStore) or self.store.cluster:
-            raise ValueError("several nodes (shared rooms) need one Redis store (redis://, rediss://, unix://)")
+        if not isinstance(self.store, RedisStore):
+            raise ValueError("several nodes (shared rooms) need the Redis store (one Redis or a Redis Cluster)")
         self.nodes = NodeLink(
             self.store,
             self._on_node_message,
@@ -674,27 +690,40 @@ class RaceServer:
         self._conns[conn.id] = conn
         self.stats.connections += 1
         self._dispatch(Connected(conn.id, now_ms()))
+        plot_ws = ws if isinstance(ws, PlotConnection) else None
+        if plot_ws is not None:
+            plot_ws.on_binary = lambda data: self._on_message(conn, data)
         try:
-            async for frame in ws:
-                self.stats.frames_in += 1
-                if not conn.bucket.take():
-                    self.stats.rate_limited += 1
-                    limit = f"{self.config.rate_per_s:g} messages per second"
-                    self._reply(conn, p.Error(code=p.RATE_LIMITED, message=f"too many messages (limit {limit})"))
-                    log_event(logging.WARNING, "rate_limited", conn=conn.id, player=conn.player)
-                    closer = asyncio.ensure_future(ws.close(1008, "rate limit exceeded"))
-                    async for _ignored in ws:  # drain, or a full incoming queue would stall the close handshake
-                        pass
-                    await closer
-                    break
-                self._on_frame(conn, frame)  # never waits: whatever it starts runs as tasks
+            async for frame in ws:  # what did not come through on_binary, in order
+                if plot_ws is not None:
+                    plot_ws.queued_messages -= 1
+                self._on_message(conn, frame)
         except ConnectionClosed:
             pass
         finally:
+            if plot_ws is not None:
+                plot_ws.on_binary = None
             deadline.cancel()
             self._conns.pop(conn.id, None)
             self._unbind(conn)
             self._dispatch(Disconnected(conn.id, now_ms()))
+
+    def _on_message(self, conn: Conn, frame: str | bytes) -> None:
+        """One message from a connection: counted against its rate, then handled. Past the rate it
+        is answered rate_limited and closed (1008); what comes meanwhile is read and dropped, so the
+        close handshake is never stuck behind a full queue."""
+        if conn.limited:
+            return
+        self.stats.frames_in += 1
+        if not conn.bucket.take():
+            conn.limited = True
+            self.stats.rate_limited += 1
+            limit = f"{self.config.rate_per_s:g} messages per second"
+            self._reply(conn, p.Error(code=p.RATE_LIMITED, message=f"too many messages (limit {limit})"))
+            log_event(logging.WARNING, "rate_limited", conn=conn.id, player=conn.player)
+            self._spawn(self._close(conn, 1008, "rate limit exceeded"))
+            return
+        self._on_frame(conn, frame)
 
     def _hello_overdue(self, conn: Conn) -> None:
         """The hello deadline: a connection that has said nothing useful gives its slot back."""
@@ -1116,10 +1145,12 @@ class RaceServer:
             return
         self._dispatch(RemoteMoves(code, message.race, message.player, message.start, [entry], now_ms()))
 
-    def _on_nodes_missed(self) -> None:
-        """Pub/sub messages may have been lost: every room held is read back from the store."""
-        for code in list(self.core.rooms):
-            self._request_refresh(code)
+    def _on_nodes_missed(self, codes: Collection[str]) -> None:
+        """Pub/sub messages of these rooms may have been lost (a gap or a dropped connection on
+        their shard): those held here are read back from the store."""
+        for code in codes:
+            if self.core.has_room(code):
+                self._request_refresh(code)
 
     def _request_refresh(self, code: str, first: bool = False) -> None:
         """Read the room back from the store (in its queue: after this node's own pending writes,

@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or redis+cluster://host:port for a Redis Cluster [REDIS_URL]; without it the embedded in-memory store "
         "is used")  # fmt: skip
     add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
-        "nodes on the same Redis: any node serves any racer (needs --redis; one Redis, not a cluster yet) "
+        "nodes on the same Redis or Redis Cluster: any node serves any racer (needs --redis) "
         "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
     number("--workers", "PLOT_WORKERS", int, 1, 1, "server processes sharing the port (SO_REUSEPORT), each a full "
            "node of --multi-node, supervised: one that dies is restarted; more than one needs --redis "
@@ -286,7 +286,7 @@ def _switch(flag: bool | None, env: str) -> bool:
 
 
 def check_workers(args: argparse.Namespace) -> None:
-    """More than one worker shares rooms through one Redis, on one fixed port."""
+    """More than one worker shares rooms through Redis (one Redis or a cluster), on one fixed port."""
     if args.workers == 1:
         return
     if not args.redis:
@@ -294,8 +294,6 @@ def check_workers(args: argparse.Namespace) -> None:
             f"--workers / PLOT_WORKERS {args.workers}: more than one worker needs --redis URL (the workers "
             "share their rooms through Redis; the in-memory store is one process's own)"
         )
-    if "+cluster://" in args.redis:
-        raise ConfigError(f"--workers / PLOT_WORKERS {args.workers}: one Redis, not a Redis Cluster yet")
     if args.port == 0:
         raise ConfigError(f"--workers / PLOT_WORKERS {args.workers}: the workers share one port: give --port")
 
@@ -305,9 +303,7 @@ def multi_node(args: argparse.Namespace) -> bool:
     Several workers are several nodes."""
     wanted = _switch(args.multi_node, "PLOT_MULTI_NODE") or args.workers > 1
     if wanted and not args.redis:
-        raise ConfigError("--multi-node needs --redis URL: the nodes share their rooms through one Redis")
-    if wanted and "+cluster://" in args.redis:
-        raise ConfigError("--multi-node runs on one Redis (redis://, rediss://, unix://); not on a Redis Cluster yet")
+        raise ConfigError("--multi-node needs --redis URL: the nodes share their rooms through Redis")
     return wanted
 
 

@@ -1,4 +1,5 @@
-"""Several server nodes on one Redis: the pub/sub link between them (docs/scaling.md, "Several nodes").
+"""Several server nodes on one Redis or one Redis Cluster: the pub/sub link between them
+(docs/scaling.md, "Several nodes").
 
 Each node holds, for every room one of its connections is in, a cache of the room (the core's
 room state). The store is the authority: a room change is committed with the compare-and-set
@@ -9,11 +10,19 @@ serving its racer is published on the same channel with its entry by the append'
 the same step, only if it lands), and played on the other nodes' copies (leaderboards, spectators'
 boards, the race's end).
 
-Pub/sub is not durable. When redis-py makes the subscription's connection again, and besides
-that, each node publishes a heartbeat with a sequence number on its own
-channel (``ns:process:NODE``) every ``heartbeat_s`` and listens to it: a gap in the numbers (the
-subscription connection dropped and came back, Redis restarted, or Redis cut a slow reader)
-means messages may have been lost, and ``on_missed`` reloads every room the node holds.
+The channels are heard through *shards*: on one Redis one subscription connection
+(``SUBSCRIBE``/``PUBLISH``); on a cluster one connection per master holding rooms this node
+holds, with sharded pub/sub (``SSUBSCRIBE``/``SPUBLISH``: the room's hash tag puts its channel
+on its room's master, so a message crosses only that master). The slot map says which master
+a room's channel is on; a room whose slot moved (failover, resharding) is subscribed on its new
+master and read back.
+
+Pub/sub is not durable. A shard's connection is never re-made behind our back: when it drops,
+the node makes it again, subscribes its rooms again and reads back every room of that shard
+once its subscription is confirmed. Besides that, each node publishes a heartbeat with a
+sequence number through every shard (on a cluster a channel whose hash tag lands on that
+master) every ``heartbeat_s`` and listens to it: a gap in the numbers (Redis cut a slow reader,
+or restarted) reads that shard's rooms back, and no heartbeat for 3 s makes the connection again.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -66,6 +75,33 @@ def _log(level: int, event: str, **fields: object) -> None:
     log.log(level, event, extra={"fields": fields})
 
 
+class _Shard:
+    """One subscription connection: to the one Redis (name ``""``), or to one cluster master."""
+
+    def __init__(self, name: str, beat_channel: str) -> None:
+        self.name = name
+        self.beat_channel = beat_channel
+        self.rooms: set[str] = set()
+        # Rooms whose messages may have been missed (subscribed late, or on a connection that
+        # dropped): each is read back once its subscription is confirmed.
+        self.late: set[str] = set()
+        self.leaving: set[str] = set()  # channels this node unsubscribed (their confirmations are expected)
+        self.pubsub: Any = None
+        self.connected = asyncio.Event()
+        self.ever_connected = False
+        self.closed = False
+        self.task: asyncio.Task[None] | None = None
+        self.seq = 0
+        self.heard = 0
+        self.heard_at = time.monotonic()
+        self.beats: dict[int, float] = {}  # heartbeat seq -> when it was published
+
+
+class _Resubscribe(ConnectionError):
+    """The shard's subscriptions no longer match the slot map (MOVED, or Redis unsubscribed a
+    channel whose slot left the master): make the connection again on the current map."""
+
+
 class NodeLink:
     """One node's pub/sub: ``await start()``, ``subscribe(code)`` before reading a room it will
     hold, ``publish(...)`` after committing, ``retain(...)`` to drop rooms it no longer holds."""
@@ -74,7 +110,7 @@ class NodeLink:
         self,
         store: RedisStore,
         on_message: Callable[[str, RoomVersion | Appended], None],
-        on_missed: Callable[[], None],
+        on_missed: Callable[[Collection[str]], None],
         *,
         node_id: str | None = None,
         heartbeat_s: float = 0.5,
@@ -85,39 +121,42 @@ class NodeLink:
         self.node_id = node_id or secrets.token_hex(6)
         self.alive_ttl_s = alive_ttl_s
         self._store = store
+        self._sharded = store.cluster
         self._on_message = on_message
         self._on_missed = on_missed
         self._heartbeat_s = heartbeat_s
         self._subscribe_timeout_s = subscribe_timeout_s
-        self._own = store.process_channel(self.node_id)
-        self._rooms: set[str] = set()
+        self._shards: dict[str, _Shard] = {}
+        self._rooms: dict[str, str] = {}  # room code -> the shard hearing its channel
+        self._unplaced: set[str] = set()  # rooms held while the slot map was unknown (placed by the heartbeat)
         self._waiting: dict[str, list[asyncio.Future[None]]] = {}
-        self._pubsub: Any = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
-        self._connected = asyncio.Event()
-        self._seq = 0
-        self._heard = 0
-        self._heard_at = time.monotonic()
-        self.missed = 0  # times a gap was seen (tests, logs and metrics)
+        self.missed = 0  # gaps and dropped subscriptions seen (tests, logs and metrics)
         # For the node's metrics (server/metrics.py): room events published, room events of other
         # nodes received, and each heartbeat's trip through Redis (``on_lag``, seconds): the wait
         # every room event has between its publish and its receipt, measured on one clock.
         self.published = 0
         self.received = 0
         self._on_lag = on_lag
-        self._beats: dict[int, float] = {}  # heartbeat seq -> when it was published
 
     async def start(self) -> None:
-        self._tasks = [asyncio.ensure_future(self._listen()), asyncio.ensure_future(self._beat())]
+        self._tasks = [asyncio.ensure_future(self._beat())]
+        if self._sharded:  # the masters' connections are made as rooms come
+            with contextlib.suppress(StoreUnavailable, TimeoutError):
+                await asyncio.wait_for(self._store.load_slot_map(), self._subscribe_timeout_s)
+            return
+        shard = self._shard("")
+        assert shard is not None
         with contextlib.suppress(TimeoutError):  # Redis down now: the node serves, and subscribes later
-            await asyncio.wait_for(self._connected.wait(), self._subscribe_timeout_s)
+            await asyncio.wait_for(shard.connected.wait(), self._subscribe_timeout_s)
 
     async def close(self) -> None:
         self._closed = True
-        for task in self._tasks:
+        tasks = self._tasks + [shard.task for shard in self._shards.values() if shard.task is not None]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
@@ -128,27 +167,42 @@ class NodeLink:
         start, end = channel.find("{"), channel.rfind("}")
         return channel[start + 1 : end] if 0 <= start < end else None
 
+    def shards(self) -> dict[str, set[str]]:
+        """Each subscription connection (one Redis: ``""``; a cluster: a master) and the rooms it hears."""
+        return {name: set(shard.rooms) for name, shard in self._shards.items()}
+
+    def _shard(self, name: str) -> _Shard | None:
+        """The shard of that name, its listener started; None if no heartbeat channel lands on it."""
+        shard = self._shards.get(name)
+        if shard is None:
+            beat = self._store.beat_channel(self.node_id, name)
+            if beat is None:
+                return None
+            shard = self._shards[name] = _Shard(name, beat)
+            shard.task = asyncio.ensure_future(self._listen(shard))
+        return shard
+
     # ---------------------------------------------------------------- subscriptions
 
     async def subscribe(self, code: str) -> None:
         """Listen to a room's channel; returns once Redis confirmed it (or after the timeout: the
-        listener subscribes it again on its next connection, and a gap there reloads the room)."""
-        if code in self._rooms:
+        room is marked late, and read back once its subscription is confirmed)."""
+        if code in self._rooms or code in self._unplaced:
             return
-        self._rooms.add(code)
-        if self._pubsub is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._connected.wait(), self._subscribe_timeout_s)
-            return  # the listener subscribed it with the others when it connected
-        pubsub = self._pubsub
+        name = self._store.shard_of(self._channel(code))
+        shard = None if name is None else self._shard(name)
+        if shard is None:  # the slot map is unknown (the cluster unreachable): the heartbeat places it
+            self._unplaced.add(code)
+            return
         channel = self._channel(code)
         confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(channel, []).append(confirmed)
         try:
-            await pubsub.subscribe(channel)
+            self._place(code, shard)
             await asyncio.wait_for(confirmed, self._subscribe_timeout_s)
         except (TimeoutError, redis.exceptions.RedisError, OSError) as exc:
-            _log(logging.WARNING, "node_subscribe_slow", room=code, error=repr(exc))
+            shard.late.add(code)
+            _log(logging.WARNING, "node_subscribe_slow", room=code, shard=shard.name, error=repr(exc))
         finally:
             waiting = self._waiting.get(channel)
             if waiting is not None and confirmed in waiting:
@@ -156,25 +210,114 @@ class NodeLink:
                 if not waiting:
                     del self._waiting[channel]
 
+    def _place(self, code: str, shard: _Shard) -> None:
+        """The room is heard through ``shard`` from now on: subscribed there now if its connection is
+        up (else when it connects, with the shard's other rooms)."""
+        self._rooms[code] = shard.name
+        shard.rooms.add(code)
+        if shard.pubsub is not None:
+            self._spawn_subscribe(shard, [self._channel(code)])
+
+    def _spawn_subscribe(self, shard: _Shard, channels: list[str]) -> None:
+        pubsub = shard.pubsub
+
+        async def send() -> None:
+            with contextlib.suppress(redis.exceptions.RedisError, OSError):  # the listener sees the drop
+                await self._send_subscribe(pubsub, channels)
+
+        self._tasks.append(asyncio.ensure_future(send()))
+        self._tasks = [task for task in self._tasks if not task.done()]
+
+    async def _send_subscribe(self, pubsub: Any, channels: Sequence[str]) -> None:
+        """SUBSCRIBE them all at once; on a cluster one SSUBSCRIBE each (they must share a slot)."""
+        if not channels:
+            return
+        if not self._sharded:
+            await pubsub.subscribe(*channels)
+            return
+        for channel in channels:
+            await pubsub.ssubscribe(channel)
+
+    async def _send_unsubscribe(self, shard: _Shard, channels: Sequence[str]) -> None:
+        pubsub = shard.pubsub
+        if pubsub is None or not channels:
+            return
+        shard.leaving.update(channels)
+        with contextlib.suppress(redis.exceptions.RedisError, OSError):
+            if not self._sharded:
+                await pubsub.unsubscribe(*channels)
+                return
+            for channel in channels:
+                await pubsub.sunsubscribe(channel)
+
     async def retain(self, keep: Callable[[str], bool]) -> None:
         """Unsubscribe from the rooms ``keep`` refuses (rooms this node no longer holds)."""
+        self._unplaced = {code for code in self._unplaced if keep(code)}
         gone = [code for code in self._rooms if not keep(code)]
-        if not gone:
-            return
-        self._rooms.difference_update(gone)
-        pubsub = self._pubsub
-        if pubsub is not None:
-            with contextlib.suppress(redis.exceptions.RedisError, OSError):
-                await pubsub.unsubscribe(*(self._channel(code) for code in gone))
+        by_shard: dict[str, list[str]] = {}
+        for code in gone:
+            name = self._rooms.pop(code)
+            shard = self._shards.get(name)
+            if shard is not None:
+                shard.rooms.discard(code)
+                shard.late.discard(code)
+                by_shard.setdefault(name, []).append(self._channel(code))
+        for name, channels in by_shard.items():
+            await self._send_unsubscribe(self._shards[name], channels)
 
     def subscribed(self, code: str) -> bool:
-        return code in self._rooms
+        return code in self._rooms or code in self._unplaced
+
+    async def _replace(self, *, refresh: bool) -> None:
+        """On a cluster: every room on the master its slot is on now (``refresh``: the slot map
+        read again first). A moved room is subscribed on its new master and read back; a shard
+        whose heartbeat channel moved takes a new one; a master gone with no rooms is dropped."""
+        if not self._sharded:
+            return
+        if refresh:
+            with contextlib.suppress(StoreUnavailable):
+                await self._store.load_slot_map(refresh=True)
+        for code in sorted(self._unplaced):
+            name = self._store.shard_of(self._channel(code))
+            shard = None if name is None else self._shard(name)
+            if shard is not None:
+                self._unplaced.discard(code)
+                shard.late.add(code)
+                self._place(code, shard)
+        for code, current in list(self._rooms.items()):
+            name = self._store.shard_of(self._channel(code))
+            if name is None or name == current:
+                continue
+            shard = self._shard(name)
+            if shard is None:
+                continue
+            old = self._shards.get(current)
+            if old is not None:
+                old.rooms.discard(code)
+                old.late.discard(code)
+                await self._send_unsubscribe(old, [self._channel(code)])
+            _log(logging.WARNING, "node_room_moved", room=code, shard=name, was=current)
+            shard.late.add(code)
+            self._place(code, shard)
+        for shard in list(self._shards.values()):
+            beat = self._store.beat_channel(self.node_id, shard.name)
+            if beat is None and not shard.rooms:  # no longer a master holding slots
+                shard.closed = True
+                del self._shards[shard.name]
+                if shard.task is not None:
+                    shard.task.cancel()
+            elif beat is not None and beat != shard.beat_channel:
+                old_beat, shard.beat_channel, shard.heard = shard.beat_channel, beat, 0
+                if shard.pubsub is not None:
+                    self._spawn_subscribe(shard, [beat])
+                    await self._send_unsubscribe(shard, [old_beat])
 
     # ---------------------------------------------------------------- publishing
 
     async def publish(self, messages: Sequence[tuple[str, RoomVersion | Appended]]) -> None:
-        """Publish on the rooms' channels in one round trip; a failure is logged, never raised (the
-        other nodes catch up from the store when they next read the room or see a gap)."""
+        """Publish on the rooms' channels in one round trip (one per master on a cluster); a
+        failure is logged, never raised (the other nodes catch up from the store when they next
+        read the room or see a gap)."""
         try:
             await self._store.publish([(self._channel(code), _encoder.encode(msg)) for code, msg in messages])
         except StoreUnavailable as exc:
@@ -198,20 +341,28 @@ class NodeLink:
         """The lease on the winnable-deal search of a room's race, held in this node's name."""
         return Lease(self._store, self._store.deal_lease_key(code, race), self.node_id, ttl_s)
 
-    # ---------------------------------------------------------------- the listener
+    # ---------------------------------------------------------------- the listeners
 
     async def _beat(self) -> None:
         while not self._closed:
-            self._seq += 1  # counted even when the publish fails: the gap is then seen
-            if self._on_lag is not None:
-                if len(self._beats) > 64:  # heartbeats lost on the way: never kept for ever
-                    self._beats.clear()
-                self._beats[self._seq] = time.perf_counter()
             with contextlib.suppress(StoreUnavailable):
-                await self._store.publish([(self._own, _encoder.encode(Heartbeat(self.node_id, self._seq)))])
-            with contextlib.suppress(StoreUnavailable):  # after the heartbeat: its trip is the lag measured
+                if self._sharded and (self._unplaced or self._shards):
+                    await self._store.load_slot_map()
+                await self._replace(refresh=False)
+            # One publish per shard, side by side: a master down loses only its own heartbeat.
+            await asyncio.gather(*(self._beat_once(shard) for shard in list(self._shards.values())))
+            with contextlib.suppress(StoreUnavailable):  # after the heartbeats: their trip is the lag measured
                 await self._store.mark_alive(self.node_id, int(self.alive_ttl_s * 1000))
             await asyncio.sleep(self._heartbeat_s)
+
+    async def _beat_once(self, shard: _Shard) -> None:
+        shard.seq += 1  # counted even when the publish fails: the gap is then seen
+        if self._on_lag is not None:
+            if len(shard.beats) > 64:  # heartbeats lost on the way: never kept for ever
+                shard.beats.clear()
+            shard.beats[shard.seq] = time.perf_counter()
+        with contextlib.suppress(StoreUnavailable):
+            await self._store.publish([(shard.beat_channel, _encoder.encode(Heartbeat(self.node_id, shard.seq)))])
 
     async def gone(self, nodes: set[str]) -> set[str]:
         """Which of these nodes have let their liveness key expire (none if Redis does not answer)."""
@@ -221,56 +372,66 @@ class NodeLink:
             return set()
         return nodes - alive
 
-    async def _listen(self) -> None:
+    async def _listen(self, shard: _Shard) -> None:
         delay = 0.05
-        while not self._closed:
-            pubsub = self._store.pubsub()
+        while not self._closed and not shard.closed:
+            pubsub: Any = None
             try:
-                rooms = set(self._rooms)
-                await pubsub.subscribe(self._own, *(self._channel(code) for code in rooms))
-                self._pubsub = pubsub
-                if pubsub.connection is not None:  # redis-py reconnects on its own: hear of it
-                    pubsub.connection.register_connect_callback(self._reconnected)
-                late = self._rooms - rooms  # asked for while this connection was being made
-                if late:
-                    await pubsub.subscribe(*(self._channel(code) for code in late))
-                self._connected.set()
-                self._heard_at = time.monotonic()
-                while not self._closed:
+                pubsub = self._store.subscriber(shard.name)
+                rooms = set(shard.rooms)
+                await self._send_subscribe(pubsub, [shard.beat_channel, *(self._channel(code) for code in rooms)])
+                if shard.ever_connected:  # messages published while it was down are lost
+                    self.missed += 1
+                    shard.late |= rooms
+                    shard.heard = 0
+                    _log(logging.WARNING, "node_pubsub_reconnected", shard=shard.name, rooms=len(rooms))
+                shard.pubsub = pubsub
+                shard.ever_connected = True
+                shard.leaving.clear()
+                meanwhile = shard.rooms - rooms  # placed while this connection was being made
+                await self._send_subscribe(pubsub, [self._channel(code) for code in meanwhile])
+                shard.connected.set()
+                shard.heard_at = time.monotonic()
+                while not self._closed and not shard.closed:
                     message = await pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
                     if message is not None:
                         delay = 0.05
-                        self._received(message)
-                    if time.monotonic() - self._heard_at > max(3.0, 6 * self._heartbeat_s):
+                        self._received(shard, message)
+                    if time.monotonic() - shard.heard_at > max(3.0, 6 * self._heartbeat_s):
                         raise ConnectionError("no heartbeat through the subscription: reconnecting")
-            except (redis.exceptions.RedisError, OSError, ConnectionError) as exc:
-                _log(logging.WARNING, "node_pubsub_lost", error=str(exc), retry_s=delay)
+            except (redis.exceptions.RedisError, StoreUnavailable, OSError, ConnectionError) as exc:
+                _log(logging.WARNING, "node_pubsub_lost", shard=shard.name, error=str(exc), retry_s=delay)
             finally:
-                self._pubsub = None
-                self._connected.clear()
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            if not self._closed:
+                shard.pubsub = None
+                shard.connected.clear()
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await self._store.close_subscriber(pubsub)
+            if not self._closed and not shard.closed:
+                await self._replace(refresh=True)  # a failover or a moved slot: each room to its master
                 await asyncio.sleep(delay)
                 delay = min(2.0, delay * 2)
 
-    async def _reconnected(self, connection: object) -> None:
-        """redis-py made the subscription's connection again (after its own resubscription, which
-        runs first): messages published meanwhile are lost, so every room held is read back."""
-        self.missed += 1
-        _log(logging.WARNING, "node_pubsub_reconnected", rooms=len(self._rooms))
-        asyncio.get_running_loop().call_soon(self._on_missed)
-
-    def _received(self, message: dict[str, Any]) -> None:
+    def _received(self, shard: _Shard, message: dict[str, Any]) -> None:
         kind = message.get("type")
         raw_channel = message.get("channel")
         channel = raw_channel.decode() if isinstance(raw_channel, bytes) else str(raw_channel)
-        if kind == "subscribe":
+        if kind in ("subscribe", "ssubscribe"):
             for future in self._waiting.pop(channel, []):
                 if not future.done():
                     future.set_result(None)
+            code = self._code(channel)
+            if code is not None and code in shard.late and channel == self._channel(code):
+                shard.late.discard(code)
+                self._on_missed([code])
             return
-        if kind != "message":
+        if kind in ("unsubscribe", "sunsubscribe"):
+            if channel in shard.leaving:
+                shard.leaving.discard(channel)
+            elif self._sharded:  # Redis dropped it: its slot left this master
+                raise _Resubscribe(f"{channel} unsubscribed by the cluster (its slot moved)")
+            return
+        if kind not in ("message", "smessage"):
             return
         data = message.get("data")
         try:
@@ -279,18 +440,18 @@ class NodeLink:
             _log(logging.ERROR, "node_message_unreadable", channel=channel)
             return
         if isinstance(decoded, Heartbeat):
-            if decoded.node != self.node_id:
+            if decoded.node != self.node_id or channel != shard.beat_channel:
                 return
-            self._heard_at = time.monotonic()
-            sent = self._beats.pop(decoded.seq, None)
+            shard.heard_at = time.monotonic()
+            sent = shard.beats.pop(decoded.seq, None)
             if sent is not None and self._on_lag is not None:
                 self._on_lag(time.perf_counter() - sent)
-            gap = self._heard != 0 and decoded.seq != self._heard + 1
-            self._heard = decoded.seq
+            gap = shard.heard != 0 and decoded.seq != shard.heard + 1
+            shard.heard = decoded.seq
             if gap:
                 self.missed += 1
-                _log(logging.WARNING, "node_pubsub_gap", rooms=len(self._rooms))
-                self._on_missed()
+                _log(logging.WARNING, "node_pubsub_gap", shard=shard.name, rooms=len(shard.rooms))
+                self._on_missed(set(shard.rooms))
             return
         if decoded.node == self.node_id:
             return  # our own

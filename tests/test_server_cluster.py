@@ -11,13 +11,15 @@ import random
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import test_server_e2e as one_redis
+import test_server_nodes as one_redis_nodes
 from redis_cluster_fixture import LocalRedisCluster
 from redis_fixture import free_port
-from support import Client, eventually, make_room, play, server_process, start_race, wait_healthy
+from support import Client, eventually, latest, make_room, play, server_process, start_race, wait_healthy
 
 from server.core.records import decode_entry
 from server.store.redis import RedisStore
@@ -110,6 +112,79 @@ async def test_server_killed_mid_race_resumes_from_the_cluster(
             await again.close()
         second.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(second.wait, 10) == 0
+
+
+# ---------------------------------------------------------------- several nodes on the cluster
+
+
+def master_of_room(cluster: LocalRedisCluster, code: str) -> int:
+    """The port of the master holding the room's keys and its channel (they share the hash tag)."""
+    port = cluster.node_of(f"plot:events:{{{code}}}").port
+    assert port is not None
+    return port
+
+
+async def test_two_plot_server_nodes_share_a_race_on_the_cluster(redis_cluster_url: str) -> None:
+    """Two real ``plot-server --multi-node`` processes on the three-master cluster: the race spread
+    over both (the spectator on B sees A's racers' progress), identical results everywhere."""
+    ports = free_port(), free_port()
+    common = ("--redis", redis_cluster_url, "--multi-node", "--countdown", "0.1", "--rate", "1000")
+    with (
+        server_process("--port", str(ports[0]), *common) as first,
+        server_process("--port", str(ports[1]), *common) as second,
+    ):
+        await asyncio.to_thread(wait_healthy, first, ports[0])
+        await asyncio.to_thread(wait_healthy, second, ports[1])
+        await one_redis_nodes.spread_race(f"ws://127.0.0.1:{ports[0]}", f"ws://127.0.0.1:{ports[1]}")
+
+
+async def test_rooms_on_different_masters_cross_between_nodes(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    """Rooms whose codes hash to different masters: each node hears each room through its own
+    master's connection (SSUBSCRIBE), and a change on node B reaches node A in every room."""
+    async with one_redis_nodes.node(redis_cluster_url) as a, one_redis_nodes.node(redis_cluster_url) as b:
+        assert a.nodes is not None and b.nodes is not None
+        rooms: dict[str, tuple[Client, Client]] = {}
+        while len({master_of_room(redis_cluster, code) for code in rooms}) < 2:
+            assert len(rooms) < 12, "twelve random room codes all on one master"
+            host, guest = await one_redis_nodes.hello(a, "host"), await one_redis_nodes.hello(b, "guest")
+            await host.send(p.CreateRoom(options=p.RoomOptions()))
+            code = (await host.expect(p.Room)).code
+            await guest.send(p.Join(code=code))
+            await guest.expect(p.Room)
+            rooms[code] = (host, guest)
+        for _host, guest in rooms.values():
+            await guest.send(p.Ready(ready=True))
+
+        def ready_seen(host: Client) -> bool:
+            return any(m.ready for m in latest(host, p.Room).members)
+
+        for code, (host, _guest) in rooms.items():
+            await eventually(partial(ready_seen, host), what=f"ready in {code}")
+        for link in (a.nodes, b.nodes):
+            heard = {int(name.rsplit(":", 1)[1]): codes for name, codes in link.shards().items() if codes}
+            assert len(heard) >= 2
+            assert all(master_of_room(redis_cluster, code) == port for port, codes in heard.items() for code in codes)
+        # Heard through pub/sub (B's versions on A's connections), not from a read-back after a gap.
+        assert a.nodes.received >= len(rooms) and a.nodes.missed == 0
+        # The liveness keys work on the cluster too: B is alive, a node never seen is not.
+        assert await a.nodes.gone({b.nodes.node_id, "nobody"}) == {"nobody"}
+        for host, guest in rooms.values():
+            await host.close()
+            await guest.close()
+
+
+async def test_a_masters_pubsub_connections_killed_mid_race(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    """CLIENT KILL TYPE pubsub on the master holding the room's channel, mid-race: both nodes'
+    connections to that master drop, each node reads the room back, and everyone converges."""
+
+    def kill(code: str) -> object:
+        return redis_cluster.node_of(f"plot:events:{{{code}}}").command("CLIENT", "KILL", "TYPE", "pubsub")
+
+    await one_redis_nodes.dropped_subscriptions_race(redis_cluster_url, kill)
 
 
 def test_the_cluster_bench_compares_one_redis_with_the_cluster(tmp_path: Path) -> None:

@@ -381,3 +381,32 @@ async def test_garbage_never_crashes_or_changes_anything() -> None:
         for client in (*racers, noisy):
             assert client.closed_code is None
             await client.close()
+
+
+async def test_messages_are_answered_in_order_whatever_their_framing() -> None:
+    """A message in one binary frame is handled straight from the frame parser; a fragmented or a
+    text message goes through websockets' queue, and the messages after it wait behind it there:
+    the answers keep the order of the messages (docs/benchmarks.md, "The move path at saturation")."""
+    async with running_server() as server:
+        client = await Client.open(server, "order")
+        await client.hello("Order")
+        pings = [p.encode(p.Ping(t=t)) for t in range(6)]
+        await client.send_raw(pings[0])
+        await client.ws.send([pings[1][:3], pings[1][3:]])  # one message in two frames
+        await client.send_raw(pings[2])  # arrives while the fragmented one may still be queued
+        await client.send_raw("text, not MessagePack")  # a text message: its error, in its place
+        await client.send_raw(pings[3])
+        await client.ws.send([pings[4][:2], pings[4][2:5], pings[4][5:]])
+        await client.send_raw(pings[5])
+
+        def answers() -> list[str]:
+            return [
+                f"pong {m.t}" if isinstance(m, p.Pong) else f"error {m.code}"
+                for m in client.messages
+                if isinstance(m, p.Pong | p.Error)
+            ]
+
+        await eventually(lambda: len(answers()) == 7)
+        assert answers() == ["pong 0", "pong 1", "pong 2", f"error {p.MALFORMED}", "pong 3", "pong 4", "pong 5"]
+        assert server.stats.frames_in == 8  # the hello and the seven: each counted once, whichever path
+        await client.close()

@@ -31,8 +31,9 @@ from urllib.parse import urlsplit, urlunsplit
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 
 from server.store.base import (
     DEFAULT_PLAYER_TTL,
@@ -287,7 +288,10 @@ class RedisStore(Store):
         self._permits = asyncio.Semaphore(max_connections) if self.cluster else None
         self._permit_timeout = socket_timeout
         self._closed = False
-        self._append_move = self._redis.register_script(APPEND_MOVE)
+        # On a cluster the notice goes out with SPUBLISH (sharded pub/sub): the channel shares the
+        # room's hash tag, so the script's slot, and only the room's master carries it.
+        self._append_move_text = APPEND_MOVE.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else APPEND_MOVE
+        self._append_move = self._redis.register_script(self._append_move_text)
         self._append_moves = self._redis.register_script(APPEND_MOVES)
         self._create_room = self._redis.register_script(CREATE_ROOM)
         self._save_room = self._redis.register_script(SAVE_ROOM)
@@ -320,17 +324,64 @@ class RedisStore(Store):
         """A room's pub/sub channel (several nodes: docs/scaling.md, "Several nodes")."""
         return f"{self.namespace}:events:{{{code}}}"
 
-    def process_channel(self, node: str) -> str:
-        """One node's own pub/sub channel (its heartbeats)."""
-        return f"{self.namespace}:process:{node}"
-
     # Pub/sub (several nodes) -------------------------------------------------
 
-    def pubsub(self) -> aioredis.client.PubSub:
-        """A pub/sub connection of its own (one Redis; the nodes refuse a cluster for now)."""
+    def subscriber(self, shard: str) -> aioredis.client.PubSub:
+        """A pub/sub connection of its own to ``shard``: the one Redis (``""``), or the cluster's
+        master of that name (``host:port``, as ``shard_of`` gives). redis-py never re-makes it
+        behind the caller's back (no retries): a dropped connection raises, so the node knows
+        the messages of that shard's rooms may have been lost. Close it with ``close_subscriber``."""
+        connection_class: type[AbstractConnection]
         if isinstance(self._redis, RedisCluster):
-            raise ValueError("pub/sub between nodes is not built for a Redis Cluster yet")
-        return self._redis.pubsub()
+            node = self._redis.get_node(node_name=shard)
+            if node is None:
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no node {shard} any more")
+            connection_class, kwargs = node.connection_class, dict(node.connection_kwargs)
+        else:
+            pool = self._redis.connection_pool
+            connection_class, kwargs = pool.connection_class, dict(pool.connection_kwargs)
+        kwargs["retry"] = Retry(NoBackoff(), 0)
+        own = aioredis.ConnectionPool(connection_class=connection_class, max_connections=1, **kwargs)
+        return aioredis.Redis.from_pool(own).pubsub()
+
+    @staticmethod
+    async def close_subscriber(pubsub: aioredis.client.PubSub) -> None:
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await pubsub.connection_pool.disconnect()
+
+    async def load_slot_map(self, *, refresh: bool = False) -> None:
+        """On a cluster, read the slot map (``refresh``: again, after a failover or a slot moved);
+        nothing on one Redis."""
+        if isinstance(self._redis, RedisCluster):
+            async with self._talking("slot_map"):
+                if refresh:
+                    await self._redis.nodes_manager.initialize()
+                else:
+                    await self._redis.initialize()
+
+    def shard_of(self, channel: str) -> str | None:
+        """Which connection hears ``channel``: ``""`` on one Redis; on a cluster the name of the
+        master holding its slot in the client's slot map (SSUBSCRIBE goes there), None while the
+        map is unread or the slot uncovered."""
+        if not isinstance(self._redis, RedisCluster):
+            return ""
+        try:
+            node = self._redis.get_node_from_key(channel)
+        except (redis.exceptions.RedisClusterException, redis.exceptions.RedisError):
+            return None
+        return None if node is None else str(node.name)
+
+    def beat_channel(self, node: str, shard: str) -> str | None:
+        """A channel for ``node``'s heartbeats through ``shard``: on a cluster one whose hash tag
+        lands on that master (a heartbeat per master, so a drop of any one subscription shows),
+        None if no tag tried does (the master holds no slots)."""
+        if not isinstance(self._redis, RedisCluster):
+            return f"{self.namespace}:process:{node}"
+        for attempt in range(4096):
+            channel = f"{self.namespace}:process:{{{node}.{attempt}}}"
+            if self.shard_of(channel) == shard:
+                return channel
+        return None
 
     def node_key(self, node: str) -> str:
         return f"{self.namespace}:node:{node}"
@@ -365,12 +416,15 @@ class RedisStore(Store):
             await self._retire_token(keys=[key], args=[holder])
 
     async def publish(self, messages: Sequence[tuple[str, bytes]]) -> None:
-        """PUBLISH each (channel, payload), in order, in one round trip."""
+        """PUBLISH each (channel, payload), in order, in one round trip; on a cluster SPUBLISH
+        (sharded pub/sub: each message goes to the master holding its channel's slot, one
+        pipeline per master)."""
         if not messages:
             return
+        command = "SPUBLISH" if self.cluster else "PUBLISH"
         async with self._talking("publish"), self._redis.pipeline(transaction=False) as pipe:
             for channel, payload in messages:
-                pipe.publish(channel, payload)
+                pipe.execute_command(command, channel, payload)
             await pipe.execute()
 
     # Errors ------------------------------------------------------------------
@@ -703,9 +757,9 @@ class RedisStore(Store):
             try:
                 async with self._talking("append_moves"):
                     if isinstance(self._redis, RedisCluster) and node is not None:
-                        await self._redis.execute_command("SCRIPT LOAD", APPEND_MOVE, target_nodes=node)
+                        await self._redis.execute_command("SCRIPT LOAD", self._append_move_text, target_nodes=node)
                     else:
-                        await self._redis.script_load(APPEND_MOVE)
+                        await self._redis.script_load(self._append_move_text)
             except StoreUnavailable as error:
                 for index in again:  # they never ran
                     results[index] = error
