@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the hand-made upgrade lives with the tests' helpers
 
-from support import raw_upgrade  # noqa: E402
+from support import raw_upgrade, server_environment  # noqa: E402
 
 from shared import protocol as p  # noqa: E402
 
@@ -77,9 +77,7 @@ def rss_mib(pid: int) -> float:
 @contextmanager
 def plot_server(root: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
-    env["PLOT_WEB_PORT"] = "0"
-    env["PYTHONPATH"] = str(root)
+    env = server_environment(PYTHONPATH=str(root))
     cmd = [sys.executable, "-m", "server.cli", "--port", str(port), "--log-level", "error", "--countdown", "0.1"]
     proc = subprocess.Popen(
         [*cmd, *flags], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,15 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_cluster_fixture import LocalRedisCluster  # test helpers, found through the path above
 from redis_fixture import RedisServer, free_port
-from support import wait_healthy
+from support import server_environment, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def one_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PLOT_") and key != "REDIS_URL"}
-    env["PLOT_WEB_PORT"] = "0"
+    env = server_environment()
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
                "--max-connections", str(args.racers + 100), "--log-level", "warning",
                "--max-conns-per-address", "0", "--hellos-per-minute", "0", "--rooms-per-minute", "0"]  # fmt: skip

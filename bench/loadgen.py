@@ -270,7 +270,10 @@ async def set_up_room(room_index: int, racers: list[Racer], spectators: list[Rac
     host = racers[0]
     for r in racers:
         await r.hello(f"load-{room_index}-{r.index}")
-    await host.send(p.CreateRoom(options=p.RoomOptions(max_racers=len(racers), private=True)))
+    # --deal: room i deals N + i in every race, so that runs against different servers play the
+    # same games (each racer's moves depend only on its board and its seeded choices).
+    deal = None if args.deal is None else args.deal + room_index
+    await host.send(p.CreateRoom(options=p.RoomOptions(max_racers=len(racers), private=True, deal=deal)))
     room = await wait_for(host, p.Room)
     code = room.code
     for r in racers[1:]:
@@ -695,6 +698,7 @@ def main() -> None:
         default="hint",
         help="a move answered busy is sent again after the answer's retry_ms (hint) or at the next slot (slot)",
     )
+    parser.add_argument("--deal", type=int, default=None, help="room i deals N + i (default: random deals)")
     parser.add_argument("--bare", action="store_true", help="idle mode: connect only, no hello")
     args = parser.parse_args()
     if args.mode == "sizes":

@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_fixture import RedisServer, free_port  # test helpers, found through the path above
-from support import Client, board, view_game, wait_healthy
+from support import Client, board, server_environment, view_game, wait_healthy
 
 from shared import protocol as p
 from shared.engine import View
@@ -49,8 +49,7 @@ def cpu_seconds(pid: int) -> float:
 
 def start_node(url: str, multi: bool) -> tuple[subprocess.Popen[str], int]:
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PLOT_") and key != "REDIS_URL"}
-    env["PLOT_WEB_PORT"] = "0"
+    env = server_environment()
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
                "--rate", "1000", "--log-level", "warning", "--max-conns-per-address", "0",
                "--hellos-per-minute", "0", "--rooms-per-minute", "0", "--metrics", "off",
@@ -264,8 +263,8 @@ def main() -> None:
         redis.stop()
     one = statistics.median(r["cpu_us_per_move"] for r in results["one"])
     two = statistics.median(r["cpu_us_per_move"] for r in results["two"])
-    # None when the window was too short for the clock's ticks (10 ms) to see any CPU on one node.
-    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 else None
+    # None when the window was too short for the clock's ticks (10 ms) to see CPU on either layout.
+    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 and two > 0 else None
     text = json.dumps(results, indent=1)
     print(text)
     if args.json:

@@ -52,6 +52,7 @@ from typing import Any
 
 import run_load
 from machine_info import cpu_name
+from support import server_environment  # a test helper: run_load puts tests/ on the path
 
 PARTS = [
     "websockets framing: reading",
@@ -275,6 +276,7 @@ def race_server(
         proc = subprocess.Popen(
             run_load.pinned(cmd, run_load.SERVER_CORE),
             cwd=run_load.ROOT,
+            env=server_environment(),  # no spectator page: it would take port + 1
             stdout=subprocess.DEVNULL,
             stderr=log,
             preexec_fn=run_load.raise_fd_limit,

@@ -49,6 +49,9 @@ from typing import Any
 from machine_info import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from support import server_environment  # noqa: E402  (a test helper, found through the path above)
+
 RESULTS = ROOT / "bench" / "results"
 PYTHON = sys.executable
 LOADGEN = str(ROOT / "bench" / "loadgen.py")
@@ -215,7 +218,8 @@ class Target:
 @contextlib.contextmanager
 def target_server(kind: str, reply_size: int) -> Iterator[Target]:
     """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it); '-nometrics' after a store
-    kind runs that server with --metrics off."""
+    kind runs that server with --metrics off, '-shzN' with --spectator-hz N; '@NAME' at the end
+    runs the server of the tree --tree NAME=PATH gave."""
     kind, _, tree = kind.partition("@")
     root = TREES[tree] if tree else ROOT
     kind, _, variant = kind.partition("-")
@@ -231,10 +235,13 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             cmd = [PYTHON, "-m", "server.cli", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
             cmd += BENCH_SERVER_FLAGS
             cmd += ["--metrics", "off" if variant == "nometrics" else "on"]
+            if variant.startswith("shz"):  # e.g. memory-shz10: spectators' leaderboards at 10 Hz
+                cmd += ["--spectator-hz", variant.removeprefix("shz")]
             if redis_url is not None:
                 cmd += ["--redis", redis_url]
         log = stack.enter_context(tempfile.TemporaryFile())
-        env = {**os.environ, "PYTHONPATH": str(root)}  # that tree's server, not the installed one
+        # that tree's server, not the installed one; no spectator page (it would take port + 1)
+        env = server_environment(PYTHONPATH=str(root))
         proc = subprocess.Popen(
             pinned(cmd, SERVER_CORE),
             cwd=root,
@@ -431,12 +438,17 @@ def kinds_of(opts: argparse.Namespace, default: str) -> list[str]:
     return (opts.kinds or default).split(",")
 
 
+def chosen_deal(opts: argparse.Namespace) -> list[str]:
+    return [] if opts.deal is None else ["--deal", str(opts.deal)]
+
+
 def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     racers = opts.racers or 1000
     rooms = (racers + 7) // 8
     watchers = ["--spectators", str(rooms * opts.paced_spectators), "--spectator-rooms", str(rooms)]
     common = [
         *(watchers if opts.paced_spectators else []),
+        *chosen_deal(opts),
         "--racers",
         str(racers),
         "--pace",
@@ -691,6 +703,7 @@ def report_capacity(block: dict[str, Any]) -> list[str]:
 
 def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     common = [
+        *chosen_deal(opts),
         "--racers",
         str(opts.fanout_racers),
         "--pace",
@@ -877,6 +890,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--paced-spectators", type=int, default=0, help="paced: spectators in every room (racers in rooms of 8)"
+    )
+    parser.add_argument(
+        "--deal", type=int, default=None, help="paced, fanout: room i deals N + i, the same games on every server"
     )
     parser.add_argument("--tag", default="", help="added to the results file name")
     opts = parser.parse_args()

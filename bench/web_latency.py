@@ -1,7 +1,7 @@
 """How soon a move shows on the spectator page: from the racer's ``move_ok`` to the page's
 leaderboard row showing it, in the system's Chromium.
 
-    .venv/bin/python bench/web_latency.py [--moves 200] [--pace 5] [--spectators 1] [--spectator-hz 4]
+    .venv/bin/python bench/web_latency.py [--moves 200] [--pace 5] [--spectators 1] [--spectator-hz 5]
 
 A real server (memory store, the default leaderboard rates: racers ~10 Hz, spectators
 ``--spectator-hz``) and page server on loopback; one racer plays the bot's moves on deal 8 (a

@@ -199,8 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
            f"({1000 / core.leaderboard_interval_ms:g})", high=100, metavar="HZ")  # fmt: skip
     number("--spectator-hz", "PLOT_SPECTATOR_HZ", float, 1000 / core.spectator_leaderboard_interval_ms, 0.2,
            "leaderboards per second at most to a room's spectators (plot watch, the web page), the changes "
-           f"coalesced, 0.2 to 100 [PLOT_SPECTATOR_HZ] ({1000 / core.spectator_leaderboard_interval_ms:g})",
-           high=100, metavar="HZ")  # fmt: skip
+           "coalesced, on the racers' ticks (so never more often than --racer-hz), 0.2 to 100 "
+           f"[PLOT_SPECTATOR_HZ] ({1000 / core.spectator_leaderboard_interval_ms:g})", high=100,
+           metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
     number("--room-ttl", "PLOT_ROOM_TTL", float, 24 * 3600, 0,

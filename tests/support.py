@@ -113,7 +113,7 @@ FAST = CoreConfig(
     grace_ms=2000,
     member_grace_ms=5000,
     leaderboard_interval_ms=50,
-    spectator_leaderboard_interval_ms=120,
+    spectator_leaderboard_interval_ms=150,
     leaderboard_full_ms=500,
 )
 
@@ -364,11 +364,41 @@ async def room_phase(client: Client, phase: str) -> p.Room:
 TLS = Path(__file__).parent / "tls"
 
 
+def server_environment(**extra: str) -> dict[str, str]:
+    """The environment of a plot-server process a test or a bench starts: none of this shell's
+    ``PLOT_*`` settings or ``REDIS_URL``, and no spectator page unless asked (``--web-port``):
+    by default the page takes the game port + 1, which may be another process's free port, so two
+    runs at once would clash. Works for older checkouts too (``bench/run_load.py --tree``): a
+    server without the page ignores the variable."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
+    environment["PLOT_WEB_PORT"] = "0"
+    environment.update(extra)
+    return environment
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its sockets in /proc/PID/fd, found in /proc/net/tcp*)."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    inodes = set()
+    for fd in fd_dir.iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            next(lines)  # the header
+            for line in lines:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # state LISTEN, the socket's inode
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 @contextmanager
 def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
-    environment["PLOT_WEB_PORT"] = "0"  # no spectator page unless a test asks (--web-port): no port clashes
-    environment.update(env or {})
+    environment = server_environment(**(env or {}))
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", *args],
         stdout=subprocess.PIPE,

@@ -335,3 +335,23 @@ def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_
     assert out["summary"]["memory"]["largest_held_racers"] == (max(held) if held else None)
     assert "not held" not in " ".join(run_load.report_capacity(out)[:2])
     assert any(line.startswith(f"| memory | {steps[1]['racers']} | ") for line in run_load.report_capacity(out))
+
+
+# ---------------------------------------------------------------- every bench's plot-server
+
+
+def test_bench_servers_listen_on_their_game_port_only(run_load: ModuleType) -> None:
+    """By default the spectator page takes the game port + 1, which may be another run's free
+    port: two benches at once (or a bench and the tests) would clash. The servers the benches
+    start listen on their own game port and nothing else."""
+    from support import listening_ports
+
+    def port_of(url: str) -> int:
+        return int(url.rsplit(":", 1)[1])
+
+    with run_load.target_server("memory", 290) as target:
+        assert listening_ports(target.server.pid) == {port_of(target.url)}
+    with load("profile_move").race_server("memory", "py-spy", "") as (url, process, _target):
+        assert listening_ports(process.pid) == {port_of(url)}
+    with load("attacks").plot_server(BENCH.parent) as (process, port):
+        assert listening_ports(process.pid) == {port}

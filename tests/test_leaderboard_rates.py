@@ -14,8 +14,8 @@ import time
 from support import DEAL, Client, Shell, board, eventually, make_room, racing, running_server, start_race, view_game
 from support import pid as pid_of
 
-from server.core.deadlines import Due
 from server.core.events import Send
+from server.core.state import Audience
 from shared import protocol as p
 from shared.engine import Game
 
@@ -66,7 +66,8 @@ def test_spectators_get_fewer_leaderboards_and_the_same_figures() -> None:
     shell.move(conns[0], move_id, home)
     move_id += 1
     shell.advance(racer_ms)
-    assert [b.partial for b in boards_of(shell, watcher)] == [True]
+    # (Whole: the spectators' feed had no audience when the race began, so its first is whole.)
+    assert [b.partial for b in boards_of(shell, watcher)] == [False]
     boards_of(shell, conns[1])
     # Ann's cards change with every move for 3 s: one move every 20 ms.
     window_ms = 3000
@@ -76,6 +77,7 @@ def test_spectators_get_fewer_leaderboards_and_the_same_figures() -> None:
         move_id += 1
         shell.advance(20)
     to_racer, to_spectator = boards_of(shell, conns[1]), boards_of(shell, watcher)
+    assert all(b.partial for b in to_racer + to_spectator)  # the changed rows only (no 5 s refresh yet)
     # At most one per interval each (plus the one a tick may fire at the window's edge) ...
     assert len(to_racer) <= window_ms // racer_ms + 1
     assert len(to_spectator) <= window_ms // spectator_ms + 1
@@ -112,8 +114,8 @@ def test_a_room_without_spectators_schedules_no_spectator_ticks_and_a_newcomer_g
     for move_id, move in enumerate([*opening, home], start=1):
         shell.move(conns[0], move_id, move)
     shell.advance(shell.config.spectator_leaderboard_interval_ms * 2)
-    assert all(d.due is not Due.SPECTATOR_LEADERBOARD for d in shell.core._deadlines(room))
     assert room.race is not None and room.race.spectators_feed.sent == {}
+    assert shell.core._feed_due(room, room.race, Audience.SPECTATORS) is None
     shell.move(conns[0], len(opening) + 2, "undo")  # a change nobody watches yet
     watcher = shell.hello("Wendy")
     shell.send(watcher, p.Join(code=code, role=p.SPECTATOR))

@@ -82,7 +82,7 @@ def test_flags_win_over_variables_and_defaults_hold(monkeypatch: pytest.MonkeyPa
 
 def test_leaderboard_rates_become_the_cores_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
     config = config_from_args(build_parser().parse_args([]))
-    assert (config.core.leaderboard_interval_ms, config.core.spectator_leaderboard_interval_ms) == (100, 250)
+    assert (config.core.leaderboard_interval_ms, config.core.spectator_leaderboard_interval_ms) == (100, 200)
     monkeypatch.setenv("PLOT_SPECTATOR_HZ", "2")
     config = config_from_args(build_parser().parse_args(["--racer-hz", "20"]))
     assert (config.core.leaderboard_interval_ms, config.core.spectator_leaderboard_interval_ms) == (50, 500)

@@ -368,7 +368,7 @@ async def test_the_page_latency_bench_runs() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    result = await module.run(moves=12, pace=20.0, spectators=1, spectator_hz=4.0)
+    result = await module.run(moves=12, pace=20.0, spectators=1, spectator_hz=5.0)
     assert result["moves"] == 12 and result["spectators"] == 1
     assert result["timed_moves"] == 6  # deal 8's first 12 bot moves send 6 cards home
     assert set(result["latency_ms"]) == {"p50", "p90", "p99", "max", "min"}

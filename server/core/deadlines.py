@@ -20,8 +20,7 @@ class Due(enum.Enum):
     RACER_WRITE = "racer_write"  # a racer's failed write: retry after the back-off, or give up
     FORFEIT = "forfeit"  # a racer disconnected past the grace period resigns
     TIME_LIMIT = "time_limit"  # the race's time limit
-    LEADERBOARD = "leaderboard"  # the racers' leaderboard changed: at most one per interval
-    SPECTATOR_LEADERBOARD = "spectator_leaderboard"  # the spectators' one, at their (slower) rate
+    LEADERBOARD = "leaderboard"  # a changed leaderboard: the racers' and the spectators' feeds due now
     BOARDS = "boards"  # spectators' delayed boards reveal the next entries
     MEMBER_GONE = "member_gone"  # a disconnected member (not racing) is removed
     IDLE = "idle"  # a lobby or finished room nobody touches closes
@@ -54,22 +53,9 @@ class DeadlinesMixin(CoreBase):
                     table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))
             if race.record.ends_at is not None and not race.ending:
                 table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
-            check_ms = min(config.leaderboard_interval_ms, config.spectator_leaderboard_interval_ms)
-            for audience, due, interval in (
-                (Audience.RACERS, Due.LEADERBOARD, config.leaderboard_interval_ms),
-                (Audience.SPECTATORS, Due.SPECTATOR_LEADERBOARD, config.spectator_leaderboard_interval_ms),
-            ):
-                feed = race.feed(audience)
-                if not (feed.dirty or feed.stale):
-                    continue
-                # Nobody to send to: no wake-ups, except one to forget what was last sent.
-                if not feed.sent and not room.has_audience(audience):
-                    continue
-                if feed.dirty:
-                    at = max(feed.checked_ms + check_ms, feed.sent_ms + interval)
-                else:
-                    at = feed.full_ms + config.leaderboard_full_ms
-                table.append(Deadline(at, due))
+            leaderboard_at = self._leaderboard_due(room, race)
+            if leaderboard_at is not None:
+                table.append(Deadline(leaderboard_at, Due.LEADERBOARD))
             reveal = self._next_reveal(room)
             if reveal is not None:
                 table.append(Deadline(reveal, Due.BOARDS))
@@ -101,21 +87,60 @@ class DeadlinesMixin(CoreBase):
         if self.rooms.get(code) is room and room.phase == p.RACING:
             self._check_race_over(room, now)
 
-    def _leaderboard_tick(self, room: RoomState, race: RaceState, audience: Audience, now: int) -> None:
-        """One audience's coalesced leaderboard: the changes since its last tick, in one frame."""
+    def _leaderboard_due(self, room: RoomState, race: RaceState) -> int | None:
+        """The room's next leaderboard tick: the earlier of its two feeds' (None: neither is pending)."""
+        racers = self._feed_due(room, race, Audience.RACERS)
+        spectators = self._feed_due(room, race, Audience.SPECTATORS)
+        if racers is None or spectators is None:
+            return spectators if racers is None else racers
+        return min(racers, spectators)
+
+    def _feed_due(self, room: RoomState, race: RaceState, audience: Audience) -> int | None:
+        """When an audience's leaderboard is next due, or None. The room's leaderboard ticks come at
+        most every ``leaderboard_interval_ms`` (the racers' interval); the spectators' feed is due on
+        the first of those ticks ``spectator_leaderboard_interval_ms`` after its last frame, so both
+        audiences share a tick (and its rows) instead of waking the room apart."""
         feed = race.feed(audience)
         if not (feed.dirty or feed.stale):
-            return
-        feed.dirty = False
-        feed.checked_ms = now
-        players = room.audience_ids(audience)
-        if not players:
-            feed.reset()
-            return
-        board = self._leaderboard_update(race, feed, now)
-        if board is not None:
-            feed.sent_ms = now
-            self._send(players, board, droppable=True)
+            return None
+        if not feed.sent and not room.has_audience(audience):
+            # Nobody to send to, and nothing sent to forget: nothing is pending (a newcomer gets
+            # the whole leaderboard with its snapshot, and this feed's next one is whole).
+            feed.dirty = False
+            return None
+        if not feed.dirty:
+            return feed.full_ms + self.config.leaderboard_full_ms
+        tick = self.config.leaderboard_interval_ms
+        at = race.lb_checked_ms + tick
+        if audience is Audience.SPECTATORS:
+            wait = feed.sent_ms + self.config.spectator_leaderboard_interval_ms - at
+            if wait > 0:
+                at += -(-wait // tick) * tick  # rounded up to whole ticks
+        return at
+
+    def _leaderboard_tick(self, room: RoomState, race: RaceState, now: int) -> None:
+        """The room's leaderboard tick: each audience whose feed is due gets the rows changed since
+        its own last frame, in one frame; the rows are ranked once for both."""
+        rows: list[p.LeaderboardRow] | None = None
+        due: list[Audience] = []
+        for audience in (Audience.RACERS, Audience.SPECTATORS):
+            at = self._feed_due(room, race, audience)  # both before the tick moves lb_checked_ms
+            if at is not None and at <= now:
+                due.append(audience)
+        for audience in due:
+            feed = race.feed(audience)
+            race.lb_checked_ms = now
+            players = room.audience_ids(audience)
+            if not players:
+                feed.reset()
+                continue
+            feed.dirty = False
+            if rows is None:
+                rows = self._rows(race, final=False)
+            board = self._leaderboard_update(race, feed, rows, now)
+            if board is not None:
+                feed.sent_ms = now
+                self._send(players, board, droppable=True)
 
     def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
         race = room.race
@@ -137,11 +162,9 @@ class DeadlinesMixin(CoreBase):
         elif due is Due.TIME_LIMIT:
             if room.phase == p.RACING and race is not None:
                 self._end_race(room, now, "time")
-        elif due is Due.LEADERBOARD or due is Due.SPECTATOR_LEADERBOARD:
+        elif due is Due.LEADERBOARD:
             if room.phase == p.RACING and race is not None:
-                self._leaderboard_tick(
-                    room, race, Audience.RACERS if due is Due.LEADERBOARD else Audience.SPECTATORS, now
-                )
+                self._leaderboard_tick(room, race, now)
         elif due is Due.BOARDS:
             if room.phase == p.RACING and race is not None:
                 boards = self._boards_message(room, now, advance=True)

@@ -46,12 +46,13 @@ class RankingMixin(CoreBase):
     def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard:
         return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=self._rows(race, final))
 
-    def _leaderboard_update(self, race: RaceState, feed: LeaderboardFeed, now: int) -> p.Leaderboard | None:
-        """The coalesced leaderboard of one audience's tick: the rows whose shown figures (cards,
-        status, rank, connected) changed since ``feed`` last sent them (``partial``), None when none
-        did; the whole one when the feed sent none yet in this race or its last whole one is
-        ``leaderboard_full_ms`` old."""
-        rows = self._rows(race, final=False)
+    def _leaderboard_update(
+        self, race: RaceState, feed: LeaderboardFeed, rows: list[p.LeaderboardRow], now: int
+    ) -> p.Leaderboard | None:
+        """The coalesced leaderboard of one audience's tick, from the race's ranked ``rows``: the
+        rows whose shown figures (cards, status, rank, connected) changed since ``feed`` last sent
+        them (``partial``), None when none did; the whole one when the feed sent none yet in this
+        race or its last whole one is ``leaderboard_full_ms`` old."""
         sent = feed.sent
         whole = not sent or now - feed.full_ms >= self.config.leaderboard_full_ms
         changed: list[p.LeaderboardRow] = []

@@ -24,10 +24,11 @@ class CoreConfig:
     grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
     member_grace_ms: int = 120_000  # a disconnected lobby member / spectator is removed after this
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
-    leaderboard_interval_ms: int = 100  # racers: at most ~10 leaderboards per second per room
-    # Spectators (plot watch, the web page) need less: at most ~4 per second per room, the same
-    # changes coalesced over a longer tick (docs/protocol.md, "Who gets what").
-    spectator_leaderboard_interval_ms: int = 250
+    # The room's leaderboard tick, and the racers' rate: at most ~10 leaderboards per second per room.
+    leaderboard_interval_ms: int = 100
+    # Spectators (plot watch, the web page) need less: at most ~5 per second per room, the same
+    # changes coalesced over every other tick (rounded up to whole ticks; docs/protocol.md, "Who gets what").
+    spectator_leaderboard_interval_ms: int = 200
     # Between them only the rows whose shown figures changed go out (partial); a whole one at
     # least this often while the race moves, so a client that missed a partial one catches up.
     leaderboard_full_ms: int = 5000
@@ -240,10 +241,9 @@ class LeaderboardFeed:
     """One audience's coalesced leaderboard of a race: what it was last sent and when."""
 
     dirty: bool = True  # a shown figure may have changed since this feed last compared them
-    # When it last compared the figures (a tick: at most one per the shorter of the two intervals),
-    # and when its last frame went out (at most one per its audience's interval). A change after
-    # a quiet spell therefore goes out with the next tick, not a whole (slower) interval later.
-    checked_ms: int = 0
+    # When its last frame went out: the next one no sooner than its audience's interval later. A
+    # change after a quiet spell therefore goes out with the room's next tick, not a whole
+    # (slower) interval later.
     sent_ms: int = 0
     full_ms: int = 0  # when its last whole leaderboard went out
     stale: bool = False  # rows went out partly, or not at all: moves and times shown lag behind
@@ -265,6 +265,7 @@ class RaceState:
     racers: dict[str, RacerState]
     racers_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
     spectators_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
+    lb_checked_ms: int = 0  # the room's last leaderboard tick (at most one per leaderboard_interval_ms)
     boards_dirty: bool = True
     boards_last_ms: int = 0
     ending: bool = False
