@@ -1,15 +1,20 @@
 """Several nodes on one Redis (docs/scaling.md, "Several nodes"): server CPU per move with the racers
 of each room spread over two ``plot-server --multi-node`` processes against all on one plain
-``plot-server``; the delay from a move's acknowledgement on one node to a spectator's leaderboard
-showing it on the other; and the time from a node's death to its racers playing again elsewhere.
+``plot-server``; the delay from the acknowledgement of a move that changed a racer's foundation
+cards, on one node, to a spectator's leaderboard on the other showing those cards (partial
+leaderboards carry only rows whose cards, status or rank changed, so ``moves`` cannot time it); and
+the time from a node's death to its racers playing again elsewhere.
 
-    .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2]
+    .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2] [--cluster]
 
 Starts a redis-server (tests/redis_fixture.py; loopback, no disk). Each run starts fresh servers for
 one layout, the two layouts alternating run by run (drift on a shared machine hits them alike): rooms
 of ``--racers`` racers (on two nodes: alternately on A and B) and one spectator (on B), every racer
 playing random legal moves at ``--pace`` moves/s for ``--duration`` s. CPU is the server processes'
-user+system time over the measured window (/proc), divided by the moves acknowledged in it. Then the
+user+system time over the measured window (/proc), divided by the moves acknowledged in it; Redis CPU
+likewise, the redis-server processes' (every master's on a cluster). ``--cluster`` adds a third layout,
+"two-cluster": the two nodes on a three-master Redis Cluster (tests/redis_cluster_fixture.py; sharded
+pub/sub), so Redis CPU per move on the cluster, pub/sub included, stands beside one Redis's. Then the
 failover: a room of two racers on node A, node A killed (SIGKILL), both racers reconnect to node B
 with their tokens; the time from the start of the reconnection to each racer's first acknowledged
 move there. Prints JSON (``--json FILE`` writes it too).
@@ -32,7 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from redis_fixture import RedisServer, free_port  # test helpers, found through the path above
+from redis_cluster_fixture import LocalRedisCluster  # test helpers, found through the path above
+from redis_fixture import RedisServer, free_port
 from support import Client, board, server_environment, view_game, wait_healthy
 
 from shared import protocol as p
@@ -89,25 +95,38 @@ async def racer_loop(client: Client, view: View, pace: float, until: float, acks
         move_id += 1
         if isinstance(reply, p.MoveOk):
             now = time.monotonic()
-            acks[(client.pid, reply.seq)] = now
             if window[0] <= now <= window[1]:
                 counted[0] += 1
+            cards_before = cards(view)
             view = board(reply)
+            if cards(view) != cards_before:  # timed: a leaderboard row changes only with its cards (or status, rank)
+                acks[(client.pid, cards(view))] = now
         await asyncio.sleep(max(0.0, 1 / pace - (time.monotonic() - started)))
 
 
-async def spectator_delays(spectator: Client, acks: dict[tuple[str, int], float], remote: set[str],
-                           seen: dict[tuple[str, int], float]) -> None:  # fmt: skip
+def cards(view: View) -> int:
+    return sum(len(pile) for pile in view.foundations)
+
+
+async def spectator_delays(spectator: Client, remote: set[str], seen: dict[tuple[str, int], float]) -> None:
+    """When the spectator's leaderboard first showed each (racer, foundation cards) of the racers
+    in ``remote``. Partial leaderboards carry only rows whose cards, status or rank changed (and a
+    whole one at most every 5 s), so a move is timed by the cards it changed, never by ``moves``;
+    cards never leave a foundation (no undo here), so showing c cards shows every value up to c."""
+    shown: dict[str, int] = {}
     while True:
         msg = await spectator.expect(p.Leaderboard, timeout=60)
         now = time.monotonic()
         for row in msg.racers:
             if row.player_id in remote:
-                for seq in range(1, row.moves + 1):
-                    seen.setdefault((row.player_id, seq), now)
+                for value in range(shown.get(row.player_id, 0) + 1, row.cards + 1):
+                    seen.setdefault((row.player_id, value), now)
+                shown[row.player_id] = max(row.cards, shown.get(row.player_id, 0))
 
 
-async def load_run(addresses: list[str], pids: list[int], args: argparse.Namespace, seed: int) -> dict[str, Any]:
+async def load_run(
+    addresses: list[str], pids: list[int], redis_pids: list[int], args: argparse.Namespace, seed: int
+) -> dict[str, Any]:
     rooms: list[tuple[list[Client], Client]] = []
     for r in range(args.rooms):
         racers = []
@@ -144,7 +163,7 @@ async def load_run(addresses: list[str], pids: list[int], args: argparse.Namespa
         remote = {c.pid for i, c in enumerate(racers) if i % len(addresses) != len(addresses) - 1}
         if len(addresses) == 1:
             remote = {c.pid for c in racers}
-        watchers.append(asyncio.ensure_future(spectator_delays(spectator, acks, remote, seen)))
+        watchers.append(asyncio.ensure_future(spectator_delays(spectator, remote, seen)))
         for i, (client, race_start) in enumerate(zip(racers, starts, strict=True)):
             assert race_start.view is not None
             sub = random.Random(seed * 1000 + room_index * 10 + i)
@@ -152,8 +171,10 @@ async def load_run(addresses: list[str], pids: list[int], args: argparse.Namespa
                 racer_loop(client, race_start.view, args.pace, until, acks, counted, window, sub)))  # fmt: skip
     await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
     cpu_before = sum(cpu_seconds(pid) for pid in pids)
+    redis_before = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
     cpu_after = sum(cpu_seconds(pid) for pid in pids)
+    redis_after = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.gather(*tasks)
     await asyncio.sleep(0.5)  # the last leaderboards
     for watcher in watchers:
@@ -166,6 +187,8 @@ async def load_run(addresses: list[str], pids: list[int], args: argparse.Namespa
         "moves_in_window": counted[0],
         "server_cpu_s": round(cpu_after - cpu_before, 3),
         "cpu_us_per_move": round((cpu_after - cpu_before) / max(1, counted[0]) * 1e6, 1),
+        "redis_cpu_s": round(redis_after - redis_before, 3),
+        "redis_cpu_us_per_move": round((redis_after - redis_before) / max(1, counted[0]) * 1e6, 1),
         "leaderboard_delay_ms": {
             "n": len(delays),
             "p50": None if not delays else round(statistics.median(delays), 1),
@@ -232,21 +255,43 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--cluster", action="store_true", help="also two nodes on a three-master Redis Cluster")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle cluster's own CPU is measured")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     redis = RedisServer()
     redis.start()
-    results: dict[str, Any] = {"args": vars(args) | {"json": str(args.json)}, "one": [], "two": []}
+    cluster = LocalRedisCluster() if args.cluster else None
+    layouts = ["one", "two", *(["two-cluster"] if cluster else [])]
+    results: dict[str, Any] = {"args": vars(args) | {"json": str(args.json)}} | {layout: [] for layout in layouts}
     try:
+        if cluster is not None:
+            cluster.start()
+            # The masters' own background (cluster bus pings, cron) with no server attached, to
+            # read the per-move figures against: it is charged to the moves in the window.
+            pids = [node.process.pid for node in cluster.nodes if node.process is not None]
+            before = sum(cpu_seconds(pid) for pid in pids)
+            time.sleep(args.idle)
+            idle_s = sum(cpu_seconds(pid) for pid in pids) - before
+            results["cluster_idle_cpu_ms_per_s"] = round(idle_s / args.idle * 1000, 2)
         for run in range(args.runs):
-            for layout in ("one", "two"):
-                redis.command("FLUSHALL")
-                nodes = [start_node(redis.url, layout == "two") for _ in range(1 if layout == "one" else 2)]
+            for layout in layouts:
+                servers: list[RedisServer]
+                if layout == "two-cluster":
+                    assert cluster is not None
+                    cluster.flushall()
+                    url, servers = cluster.url, list(cluster.nodes)
+                else:
+                    redis.command("FLUSHALL")
+                    url, servers = redis.url, [redis]
+                redis_pids = [server.process.pid for server in servers if server.process is not None]
+                nodes = [start_node(url, layout != "one") for _ in range(1 if layout == "one" else 2)]
                 try:
                     figures = asyncio.run(
                         load_run(
                             [f"ws://127.0.0.1:{port}" for _, port in nodes],
                             [proc.pid for proc, _ in nodes],
+                            redis_pids,
                             args,
                             seed=run + 1,
                         )
@@ -261,10 +306,25 @@ def main() -> None:
         results["failover"] = asyncio.run(failover(redis.url))
     finally:
         redis.stop()
+        if cluster is not None:
+            cluster.close()
     one = statistics.median(r["cpu_us_per_move"] for r in results["one"])
     two = statistics.median(r["cpu_us_per_move"] for r in results["two"])
     # None when the window was too short for the clock's ticks (10 ms) to see CPU on either layout.
     results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 and two > 0 else None
+    results["medians"] = {
+        layout: {
+            key: statistics.median(r[key] for r in results[layout])
+            for key in ("cpu_us_per_move", "redis_cpu_us_per_move")
+        }
+        for layout in layouts
+    }
+    if cluster is not None:  # Redis CPU per move: the cluster's masters together against one Redis, both two nodes
+        one_redis = results["medians"]["two"]["redis_cpu_us_per_move"]
+        on_cluster = results["medians"]["two-cluster"]["redis_cpu_us_per_move"]
+        results["redis_cpu_ratio_cluster_over_one_redis"] = (
+            round(on_cluster / one_redis, 2) if one_redis > 0 and on_cluster > 0 else None
+        )
     text = json.dumps(results, indent=1)
     print(text)
     if args.json:

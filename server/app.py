@@ -494,7 +494,7 @@ class RaceServer:
             raise ValueError("several nodes (shared rooms) need the Redis store (one Redis or a Redis Cluster)")
         self.nodes = NodeLink(
             self.store,
-            self._on_node_message,
+            self._on_node_messages,
             self._on_nodes_missed,
             node_id=self.core.config.node_id or None,
             on_lag=None if self.metrics is None else self.metrics.pubsub_lag.observe,
@@ -1127,23 +1127,34 @@ class RaceServer:
 
     # ================================================================ several nodes
 
-    def _on_node_message(self, code: str, message: RoomVersion | Appended) -> None:
-        """Another node's change to a room: a new version (read the room back) or a stored move."""
-        if not self.core.has_room(code):
-            return
+    def _on_node_messages(self, batch: list[tuple[str, RoomVersion | Appended]]) -> None:
+        """Other nodes' changes to rooms, as one read of the subscription brought them: a new version
+        (read the room back), or stored moves. A racer's entries that follow on from each other go
+        to the core as one RemoteMoves (one wake-up and deadline recompute for them all)."""
         from server.nodes import RoomVersion
 
-        if isinstance(message, RoomVersion):
-            known = self._store_versions.get(code)
-            if known is None or known < message.version:
-                self._request_refresh(code)
-            return
-        try:
-            entry = decode_entry(message.entry)
-        except msgspec.DecodeError:
-            log_event(logging.ERROR, "log_entry_unreadable", room=code)
-            return
-        self._dispatch(RemoteMoves(code, message.race, message.player, message.start, [entry], now_ms()))
+        runs: dict[tuple[str, int, str], list[tuple[int, list[LogEntry]]]] = {}
+        for code, message in batch:
+            if not self.core.has_room(code):
+                continue
+            if isinstance(message, RoomVersion):
+                known = self._store_versions.get(code)
+                if known is None or known < message.version:
+                    self._request_refresh(code)
+                continue
+            try:
+                entry = decode_entry(message.entry)
+            except msgspec.DecodeError:
+                log_event(logging.ERROR, "log_entry_unreadable", room=code)
+                continue
+            racer_runs = runs.setdefault((code, message.race, message.player), [])
+            if racer_runs and racer_runs[-1][0] + len(racer_runs[-1][1]) == message.start:
+                racer_runs[-1][1].append(entry)
+            else:
+                racer_runs.append((message.start, [entry]))
+        for (code, race, player), racer_runs in runs.items():
+            for start, entries in racer_runs:
+                self._dispatch(RemoteMoves(code, race, player, start, entries, now_ms()))
 
     def _on_nodes_missed(self, codes: Collection[str]) -> None:
         """Pub/sub messages of these rooms may have been lost (a gap or a dropped connection on

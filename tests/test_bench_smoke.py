@@ -265,13 +265,17 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
 
     out = subprocess.run(
         [sys.executable, str(BENCH / "nodes_bench.py"), "--rooms", "1", "--racers", "2", "--duration", "1",
-         "--warmup", "0.5", "--runs", "1"],
+         "--warmup", "0.5", "--runs", "1", "--cluster", "--idle", "0.2"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout)
-    for layout in ("one", "two"):
+    for layout in ("one", "two", "two-cluster"):  # two-cluster: the two nodes on a three-master cluster
         assert figures[layout][0]["moves_in_window"] > 0
+    assert set(figures["medians"]) == {"one", "two", "two-cluster"}
+    assert all(m["redis_cpu_us_per_move"] >= 0 for m in figures["medians"].values())
+    ratio = figures["redis_cpu_ratio_cluster_over_one_redis"]  # None when the ticks saw no Redis CPU
+    assert ratio is None or ratio > 0
     assert len(figures["failover"]["reconnect_to_first_ack_ms"]) == 2
     assert figures["cpu_ratio_two_over_one"] is None or figures["cpu_ratio_two_over_one"] > 0
 

@@ -24,10 +24,12 @@ from server.core.events import (
     Note,
     PersistMove,
     RegisterPlayer,
+    RemoteMoves,
     RoomChanged,
     SavePlayer,
 )
 from server.core.race import PHASE_TRANSITIONS
+from server.core.records import LogEntry
 from server.core.state import LOG_TRANSITIONS, LogState
 from server.store.base import Store
 from server.store.memory import MemoryStore
@@ -518,3 +520,43 @@ def test_a_room_read_back_while_its_own_racer_s_move_is_written_and_another_queu
         assert [entry.move for entry in shell.logs[(code, number, racer)]] == moves
         assert race.racers[racer].game.entries == moves and race.racers[racer].log_length == len(moves)
     assert not notes(shell, "persist_failed") and not notes(shell, "persist_mismatch")
+
+
+def test_a_seat_moving_here_gets_its_board_from_the_log_not_from_a_lagging_copy() -> None:
+    """Several nodes: Ann raced on node B, which stored her entries; this node's copy has not heard
+    of the last ones yet (their pub/sub messages are on their way). She resumes here: her board is
+    sent once her log is re-read (never from the lagging copy), holds every stored entry, and her
+    next move is judged and written after them. Entries arriving late over pub/sub change nothing."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    token = shell.welcome(conns[0]).token
+    room = shell.core.rooms[code]
+    assert room.race is not None
+    number = room.race.record.number
+    room.members[ann].node = "b"  # her seat is on node B (as a read-back of the room would say)
+    shell.disconnect(conns[0])
+    # Node B stores three of her moves; this node hears of the first only.
+    game = room.race.racers[ann].game.copy()
+    stored: list[LogEntry] = []
+    for index in range(3):
+        move = game.legal_moves()[0]
+        game.play(move)
+        stored.append(LogEntry(move=move, t_ms=10 * index, id=index + 1))
+    shell.logs[(code, number, ann)].extend(stored)
+    shell.run(RemoteMoves(code, number, ann, 0, stored[:1], shell.now))
+    assert room.race.racers[ann].log_length == 1
+    again = shell.hello("Ann", token=token)
+    assert shell.welcome(again).resumed
+    assert not [m for m in shell.inbox[again] if isinstance(m, p.RaceStart)]  # not from the copy
+    assert [(r.code, r.player_id) for r in shell.reloads] == [(code, ann)]
+    shell.run(LogReloaded(code, number, ann, list(shell.logs[(code, number, ann)]), shell.now))
+    boards = [m for m in shell.inbox[again] if isinstance(m, p.RaceStart)]
+    assert len(boards) == 1, boards  # one board, the log's: none from the copy before the read
+    assert boards[0].seq == 3 and boards[0].view == game.view() and boards[0].check == game.check
+    shell.run(RemoteMoves(code, number, ann, 1, stored[1:], shell.now))  # late: known already
+    racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    assert racer.game.entries == [e.move for e in stored] and racer.log_length == 3
+    reply = shell.move(again, 4, game.legal_moves()[0])
+    assert isinstance(reply, p.MoveOk) and reply.seq == 4, reply
+    assert len(shell.logs[(code, number, ann)]) == 4 and not notes(shell, "persist_failed")

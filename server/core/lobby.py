@@ -191,16 +191,22 @@ class LobbyMixin(CoreBase):
         member.node = self.config.node_id
         if moved or was_away:
             member.claim += 1  # the newest claim holds the seat (another node's older one yields)
-        if room.race is not None and player.player_id in room.race.racers:
-            room.race.racers[player.player_id].forfeit_at = None
+        board_now = True
+        racer = room.race.racers.get(player.player_id) if room.race is not None else None
+        if room.race is not None and racer is not None:
+            racer.forfeit_at = None
             room.race.lb_dirty = True
+            if moved and self.config.shared_rooms and room.phase == p.RACING:
+                # Its entries were written by another node: this copy may still lack the last ones
+                # (on their way over pub/sub), so its board goes out once its log is re-read.
+                board_now = not self._board_after_reread(room, racer, conn)
         if was_away and self._shown(room, member):
             self._changed(room)
         else:
             if was_away or moved:  # back (only its own snapshot shows it), or now on this node: saved
                 self._spectators_changed(room, counted=False)
             self._reply(conn, self._room_message(room, player.player_id))
-        self._snapshot(conn, room, player.player_id, now)
+        self._snapshot(conn, room, player.player_id, now, board=board_now)
 
     def _supersede(self, player: PlayerState) -> None:
         """One connection per player: the newer resume wins. Each older connection is told why

@@ -172,6 +172,9 @@ class RacerState:
     delayed_n: int = 0
     blocked_asked: int | None = None  # entries of the position whose exact blocked check is in flight
     blocked_at: int | None = None  # entries of a position the exact check found blocked
+    # Several nodes: connections whose board waits for this racer's log to be re-read (its seat
+    # moved here, and this node's copy may lag the store by entries still on their way over pub/sub).
+    boards_owed: list[int] = field(default_factory=list)
 
     @property
     def busy(self) -> bool:

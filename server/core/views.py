@@ -18,8 +18,9 @@ from shared.engine import BLOCKED, PLAYING, Game, IllegalMove, View, view_hash
 
 
 class ViewsMixin(CoreBase):
-    def _snapshot(self, conn: int, room: RoomState, player_id: str, now: int) -> None:
-        """What a client needs besides the room to catch up: countdown, own board, leaderboard, results."""
+    def _snapshot(self, conn: int, room: RoomState, player_id: str, now: int, board: bool = True) -> None:
+        """What a client needs besides the room to catch up: countdown, own board, leaderboard, results.
+        ``board`` False: a racer's own board comes later (once its log is re-read: _board_after_reread)."""
         race = room.race
         if race is None:
             return
@@ -28,7 +29,8 @@ class ViewsMixin(CoreBase):
             self._reply(conn, p.Countdown(race=rec.number, starts_at=rec.starts_at, server_time=now))
         elif room.phase == p.RACING:
             racer = race.racers.get(player_id)
-            self._reply(conn, self._race_start(room, racer, now))
+            if board or racer is None:
+                self._reply(conn, self._race_start(room, racer, now))
             self._reply(conn, self._leaderboard(race, final=False))
             if racer is None and room.boards_delay_ms is not None:
                 boards = self._boards_message(room, now, advance=False)

@@ -355,6 +355,18 @@ class RacerLogMixin(CoreBase):
         self._settle_blocked(room, racer, ev.now)
         self._check_race_over(room, ev.now)
 
+    def _board_after_reread(self, room: RoomState, racer: RacerState, conn: int) -> bool:
+        """Several nodes: a racer's seat moved to this node. Every acknowledged entry is in the store,
+        but this node's copy may lag it by entries still on their way over pub/sub: the racer's board
+        goes to ``conn`` once its log is re-read (True), never from the copy. False: this node writes
+        the racer's log itself (a write in flight or queued), so its copy is the log."""
+        if racer.state is LogState.IDLE and not racer.queue:
+            self._reread(room, racer)
+        elif racer.state is not LogState.REREADING:
+            return False
+        racer.boards_owed.append(conn)
+        return True
+
     def _carry_over(self, old: RacerState, racer: RacerState) -> None:
         """What a re-read racer keeps from before: its queue, head and clocks (its game comes from the log)."""
         racer.queue = old.queue
@@ -368,6 +380,7 @@ class RacerLogMixin(CoreBase):
         racer.forfeit_at = old.forfeit_at
         racer.delayed, racer.delayed_n = old.delayed, min(old.delayed_n, len(racer.times))
         racer.blocked_asked, racer.blocked_at = old.blocked_asked, old.blocked_at
+        racer.boards_owed = old.boards_owed
 
     def _settle_head(self, room: RoomState, racer: RacerState, length_before: int, now: int) -> None:
         """The log has just been read: decide the head (landed or not), answer what the log already
@@ -418,6 +431,10 @@ class RacerLogMixin(CoreBase):
             self._reject_queue(racer, p.WRONG_PHASE, "the race is over")
         if was_outage and room.phase == p.RACING:
             self._send((pid,), self._race_start(room, racer, now))  # its board, as the log has it
+        owed, racer.boards_owed = racer.boards_owed, []
+        for conn in owed:  # a seat moved here: its board, as the log has it
+            if self.conns.get(conn) == pid and room.phase == p.RACING and not was_outage:
+                self._reply(conn, self._race_start(room, racer, now))
         self._settle_blocked(room, racer, now)
         self._pump(room, racer, now)
         self._check_race_over(room, now)
