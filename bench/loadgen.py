@@ -354,6 +354,7 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
         counted = stats.measuring  # a move sent in the window is timed to its answer, even past the window
         if counted:
             stats.sent += 1
+        refused: str | None = None  # the code of this move's rejection
         while True:
             data = await racer.recv_frame()
             msg = p.decode_server(data)
@@ -382,6 +383,7 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                     stats.window_rejections[msg.code] += 1
                 stats.rejected += 1
                 stats.error_codes[msg.code] += 1
+                refused = msg.code
                 if msg.code == p.BUSY:
                     again = move
                     hint = RETRY_MS.search(msg.reason.encode())
@@ -400,6 +402,11 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
             if isinstance(msg, p.Error):
                 stats.errors += 1
                 stats.error_codes[msg.code] += 1
+        if refused == p.WRONG_PHASE:
+            # The game is over though the bot's view says playing (the worker's exact check found it
+            # blocked: the racer's new board came as a race_start this loop does not read), or the
+            # race is: resending at once would only spin on wrong_phase answers until the results.
+            break
     # Drain until the race's results, so the next race starts cleanly.
     await wait_for(racer, p.Results)
 

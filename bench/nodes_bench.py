@@ -5,12 +5,16 @@ cards, on one node, to a spectator's leaderboard on the other showing those card
 leaderboards carry only rows whose cards, status or rank changed, so ``moves`` cannot time it); and
 the time from a node's death to its racers playing again elsewhere.
 
-    .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2] [--cluster]
+    .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2]
+        [--layouts one,two,split,half] [--cluster]
 
 Starts a redis-server (tests/redis_fixture.py; loopback, no disk). Each run starts fresh servers for
-one layout, the two layouts alternating run by run (drift on a shared machine hits them alike): rooms
-of ``--racers`` racers (on two nodes: alternately on A and B) and one spectator (on B), every racer
-playing random legal moves at ``--pace`` moves/s for ``--duration`` s. CPU is the server processes'
+each layout in turn, the layouts alternating run by run (drift on a shared machine hits them alike):
+rooms of ``--racers`` racers and one spectator each, every racer playing random legal moves at
+``--pace`` moves/s (each at its own phase) for ``--duration`` s. Layouts: ``one`` (all on one plain
+node), ``two`` (two ``--multi-node`` nodes, each room's racers alternately on A and B, its spectator
+on B), ``split`` (racers on A, spectators on B: B's CPU is the cost of applying another node's moves)
+and ``half`` (one plain node, half the rooms: the own load each node of ``two`` carries). CPU is the server processes'
 user+system time over the measured window (/proc), divided by the moves acknowledged in it; Redis CPU
 likewise, the redis-server processes' (every master's on a cluster). ``--cluster`` adds a third layout,
 "two-cluster": the two nodes on a three-master Redis Cluster (tests/redis_cluster_fixture.py; sharded
@@ -85,6 +89,9 @@ def choose(view: View, rng: random.Random) -> str | None:
 async def racer_loop(client: Client, view: View, pace: float, until: float, acks: dict[tuple[str, int], float],
                      counted: list[int], window: list[float], rng: random.Random) -> None:  # fmt: skip
     move_id = 1
+    # Each racer at its own phase: racers started together and paced alike would send in bursts,
+    # which one node's group commit batches better than two nodes' (real racers keep no step).
+    await asyncio.sleep(rng.uniform(0, 1 / pace))
     while time.monotonic() < until:
         move = choose(view, rng)
         if move is None:
@@ -124,14 +131,15 @@ async def spectator_delays(spectator: Client, remote: set[str], seen: dict[tuple
                 shown[row.player_id] = max(row.cards, shown.get(row.player_id, 0))
 
 
-async def load_run(
-    addresses: list[str], pids: list[int], redis_pids: list[int], args: argparse.Namespace, seed: int
-) -> dict[str, Any]:
+async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int], redis_pids: list[int],
+                   rooms_count: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:  # fmt: skip
+    """Rooms of racers (racer i of each room on ``racer_nodes[i % len]``) and one spectator (on
+    ``spectator_node``) racing; CPU per move of the server processes ``pids``, each and together."""
     rooms: list[tuple[list[Client], Client]] = []
-    for r in range(args.rooms):
+    for r in range(rooms_count):
         racers = []
         for i in range(args.racers):
-            client = await Client.open(addresses[i % len(addresses)], f"r{r}.{i}")
+            client = await Client.open(racer_nodes[i % len(racer_nodes)], f"r{r}.{i}")
             await client.hello(f"r{r}.{i}")
             racers.append(client)
         await racers[0].send(p.CreateRoom(options=p.RoomOptions(max_racers=max(2, args.racers))))
@@ -140,7 +148,7 @@ async def load_run(
             await client.send(p.Join(code=code))
             await client.expect(p.Room)
             await client.send(p.Ready(ready=True))
-        spectator = await Client.open(addresses[-1], f"s{r}")
+        spectator = await Client.open(spectator_node, f"s{r}")
         await spectator.hello(f"s{r}")
         await spectator.send(p.Join(code=code, role=p.SPECTATOR))
         await spectator.expect(p.Room)
@@ -160,9 +168,9 @@ async def load_run(
     for room_index, (racers, spectator) in enumerate(rooms):
         await racers[0].send(p.Start())
         starts = [await c.expect(p.RaceStart) for c in racers]
-        remote = {c.pid for i, c in enumerate(racers) if i % len(addresses) != len(addresses) - 1}
-        if len(addresses) == 1:
-            remote = {c.pid for c in racers}
+        # Timed: the racers on another node than the spectator's (on one node: all of them).
+        remote = {c.pid for i, c in enumerate(racers) if racer_nodes[i % len(racer_nodes)] != spectator_node}
+        remote = remote or {c.pid for c in racers}
         watchers.append(asyncio.ensure_future(spectator_delays(spectator, remote, seen)))
         for i, (client, race_start) in enumerate(zip(racers, starts, strict=True)):
             assert race_start.view is not None
@@ -170,10 +178,10 @@ async def load_run(
             tasks.append(asyncio.ensure_future(
                 racer_loop(client, race_start.view, args.pace, until, acks, counted, window, sub)))  # fmt: skip
     await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
-    cpu_before = sum(cpu_seconds(pid) for pid in pids)
+    cpu_before = [cpu_seconds(pid) for pid in pids]
     redis_before = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
-    cpu_after = sum(cpu_seconds(pid) for pid in pids)
+    cpu_after = [cpu_seconds(pid) for pid in pids]
     redis_after = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.gather(*tasks)
     await asyncio.sleep(0.5)  # the last leaderboards
@@ -183,10 +191,12 @@ async def load_run(
     for racers, spectator in rooms:
         for client in (*racers, spectator):
             await client.close()
+    used = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
     return {
         "moves_in_window": counted[0],
-        "server_cpu_s": round(cpu_after - cpu_before, 3),
-        "cpu_us_per_move": round((cpu_after - cpu_before) / max(1, counted[0]) * 1e6, 1),
+        "server_cpu_s": round(sum(used), 3),
+        "cpu_us_per_move": round(sum(used) / max(1, counted[0]) * 1e6, 1),
+        "cpu_us_per_move_by_node": [round(cpu / max(1, counted[0]) * 1e6, 1) for cpu in used],
         "redis_cpu_s": round(redis_after - redis_before, 3),
         "redis_cpu_us_per_move": round((redis_after - redis_before) / max(1, counted[0]) * 1e6, 1),
         "leaderboard_delay_ms": {
@@ -255,6 +265,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--layouts", default="one,two,split,half",
+                        help="comma-separated, run in this order each run: one, two, split, half")  # fmt: skip
     parser.add_argument("--cluster", action="store_true", help="also two nodes on a three-master Redis Cluster")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle cluster's own CPU is measured")
     parser.add_argument("--json", type=Path)
@@ -262,7 +274,7 @@ def main() -> None:
     redis = RedisServer()
     redis.start()
     cluster = LocalRedisCluster() if args.cluster else None
-    layouts = ["one", "two", *(["two-cluster"] if cluster else [])]
+    layouts = [*args.layouts.split(","), *(["two-cluster"] if cluster else [])]
     results: dict[str, Any] = {"args": vars(args) | {"json": str(args.json)}} | {layout: [] for layout in layouts}
     try:
         if cluster is not None:
@@ -285,17 +297,14 @@ def main() -> None:
                     redis.command("FLUSHALL")
                     url, servers = redis.url, [redis]
                 redis_pids = [server.process.pid for server in servers if server.process is not None]
-                nodes = [start_node(url, layout != "one") for _ in range(1 if layout == "one" else 2)]
+                multi = layout not in ("one", "half")
+                nodes = [start_node(url, multi) for _ in range(2 if multi else 1)]
+                urls = [f"ws://127.0.0.1:{port}" for _, port in nodes]
+                racer_nodes = urls[:1] if layout == "split" else urls  # split: racers on A, spectators on B
+                rooms = max(1, args.rooms // 2) if layout == "half" else args.rooms
+                pids = [proc.pid for proc, _ in nodes]
                 try:
-                    figures = asyncio.run(
-                        load_run(
-                            [f"ws://127.0.0.1:{port}" for _, port in nodes],
-                            [proc.pid for proc, _ in nodes],
-                            redis_pids,
-                            args,
-                            seed=run + 1,
-                        )
-                    )
+                    figures = asyncio.run(load_run(racer_nodes, urls[-1], pids, redis_pids, rooms, args, seed=run + 1))
                 finally:
                     for proc, _ in nodes:
                         proc.terminate()
@@ -308,10 +317,6 @@ def main() -> None:
         redis.stop()
         if cluster is not None:
             cluster.close()
-    one = statistics.median(r["cpu_us_per_move"] for r in results["one"])
-    two = statistics.median(r["cpu_us_per_move"] for r in results["two"])
-    # None when the window was too short for the clock's ticks (10 ms) to see CPU on either layout.
-    results["cpu_ratio_two_over_one"] = round(two / one, 2) if one > 0 and two > 0 else None
     results["medians"] = {
         layout: {
             key: statistics.median(r[key] for r in results[layout])
@@ -319,6 +324,14 @@ def main() -> None:
         }
         for layout in layouts
     }
+    one = results["medians"].get("one", {}).get("cpu_us_per_move", 0.0)
+    for layout in ("two", "split"):  # None when the window was too short for the clock's ticks (10 ms)
+        if layout in results["medians"] and "one" in results["medians"]:
+            other = results["medians"][layout]["cpu_us_per_move"]
+            results[f"cpu_ratio_{layout}_over_one"] = round(other / one, 2) if one > 0 and other > 0 else None
+    if "split" in results:  # node B of split: what applying another node's moves costs, per move
+        remote = [r["cpu_us_per_move_by_node"][1] for r in results["split"]]
+        results["remote_us_per_move_median"] = statistics.median(remote)
     if cluster is not None:  # Redis CPU per move: the cluster's masters together against one Redis, both two nodes
         one_redis = results["medians"]["two"]["redis_cpu_us_per_move"]
         on_cluster = results["medians"]["two-cluster"]["redis_cpu_us_per_move"]

@@ -9,6 +9,8 @@ repeats each scenario ``--runs`` times (the kinds interleaved run by run, so tha
 from a shared machine hits them alike) and reports medians.
 
     python bench/run_load.py saturation --runs 5      # server moves/s vs echo msgs/s, both stores
+    python bench/run_load.py saturation --tree before=/tmp/old --kinds echo,memory,memory@before
+                                                      # another tree's server beside this one, run by run
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
     python bench/run_load.py paced --kinds memory     # only some of the servers (echo,memory,redis)
     python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
@@ -419,12 +421,14 @@ def typical_sizes() -> dict[str, float]:
 def saturation(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     racers = opts.racers or 64
     common = ["--racers", str(racers), "--pace", "0", "--duration", str(opts.duration), "--warmup", str(opts.warmup)]
-    kinds = [("echo", "echo"), ("memory", "server"), ("redis", "server")]
+    kinds = [(k, "echo" if k == "echo" else "server") for k in kinds_of(opts, "echo,memory,redis")]
     out = scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
     summary = out["summary"]
-    echo = summary["echo"].get("moves_per_second") or 0.0
-    echo_cpu = summary["echo"].get("server_cpu_us_per_move") or 0.0
-    for kind in ("memory", "redis"):
+    echo = summary.get("echo", {}).get("moves_per_second") or 0.0
+    echo_cpu = summary.get("echo", {}).get("server_cpu_us_per_move") or 0.0
+    for kind, mode in kinds:  # each server against the echo of the same runs (KIND@TREE too: --tree)
+        if mode == "echo":
+            continue
         moves = summary[kind].get("moves_per_second") or 0.0
         cpu = summary[kind].get("server_cpu_us_per_move") or 0.0
         out[f"{kind}_ratio"] = round(moves / echo, 3) if echo else None
@@ -507,7 +511,7 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
             # Enough racers that each has --overload-pace moves/s to offer: a racer's interval
             # (100 ms at 10/s) must outlast the server's answer under overload, or the racer
             # waits instead of offering (one move outstanding each, as a player).
-            racers = opts.racers or max(1, round(offered / opts.overload_pace))
+            racers = opts.racers or max(8, round(offered / opts.overload_pace / 8) * 8)  # whole rooms of 8
             pace = offered / racers
             over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", "--busy-retry", opts.busy_retry, *window]
             with target_server(kind, reply_size) as target:

@@ -101,6 +101,7 @@ if TYPE_CHECKING:  # redis-py is imported only when several nodes share a Redis 
     from server.nodes import Appended, NodeLink, RoomVersion
 
 log = logging.getLogger("plot.server")
+MOVE_ANSWERS = (p.MoveOk, p.MoveRejected)  # a tuple: ``A | B`` in isinstance builds a union at each call
 NOTE_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
@@ -1004,7 +1005,7 @@ class RaceServer:
             self.stats.errors_sent += 1
         self._deliver([conn.id], p.encode(message), False)
         if self.metrics is not None and (
-            isinstance(message, p.MoveOk | p.MoveRejected) or (isinstance(message, p.Error) and message.id is not None)
+            isinstance(message, MOVE_ANSWERS) or (isinstance(message, p.Error) and message.id is not None)
         ):
             self._count_answer(conn, message)
 

@@ -430,6 +430,8 @@ class NodeLink:
             batch: list[tuple[str, RoomVersion | Appended]] = []
             try:
                 while (reply := parser.gets()) is not False:
+                    if isinstance(reply, Exception):  # an error reply: MOVED, an SSUBSCRIBE on a stale slot map
+                        raise _Resubscribe(f"Redis answered the subscription with an error: {reply}")
                     message = as_message(reply)
                     if message is not None:
                         self._received(shard, message, batch)

@@ -50,6 +50,7 @@ class LocalRedisCluster:
 
     def __init__(self, masters: int = 3, *, binary: str | None = None) -> None:
         self.nodes = [ClusterNodeServer(binary=binary) for _ in range(masters)]
+        self._moved: dict[str, ClusterNodeServer] = {}  # key -> the master move_slot gave its slot to
 
     @property
     def url(self) -> str:
@@ -89,6 +90,29 @@ class LocalRedisCluster:
         assert isinstance(slot, int)
         count = len(self.nodes)
         return next(node for i, node in enumerate(self.nodes) if slot < (i + 1) * SLOTS // count)
+
+    def move_slot(self, key: str, target: ClusterNodeServer) -> ClusterNodeServer:
+        """Move ``key``'s slot and its keys to ``target`` as a resharding does (IMPORTING, MIGRATING,
+        MIGRATE, SETSLOT NODE on every node); returns the master that held it. ``node_of`` knows only
+        the slot ranges ``start`` gave out: move the slot back before another test relies on them."""
+        source = self._moved.get(key) or self.node_of(key)
+        slot = source.command("CLUSTER", "KEYSLOT", key)
+        target_id, source_id = target.command("CLUSTER", "MYID"), source.command("CLUSTER", "MYID")
+        assert isinstance(target_id, bytes) and isinstance(source_id, bytes) and isinstance(slot, int)
+        if source is not target:
+            target.command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id.decode())
+            source.command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id.decode())
+            keys = source.command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+            assert isinstance(keys, list) and target.port is not None
+            names = [key for key in keys if isinstance(key, bytes)]
+            if names:
+                source.command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *names)
+            for node in self.nodes:
+                node.command("CLUSTER", "SETSLOT", slot, "NODE", target_id.decode())
+        self._moved[key] = target
+        if target is self.node_of(key):  # back where start put it
+            del self._moved[key]
+        return source
 
     def flushall(self) -> None:
         for node in self.nodes:

@@ -48,7 +48,7 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
         run_load,
         "memory",
         "server",
-        ["--racers", "8", "--spectators", "3", "--pace", "0", "--duration", "3", "--warmup", "0.3"],
+        ["--racers", "8", "--spectators", "3", "--pace", "20", "--duration", "3", "--warmup", "0.3", "--deal", "1"],
     )
     assert result["mode"] == "server"
     assert result["accepted_moves"] > 0
@@ -57,7 +57,9 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
     assert result["failures"] == []
     assert result["ack_latency_ms"]["count"] == result["accepted_moves"]
     # Spectators saw leaderboards carrying the racers' moves (timed by the cards they sent home: a
-    # 1-s window saw none in half the runs, so 3 s), and every audience's frames were counted apart.
+    # 1-s window saw none in half the runs, so 3 s, and deal 1, where cards go home from the first
+    # moves, not a random deal; 20 moves/s, since a race played flat out can end before the
+    # spectators' second leaderboard), and every audience's frames were counted apart.
     assert result["leaderboards_received"] > 0
     assert result["fanout_from_send_ms"]["count"] > 0
     assert result["racer_frames_per_move"] >= 1  # each move's own move_ok at least
@@ -270,9 +272,10 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout)
-    for layout in ("one", "two", "two-cluster"):  # two-cluster: the two nodes on a three-master cluster
+    for layout in ("one", "two", "split", "half", "two-cluster"):  # two-cluster: two nodes on a three-master cluster
         assert figures[layout][0]["moves_in_window"] > 0
-    assert set(figures["medians"]) == {"one", "two", "two-cluster"}
+    assert len(figures["split"][0]["cpu_us_per_move_by_node"]) == 2
+    assert set(figures["medians"]) == {"one", "two", "split", "half", "two-cluster"}
     assert all(m["redis_cpu_us_per_move"] >= 0 for m in figures["medians"].values())
     ratio = figures["redis_cpu_ratio_cluster_over_one_redis"]  # None when the ticks saw no Redis CPU
     assert ratio is None or ratio > 0

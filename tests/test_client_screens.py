@@ -264,8 +264,11 @@ async def test_results_summary_of_a_full_room_scrolls_at_80x24(state_dir: Path) 
             await until(lambda: last_line in screen_text(app), "the end")
             await pilot.press("up")
             await until(lambda: last_line not in screen_text(app), "one line up")
-            # The boards still cycle, and the summary comes back where it was left.
+            # The boards still cycle; under a board nothing scrolls, and the footer says so.
             await pilot.press("right_square_bracket")
             await until(lambda: "Board of" in screen_text(app), "a board")
+            await until(lambda: "↑↓" not in screen_text(app).splitlines()[-1], "no scroll key under a board")
+            await pilot.press("left_square_bracket")
+            await until(lambda: "↑↓" in screen_text(app).splitlines()[-1], "the scroll key on the summary again")
         for racer in racers:
             await racer.close()

@@ -560,3 +560,34 @@ def test_a_seat_moving_here_gets_its_board_from_the_log_not_from_a_lagging_copy(
     reply = shell.move(again, 4, game.legal_moves()[0])
     assert isinstance(reply, p.MoveOk) and reply.seq == 4, reply
     assert len(shell.logs[(code, number, ann)]) == 4 and not notes(shell, "persist_failed")
+
+
+def test_another_node_s_entries_play_in_batches_and_a_gap_rereads_the_log() -> None:
+    """Several nodes: a racer served by node B. Several of its entries in one RemoteMoves (one
+    subscription batch) are all played; entries known already are skipped; a batch starting
+    past the copy's end (a lost pub/sub message) re-reads the log, and the copy then holds
+    every stored entry, judged by the store's log, not by what pub/sub delivered."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    room = shell.core.rooms[code]
+    assert room.race is not None
+    number = room.race.record.number
+    game = room.race.racers[ann].game.copy()
+    stored: list[LogEntry] = []
+    for index in range(6):
+        move = game.legal_moves()[0]
+        game.play(move)
+        stored.append(LogEntry(move=move, t_ms=10 * index, id=index + 1))
+    shell.logs[(code, number, ann)].extend(stored)
+    shell.run(RemoteMoves(code, number, ann, 0, stored[:3], shell.now))  # one batch of three
+    racer = room.race.racers[ann]
+    assert racer.log_length == 3 and racer.game.entries == [e.move for e in stored[:3]]
+    shell.run(RemoteMoves(code, number, ann, 1, stored[1:2], shell.now))  # known: nothing changes
+    assert racer.log_length == 3 and not shell.reloads
+    shell.run(RemoteMoves(code, number, ann, 4, stored[4:], shell.now))  # entry 3 was lost
+    assert [(r.code, r.player_id) for r in shell.reloads] == [(code, ann)]
+    shell.run(LogReloaded(code, number, ann, list(shell.logs[(code, number, ann)]), shell.now))
+    racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    assert racer.log_length == 6 and racer.game.entries == [e.move for e in stored]
+    assert racer.game.view() == game.view() and racer.state is LogState.IDLE

@@ -22,6 +22,7 @@ from redis_fixture import free_port
 from support import Client, eventually, latest, make_room, play, server_process, start_race, wait_healthy
 
 from server.core.records import decode_entry
+from server.nodes import NodeLink
 from server.store.redis import RedisStore
 from shared import protocol as p
 from shared.engine import replay
@@ -185,6 +186,69 @@ async def test_a_masters_pubsub_connections_killed_mid_race(
         return redis_cluster.node_of(f"plot:events:{{{code}}}").command("CLIENT", "KILL", "TYPE", "pubsub")
 
     await one_redis_nodes.dropped_subscriptions_race(redis_cluster_url, kill)
+
+
+async def test_a_room_s_slot_moved_to_another_master_is_heard_there(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    """A resharding moves the room's slot (and keys) to another master: Redis unsubscribes the
+    nodes' SSUBSCRIBE there, each node subscribes the room on its new master and reads it back,
+    and changes on one node go on reaching the other. The slot is moved back afterwards."""
+    async with one_redis_nodes.node(redis_cluster_url) as a, one_redis_nodes.node(redis_cluster_url) as b:
+        assert a.nodes is not None and b.nodes is not None
+        host, guest = await one_redis_nodes.hello(a, "host"), await one_redis_nodes.hello(b, "guest")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        await guest.send(p.Join(code=code))
+        await guest.expect(p.Room)
+        channel = f"plot:events:{{{code}}}"
+        source = redis_cluster.node_of(channel)
+        target = next(node for node in redis_cluster.nodes if node is not source)
+        try:
+            redis_cluster.move_slot(channel, target)
+            wanted = f"127.0.0.1:{target.port}"
+
+            def moved(link: NodeLink) -> bool:
+                return code in link.shards().get(wanted, set())
+
+            for link in (a.nodes, b.nodes):
+                await eventually(partial(moved, link), what="the room heard on its new master")
+            received = a.nodes.received
+            await guest.send(p.Ready(ready=True))
+            await eventually(lambda: any(m.ready for m in latest(host, p.Room).members), what="ready seen on A")
+            await guest.send(p.Leave())
+            await eventually(lambda: len(latest(host, p.Room).members) == 1, what="the leave seen on A")
+            assert a.nodes.received > received  # B's changes heard through the new master's subscription
+        finally:
+            redis_cluster.move_slot(channel, source)
+        await host.close()
+        await guest.close()
+
+
+async def test_a_subscription_sent_on_a_stale_slot_map_moves_to_the_room_s_master(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    """A room subscribed while the node's slot map is stale (the slot moved and no command told
+    the client yet): the old master answers SSUBSCRIBE with MOVED; the node reads the map again,
+    subscribes the room on its master and reads it back once that is confirmed."""
+    store = RedisStore(redis_cluster_url, namespace="plot")
+    missed: list[str] = []
+    link = NodeLink(store, lambda _batch: None, missed.extend, subscribe_timeout_s=0.5)
+    code = "STALE"
+    channel = store.events_channel(code)
+    source = redis_cluster.node_of(channel)
+    target = next(node for node in redis_cluster.nodes if node is not source)
+    try:
+        await link.start()  # reads the slot map: the channel's slot on ``source``
+        redis_cluster.move_slot(channel, target)
+        await link.subscribe(code)  # SSUBSCRIBE to ``source``: MOVED
+        wanted = f"127.0.0.1:{target.port}"
+        await eventually(lambda: code in link.shards().get(wanted, set()), what="the room on its master")
+        await eventually(lambda: code in missed, what="the room read back once heard")
+    finally:
+        await link.close()
+        await store.close()
+        redis_cluster.move_slot(channel, source)
 
 
 def test_the_cluster_bench_compares_one_redis_with_the_cluster(tmp_path: Path) -> None:

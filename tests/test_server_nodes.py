@@ -433,3 +433,30 @@ def test_workers_need_redis_and_a_port() -> None:
         with server_process(*args) as proc:
             _out, err = proc.communicate(timeout=30)
         assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and said in err, (args, err)
+
+
+async def test_a_node_hears_the_other_nodes_messages_in_order_and_in_batches(redis_url: str) -> None:
+    """The subscription is read raw and in batches: messages published together reach the node in
+    fewer calls than messages, all of them, in order; the node's own messages are never handed over."""
+    from server.nodes import Appended, NodeLink, RoomVersion
+
+    store = RedisStore(redis_url)
+    batches: list[list[tuple[str, RoomVersion | Appended]]] = []
+    link = NodeLink(store, batches.append, lambda codes: None, read_every_s=0.05)
+    other = NodeLink(store, lambda batch: None, lambda codes: None, node_id="other")
+    await link.start()
+    try:
+        await link.subscribe("ABCDE")
+        await other.publish([("ABCDE", other.room_version(v)) for v in range(1, 51)])  # one pipeline
+        await link.publish([("ABCDE", link.room_version(99))])  # its own
+        await other.publish([("ABCDE", other.room_version(100))])
+        def heard() -> list[int]:
+            return [m.version for batch in batches for _, m in batch if isinstance(m, RoomVersion)]
+
+        await eventually(lambda: heard()[-1:] == [100], what="every message heard")
+        assert heard() == [*range(1, 51), 100]  # in order, none lost, its own left out
+        assert len(batches) < 20, [len(batch) for batch in batches]  # many to a wake-up
+        assert all(code == "ABCDE" for batch in batches for code, _ in batch)
+    finally:
+        await link.close()
+        await store.close()

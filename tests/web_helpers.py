@@ -91,9 +91,7 @@ class PageWatch:
         page.on("dialog", lambda dialog: self.problems.append(f"dialog: {dialog.message}"))
 
 
-async def open_page(
-    browser: Browser, url: str, prepare: Callable[[Page], Awaitable[None]] | None = None
-) -> PageWatch:
+async def open_page(browser: Browser, url: str, prepare: Callable[[Page], Awaitable[None]] | None = None) -> PageWatch:
     """A new page at ``url``; ``prepare`` runs before it loads (to route its WebSocket, say)."""
     page = await browser.new_page(accept_downloads=True)
     watched = PageWatch(page)

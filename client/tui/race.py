@@ -242,10 +242,11 @@ class RaceScreen(GameScreen):
         results_panel.deal_note = self.race_app.config.deal_note
         results_panel.showing = self.viewing if board_on_show is not None and phase == RESULTS else None
         results_panel.refresh(layout=True)
-        self.set_class(board_on_show is not None, "-boards")
+        if self.has_class("-boards") != (board_on_show is not None):
+            self.set_class(board_on_show is not None, "-boards")
+            self.refresh_bindings()  # the scroll keys are live on the results summary only
         if "results" in changed:  # a new race's summary starts at its top
             self.query_one("#results-scroll", VerticalScroll).scroll_home(animate=False)
-        self.refresh_bindings()  # the scroll keys are live on the summary only
         if board_on_show is not None:
             self.show_view(board_on_show)
         if "leaderboard" in changed or "race" in changed or "room" in changed:

@@ -53,7 +53,7 @@ class DeadlinesMixin(CoreBase):
                     table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))
             if race.record.ends_at is not None and not race.ending:
                 table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
-            leaderboard_at = self._leaderboard_due(room, race)
+            leaderboard_at = self._leaderboard_due(race)
             if leaderboard_at is not None:
                 table.append(Deadline(leaderboard_at, Due.LEADERBOARD))
             reveal = self._next_reveal(room)
@@ -87,60 +87,57 @@ class DeadlinesMixin(CoreBase):
         if self.rooms.get(code) is room and room.phase == p.RACING:
             self._check_race_over(room, now)
 
-    def _leaderboard_due(self, room: RoomState, race: RaceState) -> int | None:
-        """The room's next leaderboard tick: the earlier of its two feeds' (None: neither is pending)."""
-        racers = self._feed_due(room, race, Audience.RACERS)
-        spectators = self._feed_due(room, race, Audience.SPECTATORS)
-        if racers is None or spectators is None:
-            return spectators if racers is None else racers
-        return min(racers, spectators)
-
-    def _feed_due(self, room: RoomState, race: RaceState, audience: Audience) -> int | None:
-        """When an audience's leaderboard is next due, or None. The room's leaderboard ticks come at
-        most every ``leaderboard_interval_ms`` (the racers' interval); the spectators' feed is due on
-        the first of those ticks ``spectator_leaderboard_interval_ms`` after its last frame, so both
-        audiences share a tick (and its rows) instead of waking the room apart."""
-        feed = race.feed(audience)
-        if not (feed.dirty or feed.stale):
-            return None
-        if not feed.sent and not room.has_audience(audience):
-            # Nobody to send to, and nothing sent to forget: nothing is pending (a newcomer gets
-            # the whole leaderboard with its snapshot, and this feed's next one is whole).
-            feed.dirty = False
-            return None
-        if not feed.dirty:
-            return feed.full_ms + self.config.leaderboard_full_ms
-        tick = self.config.leaderboard_interval_ms
-        at = race.lb_checked_ms + tick
-        if audience is Audience.SPECTATORS:
-            wait = feed.sent_ms + self.config.spectator_leaderboard_interval_ms - at
-            if wait > 0:
-                at += -(-wait // tick) * tick  # rounded up to whole ticks
-        return at
+    def _leaderboard_due(self, race: RaceState) -> int | None:
+        """The room's next leaderboard tick. While figures change, one at most every
+        ``leaderboard_interval_ms``: each compares them for the racers, and for the spectators once
+        their own interval has run since their last frame (so both share the tick and its rows).
+        Otherwise: changes the spectators are still owed, and each audience's whole leaderboard
+        ``leaderboard_full_ms`` after its last while rows lag."""
+        config = self.config
+        if race.lb_dirty:
+            return race.lb_checked_ms + config.leaderboard_interval_ms
+        dues: list[int] = []
+        for feed, interval in (
+            (race.racers_feed, config.leaderboard_interval_ms),
+            (race.spectators_feed, config.spectator_leaderboard_interval_ms),
+        ):
+            if feed.behind:
+                dues.append(feed.sent_ms + interval)
+            elif feed.stale:  # never sooner than the feed's interval after its last frame either
+                dues.append(max(feed.full_ms + config.leaderboard_full_ms, feed.sent_ms + interval))
+        return min(dues) if dues else None
 
     def _leaderboard_tick(self, room: RoomState, race: RaceState, now: int) -> None:
         """The room's leaderboard tick: each audience whose feed is due gets the rows changed since
-        its own last frame, in one frame; the rows are ranked once for both."""
+        its own last frame, in one frame (the rows are ranked once for both); the spectators'
+        changes wait for the first tick their interval allows."""
+        config = self.config
+        dirty = race.lb_dirty and now >= race.lb_checked_ms + config.leaderboard_interval_ms
         rows: list[p.LeaderboardRow] | None = None
-        due: list[Audience] = []
-        for audience in (Audience.RACERS, Audience.SPECTATORS):
-            at = self._feed_due(room, race, audience)  # both before the tick moves lb_checked_ms
-            if at is not None and at <= now:
-                due.append(audience)
-        for audience in due:
-            feed = race.feed(audience)
-            race.lb_checked_ms = now
+        for audience, feed, interval in (
+            (Audience.RACERS, race.racers_feed, config.leaderboard_interval_ms),
+            (Audience.SPECTATORS, race.spectators_feed, config.spectator_leaderboard_interval_ms),
+        ):
+            whole_due = feed.stale and now >= feed.full_ms + config.leaderboard_full_ms
+            if not (dirty or feed.behind or whole_due):
+                continue
+            if now < feed.sent_ms + interval:
+                feed.behind = True
+                continue
             players = room.audience_ids(audience)
             if not players:
                 feed.reset()
                 continue
-            feed.dirty = False
+            feed.behind = False
             if rows is None:
                 rows = self._rows(race, final=False)
             board = self._leaderboard_update(race, feed, rows, now)
             if board is not None:
                 feed.sent_ms = now
                 self._send(players, board, droppable=True)
+        if dirty:
+            race.lb_dirty = False
+            race.lb_checked_ms = now
 
     def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
         race = room.race

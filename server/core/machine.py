@@ -64,6 +64,11 @@ from shared import protocol as p
 __all__ = ["CoreConfig", "Entropy", "ServerCore", "summary_from_record"]
 
 
+# Events about one racer's log. A tuple, not ``A | B | ...``: that union is built anew at each call
+# (four objects, about a microsecond), and this test runs on every event.
+ONE_RACER_EVENTS = (MovePersisted, MovePersistFailed, LogReloaded, BlockedChecked, RemoteMoves)
+
+
 class ServerCore(
     LobbyMixin, LoadingMixin, RaceMixin, RacerLogMixin, RankingMixin, ViewsMixin, DeadlinesMixin, RebuildMixin
 ):
@@ -136,7 +141,7 @@ class ServerCore(
         its move: most events) may change only that racer's, so only it is taken."""
         only: str | None
         code: str | None
-        if isinstance(event, MovePersisted | MovePersistFailed | LogReloaded | BlockedChecked | RemoteMoves):
+        if isinstance(event, ONE_RACER_EVENTS):
             code, only = event.code, event.player_id
         elif isinstance(event, ClientEvent) and isinstance(event.msg, p.Move):
             only = self.conns.get(event.conn)

@@ -243,11 +243,12 @@ class Audience(enum.Enum):
 class LeaderboardFeed:
     """One audience's coalesced leaderboard of a race: what it was last sent and when."""
 
-    dirty: bool = True  # a shown figure may have changed since this feed last compared them
     # When its last frame went out: the next one no sooner than its audience's interval later. A
     # change after a quiet spell therefore goes out with the room's next tick, not a whole
     # (slower) interval later.
     sent_ms: int = 0
+    # A tick saw changes this feed was not due to send yet (spectators between their frames).
+    behind: bool = False
     full_ms: int = 0  # when its last whole leaderboard went out
     stale: bool = False  # rows went out partly, or not at all: moves and times shown lag behind
     # Each racer's figures as last sent (cards, status, rank, connected): a row goes again only
@@ -257,7 +258,7 @@ class LeaderboardFeed:
     def reset(self) -> None:
         """Nobody of this audience is in the room: nothing is sent, and the next one is whole
         (the rows a newcomer holds are then not judged against rows nobody received)."""
-        self.dirty = False
+        self.behind = False
         self.stale = False
         self.sent.clear()
 
@@ -266,9 +267,10 @@ class LeaderboardFeed:
 class RaceState:
     record: RaceRecord
     racers: dict[str, RacerState]
+    lb_dirty: bool = True  # a figure a leaderboard shows may have changed since the room's last tick
+    lb_checked_ms: int = 0  # the room's last leaderboard tick (at most one per leaderboard_interval_ms)
     racers_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
     spectators_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
-    lb_checked_ms: int = 0  # the room's last leaderboard tick (at most one per leaderboard_interval_ms)
     boards_dirty: bool = True
     boards_last_ms: int = 0
     ending: bool = False
@@ -278,19 +280,6 @@ class RaceState:
     @property
     def total_entries(self) -> int:
         return sum(r.log_length for r in self.racers.values())
-
-    @property
-    def lb_dirty(self) -> bool:
-        """A figure a leaderboard shows may have changed: set, it marks every audience's feed."""
-        return self.racers_feed.dirty or self.spectators_feed.dirty
-
-    @lb_dirty.setter
-    def lb_dirty(self, dirty: bool) -> None:
-        self.racers_feed.dirty = dirty
-        self.spectators_feed.dirty = dirty
-
-    def feed(self, audience: Audience) -> LeaderboardFeed:
-        return self.racers_feed if audience is Audience.RACERS else self.spectators_feed
 
 
 @dataclass(slots=True)
@@ -336,10 +325,6 @@ class RoomState:
     def audience_ids(self, audience: Audience) -> tuple[str, ...]:
         role = p.RACER if audience is Audience.RACERS else p.SPECTATOR
         return tuple(m.player_id for m in self.members.values() if m.role == role)
-
-    def has_audience(self, audience: Audience) -> bool:
-        role = p.RACER if audience is Audience.RACERS else p.SPECTATOR
-        return any(m.role == role for m in self.members.values())
 
     def member_ids(self) -> tuple[str, ...]:
         return tuple(self.members)
