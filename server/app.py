@@ -192,6 +192,9 @@ class ServerConfig:
     # Several nodes: the lease on a room's winnable-deal search (one node searches; when it dies the
     # lease lapses after this long and a node waiting for it, polling 6 times as often, searches).
     deal_lease_s: float = 3.0
+    # Several nodes: a room read back after another node's change reads each racer's log past the
+    # entries this node's copy holds ("incremental"), or all of it ("full": for measuring).
+    readback: str = "incremental"
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
@@ -1117,14 +1120,39 @@ class RaceServer:
             self._dispatch(RoomLoaded(code, record, logs, now_ms()))
             return
 
-    async def _race_logs(self, code: str, record: RoomRecord | None) -> dict[str, list[LogEntry]]:
-        """The move logs of the room's current race (none for a room gone, closed or between races)."""
+    async def _race_logs(
+        self, code: str, record: RoomRecord | None, starts: dict[str, int] | None = None
+    ) -> dict[str, list[LogEntry]]:
+        """The move logs of the room's current race (none for a room gone, closed or between races);
+        ``starts``: racers whose log is read from that index on."""
         logs: dict[str, list[LogEntry]] = {}
         if record is not None and record.race is not None and record.members and not record.closed:
             for racer in record.race.racers:
-                raw = await self.store.load_moves(code, record.race.number, racer.player_id)
+                start = 0 if starts is None else starts.get(racer.player_id, 0)
+                raw = await self.store.load_moves(code, record.race.number, racer.player_id, start)
                 logs[racer.player_id] = self._decode_entries(code, raw)
         return logs
+
+    def _known_lengths(self, code: str, record: RoomRecord | None) -> dict[str, int]:
+        """Where a read-back may start reading each racer's log: the length this node's copy of the
+        same race holds, for racers whose copy lines up with the log (an unreadable stored entry
+        makes positions differ: read it all). Nothing with ``readback="full"``, for a new race, or
+        a room not held here."""
+        copy = self.core.rooms.get(code)
+        if (
+            self.config.readback != "incremental"
+            or copy is None
+            or copy.race is None
+            or record is None
+            or record.race is None
+            or record.race.number != copy.race.record.number
+        ):
+            return {}
+        return {
+            pid: racer.log_length
+            for pid, racer in copy.race.racers.items()
+            if racer.log_length and len(racer.game.entries) == len(racer.times) == racer.log_length
+        }
 
     # ================================================================ several nodes
 
@@ -1188,7 +1216,8 @@ class RaceServer:
             except msgspec.DecodeError:
                 log_event(logging.ERROR, "room_record_unreadable", room=code)
                 return
-        logs = await self._race_logs(code, record)
+        starts = self._known_lengths(code, record)
+        logs = await self._race_logs(code, record, starts)
         self._refreshing.discard(code)
         self._room_epochs[code] = self._room_epochs.get(code, 0) + 1
         if loaded is not None:
@@ -1199,7 +1228,7 @@ class RaceServer:
         self._uncertain_saves.pop(code, None)
         self._save_conflicts.discard(code)
         replay = tuple(event for _number, event in self._uncommitted.get(code, []))
-        self._dispatch(RoomChanged(code, record, logs, now_ms(), replay))
+        self._dispatch(RoomChanged(code, record, logs, now_ms(), replay, starts))
 
     async def _list_rooms(self, effect: ListRooms) -> None:
         """The listed rooms, for the core's room list: codes, and the records of those it does not hold."""

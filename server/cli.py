@@ -249,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
            f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
     add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the game port, "
         "in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
+    add("--readback", default=_env("PLOT_READBACK", "incremental"), metavar="incremental|full",
+        help="--multi-node: read a room back after another node's change from the log entries this node "
+        "lacks, or whole (for measuring) [PLOT_READBACK] (incremental)")  # fmt: skip
     return parser
 
 
@@ -315,6 +318,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise ConfigError(f"--log-level / PLOT_LOG_LEVEL {args.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
     if args.metrics not in ("on", "off"):
         raise ConfigError(f"--metrics / PLOT_METRICS {args.metrics!r}: expected on or off")
+    if args.readback not in ("incremental", "full"):
+        raise ConfigError(f"--readback / PLOT_READBACK {args.readback!r}: expected incremental or full")
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ConfigError("--tls-cert and --tls-key go together")
     for flag, path in (("--tls-cert / PLOT_TLS_CERT", args.tls_cert), ("--tls-key / PLOT_TLS_KEY", args.tls_key)):
@@ -362,6 +367,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         core=core,
         winnable=winnable,
         metrics=args.metrics == "on",
+        readback=args.readback,
         reuse_port=_switch(args.reuse_port, "PLOT_REUSE_PORT") or args.workers > 1,
     )
 

@@ -344,6 +344,25 @@ def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_
     assert any(line.startswith(f"| memory | {steps[1]['racers']} | ") for line in run_load.report_capacity(out))
 
 
+def test_readback_bench_measures_full_against_incremental_read_backs(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    report = tmp_path / "readback.json"
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "readback_bench.py"), "--entries", "10", "--changes", "4", "--runs", "1",
+         "--json", str(report)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(report.read_text())
+    assert sorted(run["mode"] for run in figures["runs"]) == ["full", "incremental"]
+    for run in figures["runs"]:
+        assert run["entries_per_racer"] == [10, 10, 10] and run["changes"] == 4
+        assert run["load_moves_calls_per_change"] == 3.0  # one LRANGE per racer, each change read back
+    assert set(figures["summary"]["10"]["median_cpu_us_per_change"]) == {"full", "incremental"}
+
+
 # ---------------------------------------------------------------- every bench's plot-server
 
 

@@ -591,3 +591,60 @@ def test_another_node_s_entries_play_in_batches_and_a_gap_rereads_the_log() -> N
     racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
     assert racer.log_length == 6 and racer.game.entries == [e.move for e in stored]
     assert racer.game.view() == game.view() and racer.state is LogState.IDLE
+
+
+def test_an_incremental_read_back_plays_only_the_entries_past_the_copy() -> None:
+    """RoomChanged with ``starts`` (the shell read each log from the copy's length on): the copy's
+    racers are kept, their games not replayed, and the entries read past them are played on them
+    (here one entry of Bob's that reached the store without reaching this node). Every game is
+    the stored log's, and both racers play on in the next slots."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    room = shell.core.rooms[code]
+    assert room.race is not None
+    number = room.race.record.number
+    racers = room.race.racers
+    for conn, racer, move_id in ((conns[0], ann, 1), (conns[0], ann, 2), (conns[1], bob, 1)):
+        assert isinstance(shell.move(conn, move_id, racers[racer].game.legal_moves()[0]), p.MoveOk)
+    games = {racer: racers[racer].game for racer in (ann, bob)}
+    lagging = games[bob].copy()  # Bob's next entry, stored by another node, not played here yet
+    extra = lagging.legal_moves()[0]
+    lagging.play(extra)
+    shell.logs[(code, number, bob)].append(LogEntry(extra, 50))
+    starts = {ann: 2, bob: 1}
+    tails = {racer: list(shell.logs[(code, number, racer)])[starts[racer] :] for racer in (ann, bob)}
+    assert [len(tail) for tail in tails.values()] == [0, 1]
+    shell.run(RoomChanged(code, shell.rooms[code], tails, shell.now, starts=starts))
+    race = shell.core.rooms[code].race
+    assert race is not None
+    for racer in (ann, bob):
+        assert race.racers[racer].game is games[racer]  # kept, not replayed
+        stored = [entry.move for entry in shell.logs[(code, number, racer)]]
+        assert race.racers[racer].game.entries == stored and race.racers[racer].log_length == len(stored) == 2
+    assert race.racers[bob].game.state_key() == lagging.state_key()
+    for conn, racer in ((conns[0], ann), (conns[1], bob)):
+        reply = shell.move(conn, 3, race.racers[racer].game.legal_moves()[0])
+        assert isinstance(reply, p.MoveOk) and reply.seq == 3, reply
+    assert notes(shell, "room_refreshed")[-1].fields["entries_read"] == 1
+
+
+def test_an_incremental_read_back_of_another_race_reads_the_logs_again() -> None:
+    """A tail read for a racer this node's copy does not hold (its copy is of another race: the
+    record moved on meanwhile) cannot be completed from the copy: the racer is rebuilt from
+    nothing and its whole log is read again (ReloadLog)."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    room = shell.core.rooms[code]
+    assert room.race is not None
+    number = room.race.record.number
+    assert isinstance(shell.move(conns[0], 1, room.race.racers[ann].game.legal_moves()[0]), p.MoveOk)
+    del shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]  # the copy lacks her
+    shell.run(RoomChanged(code, shell.rooms[code], {ann: []}, shell.now, starts={ann: 1}))
+    assert [(r.code, r.race, r.player_id) for r in shell.reloads] == [(code, number, ann)]
+    stored = list(shell.logs[(code, number, ann)])
+    shell.run(LogReloaded(code, number, ann, stored, shell.now))
+    race = shell.core.rooms[code].race
+    assert race is not None
+    assert race.racers[ann].game.entries == [e.move for e in stored] and race.racers[ann].log_length == 1

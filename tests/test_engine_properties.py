@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import random
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from shared.engine import PLAYING, RESIGN, UNDO, Game, IllegalMove, View, replay, view_hash
+from shared.engine import BLOCKED, PLAYING, RESIGN, UNDO, Game, IllegalMove, View, replay, view_hash
 
 DEALS = st.integers(min_value=0, max_value=2**64 - 1)
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
@@ -53,6 +53,8 @@ def check_invariants(game: Game) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(deal=DEALS, seed=SEEDS)
+@example(deal=537, seed=537)  # a prefix the live budgeted check left undecided; replay: blocked
+@example(deal=2603, seed=297)  # the same
 def test_random_play_keeps_cards_undo_and_replay_exact(deal: int, seed: int) -> None:
     rng = random.Random(seed)
     game = Game(deal)
@@ -84,7 +86,9 @@ def test_random_play_keeps_cards_undo_and_replay_exact(deal: int, seed: int) -> 
             elif entry != RESIGN:
                 undoable.append(before)
         check_invariants(game)
-        if game.status == PLAYING and rng.random() < 0.02:
+        # A position the live game's budgeted blocked check left undecided (blocked_pending) stays
+        # playing until the server's exact check answers; replay decides it exactly: not compared.
+        if game.status == PLAYING and rng.random() < 0.02 and not game.blocked_pending:
             prefixes[len(game.entries)] = game.state_key()
 
     record = game.record()
@@ -92,10 +96,13 @@ def test_random_play_keeps_cards_undo_and_replay_exact(deal: int, seed: int) -> 
     assert result.ok and result.error is None
     assert result.moves == len(game.entries)
     # The live game checked blocked after every entry, replay only at the end: on the final
-    # position both must agree, status included.
-    assert replayed.state_key() == game.state_key()
-    assert result.status == game.status and result.foundation_cards == game.foundation_cards
-    assert replayed.view_hash() == game.view_hash()
+    # position both must agree, status included (unless the live check could not decide it).
+    assert result.foundation_cards == game.foundation_cards
+    if game.blocked_pending:
+        assert replayed.state_key()[:-1] == game.state_key()[:-1] and result.status in (PLAYING, BLOCKED)
+    else:
+        assert replayed.state_key() == game.state_key() and result.status == game.status
+        assert replayed.view_hash() == game.view_hash()
     for count, state in prefixes.items():
         partial, partial_result = replay(deal, game.entries[:count])
         assert partial_result.ok and partial.state_key() == state

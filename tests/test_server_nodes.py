@@ -362,6 +362,46 @@ async def test_one_node_searches_a_winnable_deal_and_another_takes_over_when_it_
             await a_node.__aexit__(None, None, None)
 
 
+@pytest.mark.parametrize("readback", ["incremental", "full"])
+async def test_a_read_back_mid_race_reads_only_the_entries_the_node_lacks(
+    redis_url: str, readback: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spectators coming and going on node B mid-race: node A reads the room back each time. It
+    reads only the log entries its copy lacks (none: it played every move already), where the
+    full read-back reads every entry of the race; the racers play on, and the results agree."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    rng = random.Random(8)
+    async with node(redis_url, readback=readback) as a, node(redis_url, readback=readback) as b:
+        clients, starts = await spread_room(a, b)
+        host, ann, bob, eve = clients
+        assert starts[1].view is not None and starts[2].view is not None
+        ann_view, ann_next = await play(ann, starts[1].view, 12, rng)
+        await play(bob, starts[2].view, 9, rng)
+        known = latest(ann, p.MoveOk).seq + latest(bob, p.MoveOk).seq
+        await eventually(lambda: moves_of(host, bob.pid) == latest(bob, p.MoveOk).seq, what="bob's moves on A")
+        code = latest(host, p.Room).code
+        caplog.clear()
+        sam = await hello(b, "sam")
+        await sam.send(p.Join(code=code, role=p.SPECTATOR))
+        await sam.expect(p.Room)
+        await eventually(lambda: latest(host, p.Room).spectators == 2, what="sam counted on A")
+
+        def read_back() -> list[int]:
+            return [
+                getattr(r, "fields", {})["entries_read"]
+                for r in caplog.records
+                if r.getMessage() == "room_refreshed" and getattr(r, "fields", {}).get("room") == code
+            ]
+
+        await eventually(lambda: bool(read_back()), what="A read the room back")
+        assert read_back()[0] == (0 if readback == "incremental" else known)
+        # The racers go on from their acknowledged boards on both nodes.
+        await play(ann, ann_view, 6, rng, first_id=ann_next)
+        ann_moves, bob_moves = latest(ann, p.MoveOk).seq, latest(bob, p.MoveOk).seq
+        await eventually(lambda: moves_of(eve, ann.pid) == ann_moves, what="ann's later moves on B")
+        await finish_race([host, ann, bob, eve, sam], {host.pid: 0, ann.pid: ann_moves, bob.pid: bob_moves})
+
+
 async def test_a_resume_on_another_node_supersedes_the_older_connection(redis_url: str) -> None:
     async with node(redis_url) as a, node(redis_url) as b:
         host, ann = await hello(a, "host"), await hello(a, "ann")

@@ -220,17 +220,30 @@ class CoreBase:
 
         @abstractmethod  # rebuild.py
         def _race_from_record(
-            self, room: RoomState, record: RaceRecord, logs: dict[str, list[LogEntry]], now: int
+            self,
+            room: RoomState,
+            record: RaceRecord,
+            logs: dict[str, list[LogEntry]],
+            now: int,
+            seeds: dict[str, RacerState] | None = None,
         ) -> RaceState: ...
 
         @abstractmethod  # rebuild.py
         def _record(self, room: RoomState) -> RoomRecord: ...
 
         @abstractmethod  # rebuild.py
-        def _replay_racer(self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry]) -> RacerState: ...
+        def _replay_racer(
+            self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry], seed: RacerState | None = None
+        ) -> RacerState: ...
 
         @abstractmethod  # rebuild.py
-        def _room_from_record(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> RoomState: ...
+        def _room_from_record(
+            self,
+            record: RoomRecord,
+            logs: dict[str, list[LogEntry]],
+            now: int,
+            seeds: dict[str, RacerState] | None = None,
+        ) -> RoomState: ...
 
         @abstractmethod  # views.py
         def _boards_message(self, room: RoomState, now: int, advance: bool) -> p.Boards | None: ...

@@ -163,13 +163,16 @@ class RoomChanged(msgspec.Struct, frozen=True):
     has it now (the record, None if it is gone, and the current race's move logs) replaces this
     node's copy; racers' write-ahead state is carried over and local members get fresh snapshots.
     ``replay``: this node's room commands the store does not hold yet (their save lost the
-    compare-and-set, or was made on the old copy): handled again, in order, on the new copy."""
+    compare-and-set, or was made on the old copy): handled again, in order, on the new copy.
+    ``starts``: racers whose log was read from this index on (the entries before it are the ones
+    this node's copy held when the read began), not from the start."""
 
     code: str
     record: RoomRecord | None
     logs: dict[str, list[LogEntry]]
     now: int
     replay: tuple[ClientEvent, ...] = ()
+    starts: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class NodesGone(msgspec.Struct, frozen=True):

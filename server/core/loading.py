@@ -14,7 +14,7 @@ import msgspec
 from server.core.base import CoreBase
 from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomChanged, RoomLoaded, RoomsListed
 from server.core.records import LogEntry, PlayerRecord
-from server.core.state import Loading, LogSnapshot, LogState, RoomState, summary_from_record
+from server.core.state import Loading, LogSnapshot, LogState, RacerState, RoomState, summary_from_record
 from shared import protocol as p
 
 
@@ -59,7 +59,7 @@ class LoadingMixin(CoreBase):
 
     # ---------------------------------------------------------------- the answer
 
-    def _room_loaded(self, ev: RoomLoaded) -> None:
+    def _room_loaded(self, ev: RoomLoaded, seeds: dict[str, RacerState] | None = None) -> None:
         loading = self._loading.pop(ev.code, None) or Loading()
         code = ev.code
         if ev.failed:
@@ -80,7 +80,7 @@ class LoadingMixin(CoreBase):
             self._answer_parked(loading, ev.now, p.SERVER_FULL, "the server holds as many rooms as it may: try later")
             return
         else:
-            room = self._room_from_record(record, ev.logs, ev.now)
+            room = self._room_from_record(record, ev.logs, ev.now, seeds)
             room.version = max(room.version, loading.version_floor)
             self.rooms[code] = room
             self._touched.add(code)
@@ -118,9 +118,10 @@ class LoadingMixin(CoreBase):
             loading.racers = {pid: racer.log_snapshot() for pid, racer in old.race.racers.items()}
         del self.rooms[code]
         self._loading[code] = loading
-        self._note("room_refreshed", room=code, version=old.version, replay=len(ev.replay))
-        logs, unread = self._known_logs(old, ev)
-        self._room_loaded(RoomLoaded(code, ev.record, logs, ev.now))
+        read = sum(len(entries) for entries in ev.logs.values())
+        self._note("room_refreshed", room=code, version=old.version, replay=len(ev.replay), entries_read=read)
+        logs, unread, seeds = self._known_logs(old, ev)
+        self._room_loaded(RoomLoaded(code, ev.record, logs, ev.now), seeds)
         room = self.rooms.get(code)
         if room is None:
             return
@@ -182,32 +183,56 @@ class LoadingMixin(CoreBase):
             self._note("departure_replayed", room=room.code, player=pid, since=since)
             self._member_away(room, pid, since)
 
-    def _known_logs(self, old: RoomState, ev: RoomChanged) -> tuple[dict[str, list[LogEntry]], list[str]]:
-        """The logs a read-back hands over, each at least as long as this node's copy of it. The
-        shell reads a room's record and logs with awaits between, while this node goes on storing
-        (and acknowledging) its own racers' moves and playing other nodes' ones: a log read before
-        such an entry landed is older than what the node knows, and a racer rebuilt from it would
-        lose acknowledged moves (its next move judged on an older position). Logs only grow, and
-        every entry the node knows is stored, so the known tail is put back on the read log.
-        Returns the logs, and the racers whose tail cannot be rebuilt here (re-read instead)."""
+    def _known_logs(
+        self, old: RoomState, ev: RoomChanged
+    ) -> tuple[dict[str, list[LogEntry]], list[str], dict[str, RacerState]]:
+        """What a read-back hands the rebuild: for each racer of this node's copy of the same race
+        whose game lines up with its log (every stored entry readable), the copy's racer as a seed
+        and the entries read past its length; for the others, their whole log as read.
+
+        The shell reads a room's record and logs with awaits between, while this node goes on
+        storing (and acknowledging) its own racers' moves and playing other nodes' ones: a log
+        read before such an entry landed is older than what the node knows, and a racer rebuilt
+        from it would lose acknowledged moves (its next move judged on an older position). Logs
+        only grow, and every entry the node knows is stored, so the copy is never cut back: a
+        seed keeps every entry it has. The shell reads only the entries past the copy's lengths
+        when the read began (``ev.starts``): the copy holds those before.
+
+        Returns the logs, the racers whose log must be read again (the read does not reach what
+        this node knows and the copy cannot be seeded, or it read a tail the copy cannot
+        complete), and the seeds."""
         logs = dict(ev.logs)
         unread: list[str] = []
+        seeds: dict[str, RacerState] = {}
         race, record = old.race, ev.record
-        if race is None or record is None or record.race is None or record.race.number != race.record.number:
-            return logs, unread
-        for pid, racer in race.racers.items():
-            read = logs.get(pid, [])
-            if racer.log_length <= len(read):
+        same = (
+            race is not None
+            and record is not None
+            and record.race is not None
+            and record.race.number == race.record.number
+        )
+        racers = race.racers if same and race is not None else {}
+        for pid, start in ev.starts.items():
+            if start > 0 and pid not in racers:  # a tail without the entries before it: read it all again
+                logs[pid] = []
+                unread.append(pid)
+        for pid, racer in racers.items():
+            start, read = ev.starts.get(pid, 0), logs.get(pid, [])
+            lined = len(racer.game.entries) == len(racer.times) == racer.log_length
+            if not lined or racer.log_length < start:
+                # Positions do not line up (an unreadable stored entry): rebuilt from what was read
+                # (nothing, for a tail), and read again if that falls short of what the node knows.
+                if start > 0:
+                    logs[pid] = []
+                    unread.append(pid)
+                elif racer.log_length > len(read):
+                    unread.append(pid)
                 continue
-            entries, times = racer.game.entries, racer.times
-            if not (len(entries) == len(times) == racer.log_length):
-                unread.append(pid)  # an unreadable stored entry: positions do not line up
-                continue
-            ids = {seq: move_id for move_id, seq in racer.ids.items()}
-            tail = [LogEntry(entries[i], times[i], ids.get(i + 1)) for i in range(len(read), racer.log_length)]
-            logs[pid] = [*read, *tail]
-            self._note("refresh_behind", room=old.code, player=pid, read=len(read), known=racer.log_length)
-        return logs, unread
+            seeds[pid] = racer
+            logs[pid] = read[racer.log_length - start :]
+            if racer.log_length > start + len(read):
+                self._note("refresh_behind", room=old.code, player=pid, read=start + len(read), known=racer.log_length)
+        return logs, unread, seeds
 
     def _answer_parked(self, loading: Loading, now: int, code: str, why: str) -> None:
         for conn, record, token in loading.resumes:

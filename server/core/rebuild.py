@@ -49,7 +49,16 @@ class RebuildMixin(CoreBase):
             last_activity_ms=room.last_activity_ms,
         )
 
-    def _room_from_record(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> RoomState:
+    def _room_from_record(
+        self,
+        record: RoomRecord,
+        logs: dict[str, list[LogEntry]],
+        now: int,
+        seeds: dict[str, RacerState] | None = None,
+    ) -> RoomState:
+        """The room a record and its race's logs describe. ``seeds``: racers of this node's copy of
+        the same race whose game already holds the start of their log; ``logs`` then holds only
+        the entries past it for them (a read-back replays what is new, not the whole race)."""
         members = {
             m.player_id: MemberState(
                 m.player_id,
@@ -85,26 +94,43 @@ class RebuildMixin(CoreBase):
             last_activity_ms=max(record.last_activity_ms, now) if record.members else record.last_activity_ms,
         )
         if record.race is not None:
-            room.race = self._race_from_record(room, record.race, logs, now)
+            room.race = self._race_from_record(room, record.race, logs, now, seeds)
             if record.phase == p.RESULTS:
                 room.race.final_rows = self._rows(room.race, final=True)
         return room
 
     def _race_from_record(
-        self, room: RoomState, record: RaceRecord, logs: dict[str, list[LogEntry]], now: int
+        self,
+        room: RoomState,
+        record: RaceRecord,
+        logs: dict[str, list[LogEntry]],
+        now: int,
+        seeds: dict[str, RacerState] | None = None,
     ) -> RaceState:
         racers: dict[str, RacerState] = {}
         for info in record.racers:
-            racer = self._replay_racer(info, record, logs.get(info.player_id, []))
+            seed = None if seeds is None else seeds.get(info.player_id)
+            racer = self._replay_racer(info, record, logs.get(info.player_id, []), seed)
             member = room.members.get(info.player_id)
             if member is not None and member.left_ms is not None and room.phase == p.RACING and not racer.game.over:
                 racer.forfeit_at = max(now, member.left_ms) + self.config.grace_ms
             racers[info.player_id] = racer
         return RaceState(record=record, racers=racers, members=room.members)
 
-    def _replay_racer(self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry]) -> RacerState:
-        game = Game(record.deal, undo=record.undo, blocked_budget=self.config.blocked_budget)
-        racer = RacerState(info=info, game=game)
+    def _replay_racer(
+        self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry], seed: RacerState | None = None
+    ) -> RacerState:
+        """A racer rebuilt from its log: ``entries`` played on a new game, or, given a ``seed`` (the
+        racer as this node's copy has it, its game the log's first ``seed.log_length`` entries), the
+        entries past those played on the seed's game, which is taken over (the copy is dropped)."""
+        if seed is None:
+            game = Game(record.deal, undo=record.undo, blocked_budget=self.config.blocked_budget)
+            racer = RacerState(info=info, game=game)
+        else:
+            game = seed.game
+            racer = RacerState(
+                info=info, game=game, times=seed.times, log_length=seed.log_length, ids=seed.ids, cards_ms=seed.cards_ms
+            )
         for entry in entries:
             racer.log_length += 1
             before = game.foundation_cards
@@ -120,5 +146,6 @@ class RebuildMixin(CoreBase):
                 racer.cards_ms = entry.t_ms
             if entry.id is not None:
                 racer.ids[entry.id] = racer.log_length
-        game.settle_status()
+        if seed is None or entries or game.blocked_pending:
+            game.settle_status()  # (a seed's game with nothing new is as live play left it: decided)
         return racer

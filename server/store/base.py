@@ -166,5 +166,6 @@ class Store(abc.ABC):
         raise (ValueError, TypeError) before anything is written."""
 
     @abc.abstractmethod
-    async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
-        """The whole (room, race, player) log, oldest first (empty if none)."""
+    async def load_moves(self, code: str, race: int, player_id: str, start: int = 0) -> list[bytes]:
+        """The (room, race, player) log from index ``start`` on (the whole log by default), oldest
+        first (empty if none)."""

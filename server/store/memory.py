@@ -255,10 +255,12 @@ class MemoryStore(Store):
             log.append(request.entry)
         return AppendResult.APPENDED
 
-    async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
+    async def load_moves(self, code: str, race: int, player_id: str, start: int = 0) -> list[bytes]:
         check_count("race", race)
+        if check_count("start", start) < 0:
+            raise ValueError(f"start must be 0 or more, not {start}")
         self._begin()
         room = self._rooms.get(code) if is_identifier(code) else None
         if room is None:
             return []
-        return list(room.logs.get((race, player_id), ()))
+        return list(room.logs.get((race, player_id), ()))[start:]

@@ -789,10 +789,12 @@ class RedisStore(Store):
             raise StoreUnavailable(f"Redis at {self._where} answered append_move with {reply!r}")
         return result
 
-    async def load_moves(self, code: str, race: int, player_id: str) -> list[bytes]:
+    async def load_moves(self, code: str, race: int, player_id: str, start: int = 0) -> list[bytes]:
         check_count("race", race)
+        if check_count("start", start) < 0:
+            raise ValueError(f"start must be 0 or more, not {start}")
         if not is_identifier(code) or not is_identifier(player_id):
             return []
         async with self._talking("load_moves"):
-            entries = await self._redis.lrange(self.log_key(code, race, player_id), 0, -1)
+            entries = await self._redis.lrange(self.log_key(code, race, player_id), start, -1)
         return [as_bytes(entry) for entry in entries]
