@@ -1127,10 +1127,11 @@ class RaceServer:
         ``starts``: racers whose log is read from that index on."""
         logs: dict[str, list[LogEntry]] = {}
         if record is not None and record.race is not None and record.members and not record.closed:
-            for racer in record.race.racers:
-                start = 0 if starts is None else starts.get(racer.player_id, 0)
-                raw = await self.store.load_moves(code, record.race.number, racer.player_id, start)
-                logs[racer.player_id] = self._decode_entries(code, raw)
+            wanted = [(r.player_id, 0 if starts is None else starts.get(r.player_id, 0)) for r in record.race.racers]
+            for (player_id, _start), raw in zip(
+                wanted, await self.store.load_logs(code, record.race.number, wanted), strict=True
+            ):
+                logs[player_id] = self._decode_entries(code, raw)
         return logs
 
     def _known_lengths(self, code: str, record: RoomRecord | None) -> dict[str, int]:
