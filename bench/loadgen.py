@@ -34,6 +34,7 @@ import contextlib
 import gc
 import json
 import random
+import re
 import resource
 import sys
 import time
@@ -92,7 +93,10 @@ class Stats:
     # for its previous answer could not make (at most one move outstanding per racer).
     answer_latency: list[float] = field(default_factory=list)
     sent: int = 0
-    skipped: int = 0
+    skipped: int = 0  # slots that passed while the racer waited for an answer
+    late: int = 0  # slots that passed while the generator was behind (its own CPU, not the server)
+    deferred: int = 0  # slots that passed while the racer honoured a busy answer's retry_ms
+    busy_without_hint: int = 0  # busy answers that carried no retry_ms (the protocol says they must)
     window_rejections: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ack_bytes: int = 0  # move_ok frames received in the window, to compare with the echo's reply size
     move_bytes: int = 0
@@ -305,13 +309,22 @@ async def race_once(host: Racer, racers: list[Racer], args: argparse.Namespace, 
         await host.send(p.Rematch())
 
 
+RETRY_MS = re.compile(rb"retry_ms=(\d+)")
+
+
 async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: float) -> None:
+    """Play one race. Paced (``--pace``), a racer's sends fall on a fixed grid of slots; a slot
+    that passes while the racer still waits for its previous answer is counted as skipped (the
+    offered move that could not be sent), never queued. A move answered ``busy`` is sent again
+    (same id): with ``--busy-retry hint`` (a well-behaved client) at the first slot after the
+    answer's retry_ms, the slots in between counted as deferred; with ``slot``, at the next slot."""
     start = await wait_for(racer, p.RaceStart)
     racer.view = start.view
     racer.race = start.race
     racer.move_id = 0
     interval = 1.0 / args.pace if args.pace > 0 else 0.0
     next_send = time.perf_counter() + racer.rng.random() * interval
+    again: str | None = None  # a move answered busy, to send again with the same id
     while racer.view is not None and racer.view.status == "playing":
         now = time.perf_counter()
         if now >= deadline:
@@ -321,13 +334,19 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
         if interval:
             if next_send > now:
                 await asyncio.sleep(next_send - now)
-            behind = time.perf_counter() - interval
-            if next_send + interval < behind and stats.measuring:
-                # The previous answer came late: the sends due meanwhile are dropped, not queued.
-                stats.skipped += int((behind - next_send - interval) / interval)
-            next_send = max(next_send + interval, behind)
-        move = choose_move(racer.view, racer.rng) or "resign"
-        racer.move_id += 1
+            # This send takes the slot it was due in; the slots that passed since are skipped
+            # (the racer still waited for its answer) or late (the generator itself was behind).
+            missed = int((time.perf_counter() - next_send) / interval)
+            if missed and stats.measuring:
+                waiting = min(missed, int((now - next_send) / interval)) if now > next_send else 0
+                stats.skipped += waiting
+                stats.late += missed - waiting
+            next_send += (missed + 1) * interval
+        if again is None:
+            move = choose_move(racer.view, racer.rng) or "resign"
+            racer.move_id += 1
+        else:
+            move, again = again, None
         frame = p.encode(p.Move(id=racer.move_id, move=move))
         sent = time.perf_counter()
         assert racer.ws is not None
@@ -358,12 +377,27 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                         stats.card_times[(racer.player_id, racer.race, cards)] = (sent, acked)
                 break
             if isinstance(msg, p.MoveRejected) and msg.id == racer.move_id:
+                answered = time.perf_counter()
                 if counted:
-                    stats.answer_latency.append(time.perf_counter() - sent)
+                    stats.answer_latency.append(answered - sent)
                     stats.window_rejections[msg.code] += 1
                 stats.rejected += 1
                 stats.error_codes[msg.code] += 1
                 refused = msg.code
+                if msg.code == p.BUSY:
+                    again = move
+                    hint = RETRY_MS.search(msg.reason.encode())
+                    if hint is None:
+                        stats.busy_without_hint += 1
+                    elif interval and args.busy_retry == "hint":
+                        resume = answered + int(hint.group(1)) / 1000
+                        if resume > next_send:
+                            deferred = int((resume - next_send) / interval) + 1
+                            next_send += deferred * interval
+                            if stats.measuring:
+                                stats.deferred += deferred
+                    elif not interval:
+                        await asyncio.sleep(int(hint.group(1)) / 1000 if hint else 0.0)
                 break
             if isinstance(msg, p.Error):
                 stats.errors += 1
@@ -519,6 +553,10 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         # Every move sent in the window and answered (accepted or rejected), and how fast.
         "moves_sent": stats.sent,
         "sends_skipped": stats.skipped,
+        "sends_deferred": stats.deferred,
+        "sends_late": stats.late,
+        "busy_without_hint": stats.busy_without_hint,
+        "busy_retry": args.busy_retry,
         "answer_latency_ms": summary_ms(stats.answer_latency),
         "answered_within_1s": sum(1 for x in stats.answer_latency if x <= 1.0),
         "window_rejections": dict(stats.window_rejections),
@@ -661,6 +699,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--busy-retry",
+        choices=["hint", "slot"],
+        default="hint",
+        help="a move answered busy is sent again after the answer's retry_ms (hint) or at the next slot (slot)",
+    )
     parser.add_argument("--deal", type=int, default=None, help="room i deals N + i (default: random deals)")
     parser.add_argument("--bare", action="store_true", help="idle mode: connect only, no hello")
     args = parser.parse_args()

@@ -19,6 +19,7 @@ from a shared machine hits them alike) and reports medians.
     python bench/run_load.py idle --connections 10000 # idle connections held, memory per connection
     python bench/run_load.py metrics --runs 5         # CPU per move with /metrics on and off, both stores
     python bench/run_load.py overload --runs 2        # 1.5x each store's saturation rate: goodput, answer times
+    python bench/run_load.py capacity --kinds memory,echo --warmup 5  # the largest paced load held (p99 <= 20 ms)
     python bench/run_load.py report FILE.json         # the tables docs/benchmarks.md shows
 
 Results: one JSON file per invocation in bench/results/ (medians in ``summary``, every
@@ -490,12 +491,13 @@ def metrics_cost(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
 def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     """Issue 10, overload that degrades: each store's saturation rate (as ``saturation``: 64
     racers at ``--pace 0``), then, on a fresh server, ``--overload-factor`` times that rate
-    offered on a schedule by ``--racers`` racers (default 512) for ``--duration`` s. A racer sends
-    when its schedule says, not when an answer frees it, but keeps at most one move outstanding
-    (a send due while it waits is dropped and counted, so the generator cannot collapse under its
-    own queue). Per run: goodput (accepted moves/s) over that run's saturation rate, the share of
-    answered moves answered within 1 s, answer latency, rejections by code."""
-    racers = opts.racers or 512
+    offered on a schedule for ``--duration`` s by racers with ``--overload-pace`` moves/s each
+    (``--racers`` fixes their number instead). A racer sends on a fixed grid of slots, keeps at
+    most one move outstanding (a slot that passes while it waits is counted skipped; one that
+    passes while the generator is behind, late), and sends a move answered ``busy`` again after
+    its retry_ms (``--busy-retry hint``; the slots in between counted deferred) or at its next
+    slot (``slot``). Per run: goodput (accepted moves/s) over that run's saturation rate, the
+    share of answered moves answered within 1 s, answer latency, rejections by code."""
     kinds = [k for k in kinds_of(opts, "memory,redis") if k != "echo"]  # the echo has no store to overload
     window = ["--duration", str(opts.duration), "--warmup", str(opts.warmup)]
     sat_args = ["--racers", "64", "--pace", "0", *window]
@@ -506,18 +508,35 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
                 sat = run_loadgen("server", target, sat_args, opts.timeout)
             rate = float(sat["moves_per_second"])
             offered = opts.overload_factor * rate
+            # Enough racers that each has --overload-pace moves/s to offer: a racer's interval
+            # (100 ms at 10/s) must outlast the server's answer under overload, or the racer
+            # waits instead of offering (one move outstanding each, as a player).
+            racers = opts.racers or max(8, round(offered / opts.overload_pace / 8) * 8)  # whole rooms of 8
             pace = offered / racers
-            over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", *window]
+            over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", "--busy-retry", opts.busy_retry, *window]
             with target_server(kind, reply_size) as target:
                 over = run_loadgen("server", target, over_args, opts.timeout)
                 over["server_log_events"] = target.log_events()
             answered = over["answer_latency_ms"]["count"]
             entry = {
+                "racers": racers,
                 "saturation_moves_per_second": rate,
                 "saturation_server_cpu_us_per_move": sat.get("server_cpu_us_per_move"),
                 "saturation_generator_cpu_share": sat.get("generator_cpu_share"),
                 "offered_moves_per_second": round(offered, 1),
                 "sent_moves_per_second": round(over["moves_sent"] / over["window_seconds"], 1),
+                # Every slot of the racers' schedules in the window: sent, skipped (the racer still
+                # waited for an answer), late (the generator was behind) or deferred (the racer
+                # honoured a busy answer's retry_ms).
+                "schedule_moves_per_second": round(
+                    (over["moves_sent"] + over["sends_skipped"] + over["sends_late"] + over["sends_deferred"])
+                    / over["window_seconds"],
+                    1,
+                ),
+                "skipped_moves_per_second": round(over["sends_skipped"] / over["window_seconds"], 1),
+                "late_moves_per_second": round(over["sends_late"] / over["window_seconds"], 1),
+                "deferred_moves_per_second": round(over["sends_deferred"] / over["window_seconds"], 1),
+                "busy_without_hint": over["busy_without_hint"],
                 "goodput_moves_per_second": over["moves_per_second"],
                 "goodput_fraction": round(over["moves_per_second"] / rate, 3) if rate else None,
                 "answered_within_1s_share": round(over["answered_within_1s"] / answered, 4) if answered else None,
@@ -542,13 +561,23 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     summary: dict[str, dict[str, float | None]] = {}
     for kind, entries in runs.items():
         summary[kind] = {key: median_of(entries, key) for key in OVERLOAD_FIELDS}
-    return {"racers": racers, "factor": opts.overload_factor, "runs": runs, "summary": summary}
+    return {
+        "racers": opts.racers,
+        "overload_pace": opts.overload_pace,
+        "factor": opts.overload_factor,
+        "busy_retry": opts.busy_retry,
+        "runs": runs,
+        "summary": summary,
+    }
 
 
 OVERLOAD_FIELDS = [
     "saturation_moves_per_second",
     "offered_moves_per_second",
     "sent_moves_per_second",
+    "skipped_moves_per_second",
+    "late_moves_per_second",
+    "deferred_moves_per_second",
     "goodput_moves_per_second",
     "goodput_fraction",
     "answered_within_1s_share",
@@ -558,6 +587,122 @@ OVERLOAD_FIELDS = [
     "generator_cpu_share",
     "redis_cpu_share",
 ]
+
+
+P99_TARGET_MS = 20.0  # issue 10: a paced load is held when every move is served with ack p99 <= this
+
+
+def held(run: dict[str, Any], racers: int, pace: float) -> tuple[bool, str]:
+    """Did this paced run hold its load? Every move served (accepted at the offered rate, within
+    1%, no slot skipped past 0.1%, no rejection, no error) with ack p99 <= P99_TARGET_MS."""
+    offered = racers * pace
+    p99 = run["ack_latency_ms"]["p99"]
+    why = []
+    if run["moves_per_second"] < 0.99 * offered:
+        why.append(f"served {run['moves_per_second']:g} of {offered:g} moves/s")
+    skipped = run.get("sends_skipped", 0) / max(1.0, run["window_seconds"])
+    if skipped > 0.001 * offered:
+        why.append(f"{skipped:.0f} sends/s skipped (answers slower than the pace)")
+    late = run.get("sends_late", 0) / max(1.0, run["window_seconds"])
+    if late > 0.001 * offered:
+        why.append(f"{late:.0f} sends/s late (the generator behind)")
+    if run.get("rejected") or run.get("errors") or run.get("failures"):
+        why.append(f"rejected {run.get('rejected')}, errors {run.get('errors')} {run.get('error_codes')}")
+    if p99 is None or p99 > P99_TARGET_MS:
+        why.append(f"ack p99 {p99} ms")
+    return not why, "; ".join(why) or "held"
+
+
+def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
+    """Issue 10, the largest paced load per process: for each store, racers x ``--pace`` moves/s
+    on a fresh server, stepping up by ``--capacity-step`` racers from ``--capacity-start`` until a
+    load is not held (see ``held``), then bisecting between the last load held and the first not
+    held down to ``--capacity-resolution`` racers. The echo runs at each load right after the
+    store (the control: the generator and the machine carry that load). One run per load."""
+    kinds = [k for k in kinds_of(opts, "memory,redis,echo") if k != "echo"]
+    control = "echo" in kinds_of(opts, "memory,redis,echo")
+    window = ["--pace", str(opts.pace), "--duration", str(opts.duration), "--warmup", str(opts.warmup)]
+    out: dict[str, Any] = {"pace": opts.pace, "p99_target_ms": P99_TARGET_MS, "steps": {}, "summary": {}}
+    for kind in kinds:
+        steps: list[dict[str, Any]] = []
+        best: int | None = None  # the largest load held
+        worst: int | None = None  # the smallest load not held
+        racers = opts.capacity_start
+        while len(steps) < opts.capacity_max_steps:
+            args = ["--racers", str(racers), *window]
+            with target_server(kind, reply_size) as target:
+                run = run_loadgen("server", target, args, opts.timeout)
+                run["server_log_events"] = target.log_events()
+            ok, why = held(run, racers, opts.pace)
+            step: dict[str, Any] = {"racers": racers, "held": ok, "why": why, "run": run}
+            if control:
+                with target_server("echo", reply_size) as target:
+                    echo = run_loadgen("echo", target, args, opts.timeout)
+                step["echo"] = echo
+                step["echo_held"], step["echo_why"] = held(echo, racers, opts.pace)
+            steps.append(step)
+            brief = {
+                "racers": racers,
+                "held": ok,
+                "why": why,
+                "ack_p99": run["ack_latency_ms"]["p99"],
+                "server_cpu_share": run.get("server_cpu_share"),
+                "server_runqueue_wait_share": run.get("server_runqueue_wait_share"),
+                "generator_cpu_share": run.get("generator_cpu_share"),
+                "echo_p99": step["echo"]["ack_latency_ms"]["p99"] if control else None,
+                "loadavg_before": run.get("loadavg_before"),
+            }
+            print(f"  {kind:8} {json.dumps(brief)}", file=sys.stderr, flush=True)
+            if ok:
+                best = racers if best is None else max(best, racers)
+            else:
+                worst = racers if worst is None else min(worst, racers)
+            if worst is None:
+                racers += opts.capacity_step
+                continue
+            low = best if best is not None else 0
+            if worst - low <= opts.capacity_resolution:
+                break
+            racers = (low + worst) // 2
+            if racers <= low:
+                break
+        out["steps"][kind] = steps
+        out["summary"][kind] = {
+            "largest_held_racers": best,
+            "largest_held_moves_per_second": best * opts.pace if best is not None else None,
+            "smallest_not_held_racers": worst,
+        }
+    return out
+
+
+def report_capacity(block: dict[str, Any]) -> list[str]:
+    lines = ["", f"capacity (racers x {block['pace']:g} moves/s; held: every move served, ack p99 <= "]
+    lines[-1] += f"{block['p99_target_ms']:g} ms):"
+    lines += [
+        "",
+        "| server | racers | held | ack p50 / p99 ms | server CPU | server waited for its core | generator CPU "
+        "| echo p99 ms | why |",
+    ]
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for kind, steps in block["steps"].items():
+        for step in sorted(steps, key=lambda s: s["racers"]):
+            run = step["run"]
+            echo = step.get("echo")
+            lines.append(
+                f"| {kind} | {step['racers']} | {'yes' if step['held'] else 'no'} | "
+                f"{fmt(run['ack_latency_ms']['p50'])} / {fmt(run['ack_latency_ms']['p99'])} | "
+                f"{fmt(run.get('server_cpu_share'))} | {fmt(run.get('server_runqueue_wait_share'))} | "
+                f"{fmt(run.get('generator_cpu_share'))} | "
+                f"{fmt(echo['ack_latency_ms']['p99']) if echo else '-'} | {step['why']} |"
+            )
+    lines.append("")
+    for kind, summary in block["summary"].items():
+        lines.append(
+            f"- {kind}: largest load held {fmt(summary['largest_held_racers'])} racers "
+            f"({fmt(summary['largest_held_moves_per_second'])} moves/s); not held at "
+            f"{fmt(summary['smallest_not_held_racers'])}"
+        )
+    return lines
 
 
 def fanout(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
@@ -649,7 +794,8 @@ def fmt(value: Any) -> str:
 
 def report_overload(block: dict[str, Any]) -> list[str]:
     """The overload table: medians per store, rejections by code summed over the runs."""
-    lines = ["", f"overload ({block['factor']}x saturation, {block['racers']} racers), medians:", ""]
+    racers = block["racers"] or f"offered / {block.get('overload_pace', 10):g} moves/s each"
+    lines = ["", f"overload ({block['factor']}x saturation, {racers} racers), medians:", ""]
     lines.append("| server | " + " | ".join(OVERLOAD_FIELDS) + " | rejections (all runs) |")
     lines.append("|---" * (len(OVERLOAD_FIELDS) + 2) + "|")
     for kind, summary in block["summary"].items():
@@ -691,6 +837,8 @@ def report(path: Path) -> str:
                 )
     if "overload" in data:
         lines += report_overload(data["overload"])
+    if "capacity" in data:
+        lines += report_capacity(data["capacity"])
     if "idle" in data:
         lines += ["", "idle:", ""]
         for label, summary in data["idle"]["summary"].items():
@@ -701,15 +849,31 @@ def report(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Load benchmarks for plot-server vs a bare echo baseline.")
     parser.add_argument(
-        "what", choices=["saturation", "paced", "fanout", "idle", "metrics", "overload", "all", "report"]
+        "what",
+        choices=["saturation", "paced", "fanout", "idle", "metrics", "overload", "capacity", "all", "report"],
     )
     parser.add_argument("file", nargs="?", help="report: the results file")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--racers", type=int, default=None, help="saturation: 64; paced: 1000; overload: 512")
+    parser.add_argument(
+        "--racers", type=int, default=None, help="saturation: 64; paced: 1000; overload: offered / --overload-pace"
+    )
+    parser.add_argument(
+        "--overload-pace", type=float, default=10.0, help="overload: moves/s per racer (racers = offered / this)"
+    )
     parser.add_argument("--overload-factor", type=float, default=1.5, help="overload: offered rate / saturation rate")
+    parser.add_argument(
+        "--busy-retry",
+        choices=["hint", "slot"],
+        default="hint",
+        help="overload: a racer answered busy sends again after retry_ms (hint) or at its next slot (slot)",
+    )
     parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer (paced, fanout)")
+    parser.add_argument("--capacity-start", type=int, default=1000, help="capacity: racers at the first load")
+    parser.add_argument("--capacity-step", type=int, default=1000, help="capacity: racers added per step up")
+    parser.add_argument("--capacity-resolution", type=int, default=250, help="capacity: bisect down to this")
+    parser.add_argument("--capacity-max-steps", type=int, default=8, help="capacity: loads tried per store at most")
     parser.add_argument("--spectators", type=int, default=250)
     parser.add_argument("--spectator-rooms", type=int, default=1)
     parser.add_argument("--fanout-racers", type=int, default=8)
@@ -763,6 +927,7 @@ def main() -> None:
         "idle": idle,
         "metrics": metrics_cost,
         "overload": overload,
+        "capacity": capacity,
     }
     for item in what:
         print(f"{item}:", file=sys.stderr, flush=True)

@@ -33,6 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from client.state import safe_name, state_dir, write_private
 from shared.protocol import (
     BAD_TOKEN,
+    BUSY,
     CLOSE_SUPERSEDED,
     PROTOCOL_VERSION,
     RATE_LIMITED,
@@ -60,6 +61,7 @@ log = logging.getLogger("plot.client")
 DEFAULT_SERVER = "ws://localhost:8765"
 CLOSE_TIMEOUT = 2.0  # seconds a close may take before it is cut short
 HELLO_WAITS = 5  # hellos refused rate_limited (the server's per-address budget) waited out before giving up
+BUSY_RESENDS = 5  # a move answered busy (the server is overloaded) is sent again this many times, as it says
 RETRY_MS = re.compile(r"retry_ms=(\d+)")
 M = TypeVar("M")
 
@@ -75,8 +77,7 @@ class ConnectionFailed(RuntimeError):
 
 
 SUPERSEDED_NOTE = (
-    "another window or device took over this seat (it resumed the same player): "
-    "this window no longer acts in the room"
+    "another window or device took over this seat (it resumed the same player): this window no longer acts in the room"
 )
 
 
@@ -217,6 +218,7 @@ class Connection:
         self._syncing = False
         self._sends: set[asyncio.Future[bool]] = set()
         self.resyncs = 0  # divergences found (each answered by a sync)
+        self.busy_resends = 0  # moves sent again after a busy answer's retry_ms
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -470,16 +472,26 @@ class Connection:
                 self._waiters.remove(entry)
 
     async def move(self, entry: str) -> MoveOk | MoveRejected:
-        """Send a move and wait for the server's answer, across reconnects (same id, never applied twice)."""
+        """Send a move and wait for the server's answer, across reconnects (same id, never applied
+        twice). A move answered busy was not played: it is sent again (same id) after the wait the
+        server names (retry_ms), up to BUSY_RESENDS times; the last busy answer is returned."""
         self._next_move_id += 1
         move_id = self._next_move_id
-        future: asyncio.Future[MoveOk | MoveRejected] = asyncio.get_running_loop().create_future()
-        self._pending[move_id] = PendingMove(move_id, entry, future)
-        ws = self._ws
-        if ws is not None and self.state == CONNECTED:
-            with contextlib.suppress(ConnectionClosed):
-                await ws.send(encode(Move(id=move_id, move=entry)))
-        return await future
+        resends = 0
+        while True:
+            future: asyncio.Future[MoveOk | MoveRejected] = asyncio.get_running_loop().create_future()
+            self._pending[move_id] = PendingMove(move_id, entry, future)
+            ws = self._ws
+            if ws is not None and self.state == CONNECTED:
+                with contextlib.suppress(ConnectionClosed):
+                    await ws.send(encode(Move(id=move_id, move=entry)))
+            answer = await future
+            if not (isinstance(answer, MoveRejected) and answer.code == BUSY) or resends == BUSY_RESENDS:
+                return answer
+            found = RETRY_MS.search(answer.reason)
+            await asyncio.sleep(min(int(found.group(1)) if found else 250, 60_000) / 1000)
+            resends += 1
+            self.busy_resends += 1
 
     @property
     def pending_moves(self) -> int:

@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import os
+import random
 import secrets
 import socket
 import ssl
@@ -146,6 +147,9 @@ class QueuedSave:
     commands: int = 0  # several nodes: the room commands (their numbers) up to here are in this save
 
 
+TURN_GAP_S = 0.05  # turns with moves further apart than this are not one backlog (busy_turn_streak)
+
+
 @dataclass
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -175,6 +179,12 @@ class ServerConfig:
     # queued or in flight to the store, or while a batch has been out longer than append_stall_ms.
     append_backlog_limit: int = 4096
     append_stall_ms: int = 1000
+    # ... and when the event loop itself is behind: once busy_turn_streak turns of the loop in a
+    # row (back to back) have each handled at least this many moves (a standing backlog of ready
+    # connections, not one burst after a pause), a turn's moves past this many are answered
+    # `busy` before any work is spent on them. 0: no such limit.
+    busy_turn_moves: int = 256
+    busy_turn_streak: int = 3
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
@@ -333,6 +343,9 @@ class RaceServer:
         self._batch_starts: dict[int, float] = {}  # id of each batch in flight -> when it was sent
         self._batch_ids = itertools.count()
         self._append_flush_scheduled = False
+        self._turn_moves = 0  # moves that arrived in this turn of the event loop (_end_turn resets it)
+        self._big_turns = 0  # turns in a row, back to back, with at least busy_turn_moves moves each
+        self._turn_ended = 0.0  # when the last turn with moves ended (time.monotonic)
         self._player_saves: dict[str, SavePlayer] = {}
         self._player_workers: dict[str, asyncio.Task[None]] = {}
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
@@ -768,13 +781,14 @@ class RaceServer:
                     if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
                         conn.moves_in.clear()
                     conn.moves_in[msg.id] = time.perf_counter()
-                if conn.player is not None and self._busy():
-                    # Degrade, never collapse: a fast explicit answer instead of a queue that grows into
-                    # time-outs and reloads. Nothing reached the core: the move was not played.
-                    retry = self.config.busy_retry_ms
-                    why = f"the server is busy writing moves: send it again (same id) in {retry} ms; retry_ms={retry}"
-                    self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
-                    return
+                if conn.player is not None:
+                    self._count_turn_move()
+                    cause = self._busy()
+                    if cause is not None:
+                        # Degrade, never collapse: a fast explicit answer instead of a queue that grows
+                        # into time-outs and reloads. Nothing reached the core: the move was not played.
+                        self._reply(conn, self._busy_answer(msg.id, cause))
+                        return
                 self._dispatch(ClientEvent(conn.id, msg, now_ms()))
                 return
             if isinstance(msg, p.Hello):
@@ -1113,10 +1127,11 @@ class RaceServer:
         ``starts``: racers whose log is read from that index on."""
         logs: dict[str, list[LogEntry]] = {}
         if record is not None and record.race is not None and record.members and not record.closed:
-            for racer in record.race.racers:
-                start = 0 if starts is None else starts.get(racer.player_id, 0)
-                raw = await self.store.load_moves(code, record.race.number, racer.player_id, start)
-                logs[racer.player_id] = self._decode_entries(code, raw)
+            wanted = [(r.player_id, 0 if starts is None else starts.get(r.player_id, 0)) for r in record.race.racers]
+            for (player_id, _start), raw in zip(
+                wanted, await self.store.load_logs(code, record.race.number, wanted), strict=True
+            ):
+                logs[player_id] = self._decode_entries(code, raw)
         return logs
 
     def _known_lengths(self, code: str, record: RoomRecord | None) -> dict[str, int]:
@@ -1243,12 +1258,44 @@ class RaceServer:
             return
         self._dispatch(RoomsListed(effect.conn, codes, records, now_ms()))
 
-    def _busy(self) -> bool:
+    def _busy(self) -> str | None:
+        """Why a new move cannot be taken on now (None: it can): "store", the store's writes are
+        backed up; "loop", this turn of the event loop has taken on its share of moves already."""
+        limit = self.config.busy_turn_moves
+        if limit and self._turn_moves > limit and self._big_turns >= self.config.busy_turn_streak:
+            return "loop"
         if self._append_backlog >= self.config.append_backlog_limit:
-            return True
-        if not self._batch_starts:
-            return False
-        return time.monotonic() - min(self._batch_starts.values()) > self.config.append_stall_ms / 1000
+            return "store"
+        stall = self.config.append_stall_ms / 1000
+        if self._batch_starts and time.monotonic() - min(self._batch_starts.values()) > stall:
+            return "store"
+        return None
+
+    def _count_turn_move(self) -> None:
+        """Count a move arriving in this turn of the loop. The count is closed by a callback
+        queued behind every connection already woken in this turn. A count, not a clock: a
+        process the machine deschedules sees its timers late without being behind on its own
+        work; and a streak of big turns, not one: one big turn after a pause (a collection, a
+        neighbour on the core) is worked through in a few milliseconds and refuses nothing."""
+        self._turn_moves += 1
+        if self._turn_moves == 1:
+            if time.monotonic() - self._turn_ended > TURN_GAP_S:
+                self._big_turns = 0  # the loop was idle in between: not a standing backlog
+            asyncio.get_running_loop().call_soon(self._end_turn)
+
+    def _end_turn(self) -> None:
+        limit = self.config.busy_turn_moves
+        self._big_turns = self._big_turns + 1 if limit and self._turn_moves >= limit else 0
+        self._turn_moves = 0
+        self._turn_ended = time.monotonic()
+
+    def _busy_answer(self, move_id: int, cause: str) -> p.MoveRejected:
+        """A busy answer with its retry hint. The hint is spread over half to one and a half times
+        busy_retry_ms, so that the moves refused in one turn do not all come back in one turn."""
+        retry = max(1, round(self.config.busy_retry_ms * (0.5 + random.random())))
+        what = "writing moves" if cause == "store" else "taking on moves"
+        why = f"the server is busy {what}: send it again (same id) in {retry} ms; retry_ms={retry}"
+        return p.MoveRejected(id=move_id, code=p.BUSY, reason=why)
 
     def _enqueue_append(self, effect: PersistMove) -> None:
         """Queue a move for the next batch, at once: a retried write comes from the core only when

@@ -41,6 +41,8 @@ from server.winnable import (
 )
 
 DEFAULT_WRITE_LIMIT = ServerConfig().write_hard_limit
+DEFAULT_BUSY_TURN_MOVES = ServerConfig().busy_turn_moves
+DEFAULT_BUSY_TURN_STREAK = ServerConfig().busy_turn_streak
 
 # Attributes of a LogRecord that are not extra fields.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -180,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
            "largest incoming message, bytes [PLOT_MAX_FRAME] (4096)", metavar="BYTES")  # fmt: skip
     number("--rate", "PLOT_RATE", float, 30, 0, "messages per second per connection, pings included "
            "[PLOT_RATE] (30; burst twice that)", low_open=True, metavar="N")  # fmt: skip
+    number("--busy-turn-moves", "PLOT_BUSY_TURN_MOVES", int, DEFAULT_BUSY_TURN_MOVES, 0, "moves one turn of the "
+           "event loop takes on once --busy-turn-streak turns in a row have had that many (a standing backlog); "
+           f"the turn's later moves are answered busy with retry_ms; 0: no limit [PLOT_BUSY_TURN_MOVES] "
+           f"({DEFAULT_BUSY_TURN_MOVES})")  # fmt: skip
+    number("--busy-turn-streak", "PLOT_BUSY_TURN_STREAK", int, DEFAULT_BUSY_TURN_STREAK, 1, "turns in a row, "
+           f"back to back, with --busy-turn-moves moves each before any is refused [PLOT_BUSY_TURN_STREAK] "
+           f"({DEFAULT_BUSY_TURN_STREAK})")  # fmt: skip
     number("--max-connections", "PLOT_MAX_CONNECTIONS", int, 2000, 1, "[PLOT_MAX_CONNECTIONS] (2000)")
     number("--max-rooms", "PLOT_MAX_ROOMS", int, 1000, 1, "[PLOT_MAX_ROOMS] (1000)")
     number("--countdown", "PLOT_COUNTDOWN", float, 3, 0,
@@ -346,6 +355,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         write_hard_limit=args.max_write_buffer,
+        busy_turn_moves=args.busy_turn_moves,
+        busy_turn_streak=args.busy_turn_streak,
         limits=LimitsConfig(
             hello_timeout_s=args.hello_timeout,
             conns_per_address=args.max_conns_per_address,

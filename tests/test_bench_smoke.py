@@ -288,7 +288,15 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(ru
     import argparse
 
     opts = argparse.Namespace(
-        racers=16, kinds="memory", duration=1.0, warmup=0.3, runs=1, overload_factor=1.5, timeout=60.0
+        racers=16,
+        kinds="memory",
+        duration=1.0,
+        warmup=0.3,
+        runs=1,
+        overload_factor=1.5,
+        timeout=60.0,
+        busy_retry="hint",
+        overload_pace=10.0,
     )
     out = run_load.overload(opts, 290)
     [entry] = out["runs"]["memory"]
@@ -302,6 +310,38 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(ru
     assert 0 < entry["answered_within_1s_share"] <= 1
     assert entry["errors"] == 0
     assert any(line.startswith("| memory | ") for line in run_load.report_overload(out))
+    # Every slot of the racers' schedules is accounted for: sent, skipped or deferred.
+    assert 0 < entry["sent_moves_per_second"] <= entry["schedule_moves_per_second"]
+    assert entry["busy_without_hint"] == 0
+
+
+def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_load: ModuleType) -> None:
+    """bench/run_load.py capacity (issue 10), tiny: 8 then 16 racers on the memory store, the echo
+    at each load as the control."""
+    import argparse
+
+    opts = argparse.Namespace(
+        kinds="memory,echo",
+        pace=2.0,
+        duration=1.0,
+        warmup=0.3,
+        timeout=60.0,
+        capacity_start=8,
+        capacity_step=8,
+        capacity_resolution=4,
+        capacity_max_steps=2,
+    )
+    out = run_load.capacity(opts, 290)
+    steps = out["steps"]["memory"]
+    # Up a step when 8 racers held; else halfway down (a busy machine can miss 20 ms even there).
+    assert [s["racers"] for s in steps] == [8, 16 if steps[0]["held"] else 4]
+    for step in steps:
+        assert step["run"]["accepted_moves"] > 0 and step["echo"]["accepted_moves"] > 0
+        assert step["held"] == (step["why"] == "held")
+    held = [s["racers"] for s in steps if s["held"]]
+    assert out["summary"]["memory"]["largest_held_racers"] == (max(held) if held else None)
+    assert "not held" not in " ".join(run_load.report_capacity(out)[:2])
+    assert any(line.startswith(f"| memory | {steps[1]['racers']} | ") for line in run_load.report_capacity(out))
 
 
 def test_readback_bench_measures_full_against_incremental_read_backs(tmp_path: Path) -> None:
@@ -319,7 +359,7 @@ def test_readback_bench_measures_full_against_incremental_read_backs(tmp_path: P
     assert sorted(run["mode"] for run in figures["runs"]) == ["full", "incremental"]
     for run in figures["runs"]:
         assert run["entries_per_racer"] == [10, 10, 10] and run["changes"] == 4
-        assert run["load_moves_calls_per_change"] == 3.0  # one LRANGE per racer, each change read back
+        assert run["log_reads_per_change"] == 1.0  # every change read back, the three logs in one round trip
     assert set(figures["summary"]["10"]["median_cpu_us_per_change"]) == {"full", "incremental"}
 
 

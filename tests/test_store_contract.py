@@ -243,6 +243,26 @@ async def test_logs_are_separate_per_race_and_player(store: Store) -> None:
     assert await store.load_moves("ROOM", 2, "p1") == []
 
 
+async def test_logs_read_from_an_index_on_one_at_a_time_or_together(store: Store) -> None:
+    """load_moves and load_logs from an index (a node's incremental read-back, docs/scaling.md):
+    the entries past it, nothing past the end, bad identifiers and missing logs empty, in order."""
+    await store.create_room("ROOM", b"", open_race=0)
+    for index, entry in enumerate((b"a0", b"a1", b"a2")):
+        assert await store.append_move("ROOM", 0, "p1", index, entry) == APPENDED
+    assert await store.append_move("ROOM", 0, "p2", 0, b"b0") == APPENDED
+    assert await store.load_moves("ROOM", 0, "p1", 1) == [b"a1", b"a2"]
+    assert await store.load_moves("ROOM", 0, "p1", 3) == []
+    assert await store.load_moves("ROOM", 0, "p1", 9) == []
+    wanted = [("p1", 2), ("p2", 0), ("p3", 0), ("bad id", 0), ("p1", 0)]
+    assert await store.load_logs("ROOM", 0, wanted) == [[b"a2"], [b"b0"], [], [], [b"a0", b"a1", b"a2"]]
+    assert await store.load_logs("ROOM", 0, []) == []
+    assert await store.load_logs("bad code", 0, [("p1", 0)]) == [[]]
+    with pytest.raises(ValueError):
+        await store.load_moves("ROOM", 0, "p1", -1)  # never "from the end"
+    with pytest.raises(ValueError):
+        await store.load_logs("ROOM", 0, [("p1", -1)])
+
+
 async def test_append_to_a_missing_room_writes_nothing(store: Store) -> None:
     assert await store.append_move("NOPE", 0, "p1", 0, b"m") == NO_SUCH_RACE
     assert await store.load_moves("NOPE", 0, "p1") == []

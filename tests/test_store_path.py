@@ -8,8 +8,10 @@ that overwrote another writer.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
@@ -26,6 +28,7 @@ from support import (
     play,
     running_server,
     start_race,
+    url,
     view_game,
 )
 
@@ -348,7 +351,9 @@ async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent
             await eventually(lambda: server._append_backlog >= 1 and time.monotonic() > sent + 0.1, timeout=10.0)
             await bob.send(p.Move(id=1, move=bob_move))
             busy = await bob.expect(p.MoveRejected, timeout=0.4)  # before the store answers
-            assert busy.id == 1 and busy.code == p.BUSY and "retry_ms=100" in busy.reason
+            assert busy.id == 1 and busy.code == p.BUSY and "writing moves" in busy.reason
+            hint = re.search(r"retry_ms=(\d+)", busy.reason)
+            assert hint is not None and 50 <= int(hint.group(1)) <= 150  # 100 ms, spread by half either way
             assert (await ann.expect(p.MoveOk)).id == 1
             await eventually(lambda: server._append_backlog == 0, timeout=10.0)
             await bob.send(p.Move(id=1, move=bob_move))  # resent, same id
@@ -356,6 +361,48 @@ async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent
             assert len(await store.load_moves(code, 1, bob.pid)) == 1
             for client in (ann, bob):
                 await client.close()
+    finally:
+        await store.close()
+
+
+async def test_the_plot_client_sends_a_busy_move_again_after_the_hint(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    """client/connection.py: a move answered busy is sent again (same id) after retry_ms, and is
+    played once the server takes it on; the caller sees only the move_ok."""
+    from client.connection import Connection
+
+    store = RedisStore(redis_url)
+    try:
+        async with running_server(store, fast_config(busy_retry_ms=40, append_backlog_limit=1)) as server:
+            plot = Connection(url(server), "Plot")
+            await plot.start()
+            (ann,), code = await make_room(server, ["Ann"], max_racers=2)
+            await plot.send(p.Join(code=code))
+            await plot.send(p.Ready())
+            await eventually(
+                lambda: len(latest(ann, p.Room).members) == 2 and all(m.ready for m in latest(ann, p.Room).members[1:]),
+                timeout=10.0,
+                what="plot joined and ready",
+            )
+            start = (await start_race([ann]))[0]
+            await eventually(lambda: plot.board.view is not None, timeout=10.0, what="plot's race_start")
+            ann_move = (await first_moves([start]))[0]
+            redis_server.command("CLIENT", "PAUSE", "60000", "WRITE")
+            try:
+                await ann.send(p.Move(id=1, move=ann_move))  # its batch waits in the store: backlog 1
+                await eventually(lambda: server._append_backlog >= 1, timeout=10.0)
+                moving = asyncio.ensure_future(plot.move("stock>waste"))
+                await eventually(lambda: plot.busy_resends >= 1, timeout=10.0, what="a busy answer, resent")
+                assert not moving.done()
+            finally:
+                redis_server.command("CLIENT", "UNPAUSE")
+            answer = await asyncio.wait_for(moving, 10.0)
+            assert isinstance(answer, p.MoveOk) and answer.seq == 1, answer
+            player = next(m.player_id for m in latest(ann, p.Room).members if m.player_id != ann.pid)
+            assert len(await store.load_moves(code, 1, player)) == 1
+            await plot.close()
+            await ann.close()
     finally:
         await store.close()
 

@@ -169,3 +169,8 @@ class Store(abc.ABC):
     async def load_moves(self, code: str, race: int, player_id: str, start: int = 0) -> list[bytes]:
         """The (room, race, player) log from index ``start`` on (the whole log by default), oldest
         first (empty if none)."""
+
+    async def load_logs(self, code: str, race: int, starts: Sequence[tuple[str, int]]) -> list[list[bytes]]:
+        """Several logs of one race, each (player id, index) read from that index on, in order: what
+        ``load_moves`` gives for each (stores that can, in one round trip)."""
+        return [await self.load_moves(code, race, player_id, start) for player_id, start in starts]

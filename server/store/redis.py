@@ -798,3 +798,25 @@ class RedisStore(Store):
         async with self._talking("load_moves"):
             entries = await self._redis.lrange(self.log_key(code, race, player_id), start, -1)
         return [as_bytes(entry) for entry in entries]
+
+    async def load_logs(self, code: str, race: int, starts: Sequence[tuple[str, int]]) -> list[list[bytes]]:
+        """One pipeline (the logs share the room's hash tag: one slot, one master on a cluster)."""
+        check_count("race", race)
+        for _player_id, start in starts:
+            if check_count("start", start) < 0:
+                raise ValueError(f"start must be 0 or more, not {start}")
+        wanted = [
+            (index, self.log_key(code, race, player_id), start)
+            for index, (player_id, start) in enumerate(starts)
+            if is_identifier(code) and is_identifier(player_id)
+        ]
+        logs: list[list[bytes]] = [[] for _ in starts]
+        if not wanted:
+            return logs
+        async with self._talking("load_logs"), self._redis.pipeline(transaction=False) as pipe:
+            for _index, key, start in wanted:
+                pipe.lrange(key, start, -1)
+            found = await pipe.execute()
+        for (index, _key, _start), entries in zip(wanted, found, strict=True):
+            logs[index] = [as_bytes(entry) for entry in entries]
+        return logs
