@@ -183,7 +183,9 @@ class ServerConfig:
     # row (back to back) have each handled at least this many moves (a standing backlog of ready
     # connections, not one burst after a pause), a turn's moves past this many are answered
     # `busy` before any work is spent on them. 0: no such limit.
-    busy_turn_moves: int = 256
+    # Off by default: on a quiet machine at 1.5x the saturation rate it refused 123k moves in 10 s
+    # and cut goodput by 30% (docs/benchmarks.md, "Overload, quiet machine"); the store's backlog rule stays on.
+    busy_turn_moves: int = 0
     busy_turn_streak: int = 3
     busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
