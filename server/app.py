@@ -784,7 +784,8 @@ class RaceServer:
                         conn.moves_in.clear()
                     conn.moves_in[msg.id] = time.perf_counter()
                 if conn.player is not None:
-                    self._count_turn_move()
+                    if self.config.busy_turn_moves:  # the loop rule is off by default: no count then
+                        self._count_turn_move()
                     cause = self._busy()
                     if cause is not None:
                         # Degrade, never collapse: a fast explicit answer instead of a queue that grows

@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
            "[PLOT_RATE] (30; burst twice that)", low_open=True, metavar="N")  # fmt: skip
     number("--busy-turn-moves", "PLOT_BUSY_TURN_MOVES", int, DEFAULT_BUSY_TURN_MOVES, 0, "moves one turn of the "
            "event loop takes on once --busy-turn-streak turns in a row have had that many (a standing backlog); "
-           f"the turn's later moves are answered busy with retry_ms; 0: no limit [PLOT_BUSY_TURN_MOVES] "
+           f"the turn's later moves are answered busy with retry_ms; 0: off, the default (it cost goodput in "
+           f"docs/benchmarks.md's overload runs; e.g. 256 turns it on) [PLOT_BUSY_TURN_MOVES] "
            f"({DEFAULT_BUSY_TURN_MOVES})")  # fmt: skip
     number("--busy-turn-streak", "PLOT_BUSY_TURN_STREAK", int, DEFAULT_BUSY_TURN_STREAK, 1, "turns in a row, "
            f"back to back, with --busy-turn-moves moves each before any is refused [PLOT_BUSY_TURN_STREAK] "
