@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     NUMBERS.clear()
+    core = CoreConfig()
 
     def number(
         flag: str,
@@ -187,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
            "largest incoming message, bytes [PLOT_MAX_FRAME] (4096)", metavar="BYTES")  # fmt: skip
     number("--rate", "PLOT_RATE", float, 30, 0, "messages per second per connection, pings included "
            "[PLOT_RATE] (30; burst twice that)", low_open=True, metavar="N")  # fmt: skip
+    number("--max-queued-moves", "PLOT_MAX_QUEUED_MOVES", int, core.max_queued_moves, 0, "moves a racer may have "
+           "waiting behind the one being written (a client sending ahead of its answers); past it a move is "
+           f"answered busy with retry_ms={core.queue_retry_ms}; 0: no bound [PLOT_MAX_QUEUED_MOVES] "
+           f"({core.max_queued_moves})")  # fmt: skip
     number("--busy-turn-moves", "PLOT_BUSY_TURN_MOVES", int, DEFAULT_BUSY_TURN_MOVES, 0, "moves one turn of the "
            "event loop takes on once --busy-turn-streak turns in a row have had that many (a standing backlog); "
            f"the turn's later moves are answered busy with retry_ms; 0: off, the default (it cost goodput in "
@@ -199,7 +204,6 @@ def build_parser() -> argparse.ArgumentParser:
     number("--max-rooms", "PLOT_MAX_ROOMS", int, 1000, 1, "[PLOT_MAX_ROOMS] (1000)")
     number("--countdown", "PLOT_COUNTDOWN", float, 3, 0,
            "seconds between start and the race [PLOT_COUNTDOWN] (3)")  # fmt: skip
-    core = CoreConfig()
     number("--racer-hz", "PLOT_RACER_HZ", float, 1000 / core.leaderboard_interval_ms, 0.2, "leaderboards per "
            "second at most to a room's racers, each with the rows that changed, 0.2 to 100 [PLOT_RACER_HZ] "
            f"({1000 / core.leaderboard_interval_ms:g})", high=100, metavar="HZ")  # fmt: skip
@@ -351,6 +355,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         spectator_leaderboard_interval_ms=round(1000 / args.spectator_hz),
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
+        max_queued_moves=args.max_queued_moves,
         shared_rooms=multi_node(args),
     )
     return ServerConfig(

@@ -114,15 +114,18 @@ if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
 return 1
 """
 
-# KEYS: room. ARGV: expected version, data, open race ('' for none). The new version, or 0 on a
-# mismatch or a missing room. HSET keeps the key's time to live: saving does not extend an
-# expiring room.
+# KEYS: room. ARGV: expected version, data, open race ('' for none)[, channel, notice]. The new
+# version, or 0 on a mismatch or a missing room. HSET keeps the key's time to live: saving does not
+# extend an expiring room. The notice (several nodes: the new version) is published on the channel
+# in the same step, and only if the save lands: no committed change goes unannounced because a
+# separate publish failed, and none is announced that did not land.
 SAVE_ROOM = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
 local new = tonumber(version) + 1
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', new)
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'race') else redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
+if ARGV[5] and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return new
 """
 
@@ -328,7 +331,9 @@ class RedisStore(Store):
         self._append_move = self._redis.register_script(self._append_move_text)
         self._append_moves = self._redis.register_script(APPEND_MOVES)
         self._create_room = self._redis.register_script(CREATE_ROOM)
-        self._save_room = self._redis.register_script(SAVE_ROOM)
+        self._save_room = self._redis.register_script(
+            SAVE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else SAVE_ROOM
+        )
         self._delete_room = self._redis.register_script(DELETE_ROOM)
         self._expire_room = self._redis.register_script(EXPIRE_ROOM)
         self._prune_listed = self._redis.register_script(PRUNE_LISTED)
@@ -603,15 +608,19 @@ class RedisStore(Store):
         return as_bytes(data), int(version)
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None
+        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
     ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
+        check_bytes("room notice", notice)
         race = race_argument(open_race)
         if not is_identifier(code):
             return None
+        args: list[bytes | int | str] = [expected_version, data, race]
+        if notice:  # published by the save's own script, only if it lands
+            args += [self.events_channel(code), notice]
         async with self._talking("save_room"):
-            version = await self._save_room(keys=[self.room_key(code)], args=[expected_version, data, race])
+            version = await self._save_room(keys=[self.room_key(code)], args=args)
         return int(version) or None
 
     async def delete_room(self, code: str) -> None:
