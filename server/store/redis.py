@@ -37,6 +37,7 @@ from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.commands.core import AsyncScript
 
 from server.store.base import (
     DEFAULT_PLAYER_TTL,
@@ -198,6 +199,9 @@ SLOT_MAP_STALE = (
     redis.exceptions.TryAgainError,
 )
 
+# How long WAIT waits for the replicas (RedisStore's replicas_timeout), at most half the socket timeout.
+DEFAULT_REPLICAS_TIMEOUT = 0.5
+
 # How long a fence key (``RedisStore._confirmed_reads``) outlives its write: it only has to be written.
 FENCE_TTL_MS = 60_000
 
@@ -264,12 +268,14 @@ class RedisStore(Store):
         retries: int = 2,
         max_connections: int = 64,
         replicas_ack: int = 0,
-        replicas_timeout: float = 0.5,
+        replicas_timeout: float | None = None,
         **redis_options: Any,
     ) -> None:
         self.namespace = check_identifier("namespace", namespace)
         if isinstance(replicas_ack, bool) or not isinstance(replicas_ack, int) or replicas_ack < 0:
             raise ValueError(f"replicas_ack must be a whole number, 0 or more, not {replicas_ack!r}")
+        if replicas_timeout is None:  # well inside the socket's timeout, which would cut the WAIT
+            replicas_timeout = min(DEFAULT_REPLICAS_TIMEOUT, socket_timeout / 2)
         if replicas_ack and not 0 < replicas_timeout < socket_timeout:
             raise ValueError(
                 f"replicas_timeout must be above 0 and below the socket timeout ({socket_timeout} s), "
@@ -590,10 +596,13 @@ class RedisStore(Store):
         check_identifier("room code", code)
         check_bytes("room data", data)
         race = race_argument(open_race)
+        keys = [self.room_key(code), self.log_index_key(code)]
+        args: list[bytes | str] = [code, data, race]
         async with self._talking("create_room"):
-            created = await self._create_room(
-                keys=[self.room_key(code), self.log_index_key(code)], args=[code, data, race]
-            )
+            if self.replicas_ack:
+                created = await self._confirmed_script(code, self._create_room, keys, args)
+            else:
+                created = await self._create_room(keys=keys, args=args)
             if created == 1:  # a new room starts unlisted, even if an earlier one of this code was listed
                 await self._redis.zrem(self._listed_key, code)
         return bool(created == 1)
@@ -602,7 +611,11 @@ class RedisStore(Store):
         if not is_identifier(code):
             return None
         async with self._talking("load_room"):
-            data, version = await self._redis.hmget(self.room_key(code), ["data", "version"])
+            if self.replicas_ack:
+                (found,) = await self._confirmed_reads(code, [["HMGET", self.room_key(code), "data", "version"]])
+                data, version = cast(list[bytes | str | None], found)
+            else:
+                data, version = await self._redis.hmget(self.room_key(code), ["data", "version"])
         if data is None or version is None:
             return None
         return as_bytes(data), int(version)
@@ -620,8 +633,11 @@ class RedisStore(Store):
         if notice:  # published by the save's own script, only if it lands
             args += [self.events_channel(code), notice]
         async with self._talking("save_room"):
-            version = await self._save_room(keys=[self.room_key(code)], args=args)
-        return int(version) or None
+            if self.replicas_ack:
+                version = await self._confirmed_script(code, self._save_room, [self.room_key(code)], args)
+            else:
+                version = await self._save_room(keys=[self.room_key(code)], args=args)
+        return int(cast(int, version)) or None
 
     async def delete_room(self, code: str) -> None:
         if not is_identifier(code):
@@ -946,11 +962,31 @@ class RedisStore(Store):
         order, so once ``replicas_ack`` replicas hold the fence they hold everything read before
         it: what is read here survives the master's loss. StoreUnavailable if they do not confirm
         in time (the caller retries, as after any failed read)."""
-        commands = [
-            *reads,
-            ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS],
-            ["WAIT", self.replicas_ack, self._wait_ms],
-        ]
+        fence = ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS]
+        replies = await self._with_wait(code, [*reads, fence], f"room {code}'s read")
+        return replies[: len(reads)]
+
+    async def _confirmed_script(self, code: str, script: AsyncScript, keys: list[str], args: list[Any]) -> object:
+        """A room script and WAIT on one connection to the room's master (the script loaded there
+        first if that master lacks it); its reply once ``replicas_ack`` replicas hold its effect.
+        StoreUnavailable if they do not confirm in time: the write's outcome is then unknown (it
+        may have landed on the master), as after a dropped connection."""
+        call = ["EVALSHA", script.sha, len(keys), *keys, *args]
+        try:
+            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+        except redis.exceptions.NoScriptError:  # refused before it ran: load it on that master, once
+            if isinstance(self._redis, RedisCluster):
+                node = self._redis.get_node_from_key(self.room_key(code))
+                await self._redis.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
+            else:
+                await self._redis.script_load(script.script)
+            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+
+    async def _with_wait(self, code: str, commands: list[list[Any]], what: str) -> list[object]:
+        """``commands`` then WAIT on one connection to the master holding room ``code``'s slot (the
+        one Redis, or the cluster's master): their replies (an error reply raised), once
+        ``replicas_ack`` replicas confirmed; StoreUnavailable if they did not in time."""
+        commands = [*commands, ["WAIT", self.replicas_ack, self._wait_ms]]
         if isinstance(self._redis, RedisCluster):
             await self._redis.initialize()  # the slot map (a no-op once read)
             node = self._redis.get_node_from_key(self.room_key(code))
@@ -966,10 +1002,10 @@ class RedisStore(Store):
         waited = replies[-1]
         if not isinstance(waited, int) or waited < self.replicas_ack:
             raise StoreUnavailable(
-                f"Redis at {self._where}: {waited!r} of {self.replicas_ack} replicas confirmed room {code}'s "
-                f"logs within {self._wait_ms} ms"
+                f"Redis at {self._where}: {waited!r} of {self.replicas_ack} replicas confirmed {what} "
+                f"within {self._wait_ms} ms"
             )
-        return replies[: len(reads)]
+        return replies[:-1]
 
     async def load_logs(self, code: str, race: int, starts: Sequence[tuple[str, int]]) -> list[list[bytes]]:
         """One pipeline (the logs share the room's hash tag: one slot, one master on a cluster)."""
