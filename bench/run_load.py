@@ -512,6 +512,16 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
             # (100 ms at 10/s) must outlast the server's answer under overload, or the racer
             # waits instead of offering (one move outstanding each, as a player).
             racers = opts.racers or max(8, round(offered / opts.overload_pace / 8) * 8)  # whole rooms of 8
+            small_reference = sat
+            if opts.reference == "matched":
+                # The same racers, rooms and leaderboards as the overload, each sending as fast as
+                # it is answered: the rate this layout saturates at, so the goodput compares like
+                # with like (3,000 racers in 370 rooms cost more per move than 64 in 8).
+                matched_args = ["--racers", str(racers), "--pace", "0", *window]
+                with target_server(kind, reply_size) as target:
+                    sat = run_loadgen("server", target, matched_args, opts.timeout)
+                rate = float(sat["moves_per_second"])
+                offered = opts.overload_factor * rate
             pace = offered / racers
             over_args = ["--racers", str(racers), "--pace", f"{pace:.3f}", "--busy-retry", opts.busy_retry, *window]
             with target_server(kind, reply_size) as target:
@@ -521,6 +531,8 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
             entry = {
                 "racers": racers,
                 "saturation_moves_per_second": rate,
+                "reference": opts.reference,
+                "saturation_64_moves_per_second": float(small_reference["moves_per_second"]),
                 "saturation_server_cpu_us_per_move": sat.get("server_cpu_us_per_move"),
                 "saturation_generator_cpu_share": sat.get("generator_cpu_share"),
                 "offered_moves_per_second": round(offered, 1),
@@ -547,6 +559,7 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
                 "rejections": over["window_rejections"],
                 "sends_skipped": over["sends_skipped"],
                 "server_cpu_share": over.get("server_cpu_share"),
+                "server_cpu_us_per_move": over.get("server_cpu_us_per_move"),
                 "server_runqueue_wait_share": over.get("server_runqueue_wait_share"),
                 "generator_cpu_share": over.get("generator_cpu_share"),
                 "redis_cpu_share": over.get("redis_cpu_share"),
@@ -566,12 +579,14 @@ def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
         "overload_pace": opts.overload_pace,
         "factor": opts.overload_factor,
         "busy_retry": opts.busy_retry,
+        "reference": opts.reference,
         "runs": runs,
         "summary": summary,
     }
 
 
 OVERLOAD_FIELDS = [
+    "saturation_64_moves_per_second",
     "saturation_moves_per_second",
     "offered_moves_per_second",
     "sent_moves_per_second",
@@ -583,6 +598,8 @@ OVERLOAD_FIELDS = [
     "answered_within_1s_share",
     "answer_p50_ms",
     "answer_p99_ms",
+    "saturation_server_cpu_us_per_move",
+    "server_cpu_us_per_move",
     "server_cpu_share",
     "generator_cpu_share",
     "redis_cpu_share",
@@ -795,7 +812,8 @@ def fmt(value: Any) -> str:
 def report_overload(block: dict[str, Any]) -> list[str]:
     """The overload table: medians per store, rejections by code summed over the runs."""
     racers = block["racers"] or f"offered / {block.get('overload_pace', 10):g} moves/s each"
-    lines = ["", f"overload ({block['factor']}x saturation, {racers} racers), medians:", ""]
+    reference = "the same racers" if block.get("reference") == "matched" else "64 racers"
+    lines = ["", f"overload ({block['factor']}x saturation with {reference}, {racers} racers), medians:", ""]
     lines.append("| server | " + " | ".join(OVERLOAD_FIELDS) + " | rejections (all runs) |")
     lines.append("|---" * (len(OVERLOAD_FIELDS) + 2) + "|")
     for kind, summary in block["summary"].items():
@@ -868,6 +886,13 @@ def main() -> None:
         choices=["hint", "slot"],
         default="hint",
         help="overload: a racer answered busy sends again after retry_ms (hint) or at its next slot (slot)",
+    )
+    parser.add_argument(
+        "--reference",
+        choices=["64", "matched"],
+        default="64",
+        help="overload: the saturation rate it is offered a multiple of and judged against: 64 racers "
+        "(8 rooms), or the overload's own racers and rooms sending as fast as answered (matched)",
     )
     parser.add_argument("--pace", type=float, default=2.0, help="moves per second per racer (paced, fanout)")
     parser.add_argument("--capacity-start", type=int, default=1000, help="capacity: racers at the first load")

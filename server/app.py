@@ -1654,8 +1654,10 @@ class RaceServer:
             else:
                 self._save_conflict(code, None if uncertain is None else uncertain[0], loaded[1])
                 return
+        # Several nodes: the new version's notice goes out with the save, in its script.
+        notice = b"" if self.nodes is None else self.nodes.version_notice(version + 1)
         try:
-            new = await self.store.save_room(code, data, version, open_race=race)
+            new = await self.store.save_room(code, data, version, open_race=race, notice=notice)
         except StoreUnavailable:
             self._store_versions[code] = None
             self._uncertain_saves[code] = (version, data)
@@ -1667,7 +1669,7 @@ class RaceServer:
                 pending = [c for c in self._uncommitted.pop(code, []) if c[0] > save.commands]
                 if pending:
                     self._uncommitted[code] = pending
-                await self.nodes.publish([(code, self.nodes.room_version(new))])
+                self.nodes.noticed(1)
             return
         loaded = await self.store.load_room(code)
         if loaded is None:

@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     NUMBERS.clear()
+    core = CoreConfig()
 
     def number(
         flag: str,
@@ -168,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
         "nodes on the same Redis or Redis Cluster: any node serves any racer (needs --redis) "
         "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
+    number("--redis-replicas-ack", "PLOT_REDIS_REPLICAS_ACK", int, 0, 0, "acknowledge a move only once this "
+           "many Redis replicas hold it (WAIT after each group commit, on its connection; a log's re-read is "
+           "confirmed the same way); 0: once the master holds it, the default (an acknowledged move may be lost "
+           "if the master dies before its replica has it: docs/scaling.md) [PLOT_REDIS_REPLICAS_ACK] (0)",
+           high=16)  # fmt: skip
     number("--workers", "PLOT_WORKERS", int, 1, 1, "server processes sharing the port (SO_REUSEPORT), each a full "
            "node of --multi-node, supervised: one that dies is restarted; more than one needs --redis "
            "[PLOT_WORKERS] (1)", high=256)  # fmt: skip
@@ -182,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
            "largest incoming message, bytes [PLOT_MAX_FRAME] (4096)", metavar="BYTES")  # fmt: skip
     number("--rate", "PLOT_RATE", float, 30, 0, "messages per second per connection, pings included "
            "[PLOT_RATE] (30; burst twice that)", low_open=True, metavar="N")  # fmt: skip
+    number("--max-queued-moves", "PLOT_MAX_QUEUED_MOVES", int, core.max_queued_moves, 0, "moves a racer may have "
+           "waiting behind the one being written (a client sending ahead of its answers); past it a move is "
+           f"answered busy with retry_ms={core.queue_retry_ms}; 0: no bound [PLOT_MAX_QUEUED_MOVES] "
+           f"({core.max_queued_moves})")  # fmt: skip
     number("--busy-turn-moves", "PLOT_BUSY_TURN_MOVES", int, DEFAULT_BUSY_TURN_MOVES, 0, "moves one turn of the "
            "event loop takes on once --busy-turn-streak turns in a row have had that many (a standing backlog); "
            f"the turn's later moves are answered busy with retry_ms; 0: off, the default (it cost goodput in "
@@ -194,7 +204,6 @@ def build_parser() -> argparse.ArgumentParser:
     number("--max-rooms", "PLOT_MAX_ROOMS", int, 1000, 1, "[PLOT_MAX_ROOMS] (1000)")
     number("--countdown", "PLOT_COUNTDOWN", float, 3, 0,
            "seconds between start and the race [PLOT_COUNTDOWN] (3)")  # fmt: skip
-    core = CoreConfig()
     number("--racer-hz", "PLOT_RACER_HZ", float, 1000 / core.leaderboard_interval_ms, 0.2, "leaderboards per "
            "second at most to a room's racers, each with the rows that changed, 0.2 to 100 [PLOT_RACER_HZ] "
            f"({1000 / core.leaderboard_interval_ms:g})", high=100, metavar="HZ")  # fmt: skip
@@ -329,6 +338,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.redis:
         check_redis_url(args.redis)
     check_workers(args)
+    if args.redis_replicas_ack and not args.redis:
+        raise ConfigError("--redis-replicas-ack needs --redis URL: the in-memory store has no replicas")
     winnable = WinnableConfig(
         budget=args.winnable_budget,
         tries=args.winnable_tries,
@@ -344,6 +355,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         spectator_leaderboard_interval_ms=round(1000 / args.spectator_hz),
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
+        max_queued_moves=args.max_queued_moves,
         shared_rooms=multi_node(args),
     )
     return ServerConfig(
@@ -373,12 +385,12 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def make_store(redis_url: str | None) -> tuple[Store, str]:
+def make_store(redis_url: str | None, replicas_ack: int = 0) -> tuple[Store, str]:
     if redis_url:
         from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
 
         try:
-            return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
+            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {redact_url(redis_url)}"
         except ValueError as exc:  # redis-py refused the URL
             raise ConfigError(f"--redis / REDIS_URL: {exc}") from None
     from server.store.memory import MemoryStore
@@ -396,7 +408,7 @@ def setup_logging(level: str) -> None:
 
 
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
-    store, store_name = make_store(args.redis)
+    store, store_name = make_store(args.redis, args.redis_replicas_ack)
     server = RaceServer(store, config, store_name=store_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -539,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as exc:
                 raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None
         if args.redis:
-            make_store(args.redis)  # redis-py's own URL checks (it connects lazily)
+            make_store(args.redis, args.redis_replicas_ack)  # redis-py's own URL checks (it connects lazily)
     except ConfigError as exc:
         print(f"plot-server: {exc}", file=sys.stderr)
         return 2

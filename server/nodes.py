@@ -332,13 +332,18 @@ class NodeLink:
     def room_version(self, version: int) -> RoomVersion:
         return RoomVersion(self.node_id, version)
 
+    def version_notice(self, version: int) -> bytes:
+        """The message announcing a room's new version: the store publishes it on the room's channel
+        in the same script as the save, and only if the save lands (Store.save_room's notice)."""
+        return _encoder.encode(RoomVersion(self.node_id, version))
+
     def appended_notice(self, race: int, player: str, start: int, entry: bytes) -> bytes:
         """The message announcing a stored entry: the store publishes it on the room's channel in the
         same script as the append, and only if the entry lands (AppendRequest.notice)."""
         return _encoder.encode(Appended(self.node_id, race, player, start, entry))
 
     def noticed(self, count: int) -> None:
-        """``count`` entries were stored with their notice (published by the store): counted."""
+        """``count`` entries or room saves were stored with their notice (published by the store): counted."""
         self.published += count
 
     def deal_lease(self, code: str, race: int, ttl_s: float) -> Lease:

@@ -354,8 +354,12 @@ def test_profile_nodes_puts_each_sample_in_one_part_of_a_remote_move() -> None:
     assert skipped == 20 and leaves[("Game.play", "shared/engine.py")] == 7
 
 
-def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(run_load: ModuleType) -> None:
-    """bench/run_load.py overload (issue 10), tiny: the memory store, a second of each phase."""
+@pytest.mark.parametrize("reference", ["64", "matched"])
+def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
+    run_load: ModuleType, reference: str
+) -> None:
+    """bench/run_load.py overload (issue 10), tiny: the memory store, a second of each phase; the
+    reference either 64 racers or the overload's own racers (``--reference matched``)."""
     import argparse
 
     opts = argparse.Namespace(
@@ -368,10 +372,14 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(ru
         timeout=60.0,
         busy_retry="hint",
         overload_pace=10.0,
+        reference=reference,
     )
     out = run_load.overload(opts, 290)
     [entry] = out["runs"]["memory"]
-    assert entry["saturation_moves_per_second"] > 0
+    assert entry["saturation_moves_per_second"] > 0 and entry["saturation_64_moves_per_second"] > 0
+    assert entry["reference"] == reference
+    if reference == "matched":  # the reference is its own run, on the overload's racers
+        assert entry["saturation_run"]["racers"] == 16
     assert entry["offered_moves_per_second"] == pytest.approx(1.5 * entry["saturation_moves_per_second"], rel=0.01)
     assert entry["goodput_moves_per_second"] > 0 and entry["goodput_fraction"] > 0
     over = entry["overload_run"]

@@ -206,6 +206,79 @@ def test_a_race_gone_from_the_store_is_not_retried_and_the_room_closes() -> None
     assert isinstance(kicked, p.Kicked) and kicked.room == code
 
 
+def test_a_move_past_the_racer_s_queue_bound_is_answered_busy_and_the_queue_is_untouched() -> None:
+    """Issue 10, bounded queues: a client far ahead of its answers (the store slow) fills its
+    queue; each move past CoreConfig.max_queued_moves (32 by default) is answered busy at once
+    with a retry hint, and the moves queued before it are written and acknowledged in order."""
+    shell = Shell()
+    bound = shell.config.max_queued_moves
+    assert bound == 32
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.take(conns[0])
+    shell.hold_persists = True
+    sent = bound + 8
+    for move_id in range(1, sent + 1):
+        shell.send(conns[0], p.Move(id=move_id, move="stock>waste"))
+    (head,) = shell.held  # one write in flight, the head; 32 wait behind it
+    assert head.entry.id == 1
+    got = replies(shell, conns[0])
+    refused = list(range(bound + 2, sent + 1))
+    assert sorted(got) == refused, "only the moves past the bound are answered, at once"
+    for move_id in refused:
+        answer = got[move_id]
+        assert isinstance(answer, p.MoveRejected) and answer.code == p.BUSY, answer
+        assert answer.reason.endswith(f"retry_ms={shell.config.queue_retry_ms}"), answer.reason
+    shell.send(conns[0], p.Move(id=5, move="stock>waste"))  # a queued id sent again: still its one answer
+    shell.send(conns[0], p.Move(id=6, move="waste>f0"))  # ... another text under it: refused, not queued
+    sixth = replies(shell, conns[0]).get(6)
+    assert isinstance(sixth, p.MoveRejected) and sixth.code == p.BAD_FIELD
+    shell.take(conns[0])
+    shell.hold_persists = False
+    shell.release()
+    assert [e.id for e in shell.logs[(code, 1, ann)]] == list(range(1, bound + 2)), "the queue, whole and in order"
+    oks = [m for m in shell.take(conns[0]) if isinstance(m, p.MoveOk | p.MoveRejected)]
+    assert [(type(m), m.id) for m in oks] == [(p.MoveOk, i) for i in range(1, bound + 2)]
+    assert [m.seq for m in oks if isinstance(m, p.MoveOk)] == list(range(1, bound + 2))
+    for move_id in refused:  # resent after the hint, same ids: played
+        ok = shell.move(conns[0], move_id, "stock>waste")
+        assert isinstance(ok, p.MoveOk) and not ok.duplicate and ok.seq == move_id
+    racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    assert racer.log_length == sent and not racer.queue and not racer.pending_ids
+
+
+def test_the_queue_bound_counts_what_waits_whatever_holds_the_head_and_zero_turns_it_off() -> None:
+    shell = Shell(CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000, max_queued_moves=2))
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    for move_id in (1, 2, 3, 4):
+        shell.send(conns[0], p.Move(id=move_id, move="stock>waste"))
+    busy = replies(shell, conns[0])
+    assert list(busy) == [4] and busy[4].code == p.BUSY  # type: ignore[union-attr]
+    # The head's write fails and its log is being re-read: the queue still holds 2, still bounded.
+    shell.held.clear()
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
+    shell.send(conns[0], p.Move(id=5, move="stock>waste"))
+    fifth = replies(shell, conns[0]).get(5)
+    assert isinstance(fifth, p.MoveRejected) and fifth.code == p.BUSY
+    shell.hold_persists = False
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    shell.advance(shell.config.retry_max_ms)  # the head is written again after its back-off
+    assert [e.id for e in shell.logs[(code, 1, ann)]] == [1, 2, 3]
+    # 0: no bound.
+    shell = Shell(CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000, max_queued_moves=0))
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    for move_id in range(1, 61):
+        shell.send(conns[0], p.Move(id=move_id, move="stock>waste"))
+    assert not replies(shell, conns[0])
+    shell.hold_persists = False
+    shell.release()
+    assert len(shell.logs[(code, 1, ann)]) == 60
+
+
 # ====================================================================== rooms and players
 
 

@@ -1,7 +1,9 @@
 """Overload that degrades (issue 10): past ``busy_turn_moves`` moves in one turn of the event loop,
 a plot-server process answers the turn's later moves ``busy`` with a retry hint at once, and
 nothing else changes: every move is answered, a busy move resent later is played, no write fails
-while Redis is healthy, and the stored logs replay to the boards the racers were acknowledged."""
+while Redis is healthy, and the stored logs replay to the boards the racers were acknowledged.
+The same for one client that sends far ahead of its answers, past its queue's bound
+(``--max-queued-moves``)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,22 @@ import asyncio
 import re
 import signal
 
+import pytest
 from redis_fixture import RedisServer, free_port
-from support import Client, fast_config, log_lines, make_room, running_server, server_process, start_race, wait_healthy
+from support import (
+    Client,
+    fast_config,
+    log_lines,
+    make_room,
+    running_server,
+    server_process,
+    start_race,
+    wait_healthy,
+)
 
 from server.core.records import decode_entry
+from server.store.base import Store
+from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
 from shared.engine import replay
@@ -144,3 +158,51 @@ async def test_one_big_turn_after_a_pause_refuses_nothing_a_standing_backlog_doe
         assert await turn(10) == [None] * 10
         assert await turn(10) == [None] * 10
         assert await turn(5) == [None] * 4 + ["loop"]
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "redis"])
+async def test_a_client_pipelining_past_its_queue_bound_gets_busy_and_every_move_lands_once(
+    redis_url: str, store_kind: str
+) -> None:
+    """One racer sends 60 moves in one write without waiting: the first 33 (the head and the 32
+    the queue holds by default) are played in order; those that find the queue full are answered
+    busy at once with the core's retry hint, never left unanswered; resent after it with the same
+    ids, they are played; the store holds every acknowledged move once, replaying to the board."""
+    store: Store = MemoryStore() if store_kind == "memory" else RedisStore(redis_url)
+    try:
+        async with running_server(store, fast_config()) as server:
+            bound = server.config.core.max_queued_moves
+            assert bound == 32
+            (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+            starts = await start_race([ann, bob])
+            assert starts[0].view is not None
+            sent = min(60, starts[0].view.stock)  # only stock>waste: legal in any order while the stock lasts
+            assert sent > bound + 1
+            await send_burst(ann, [p.Move(id=i, move="stock>waste") for i in range(1, sent + 1)])
+            got = await answers(ann, set(range(1, sent + 1)))
+            accepted = {i for i, m in got.items() if isinstance(m, p.MoveOk)}
+            busy = {i: m for i, m in got.items() if isinstance(m, p.MoveRejected)}
+            assert set(range(1, bound + 2)) <= accepted, "nothing queued before the bound was refused"
+            assert busy, "the moves past the bound are refused"
+            hints = set()
+            for answer in busy.values():
+                assert answer.code == p.BUSY and "queued behind the one being written" in answer.reason, answer
+                hint = RETRY_MS.search(answer.reason)
+                assert hint is not None, answer.reason
+                hints.add(int(hint.group(1)))
+            assert hints == {server.config.core.queue_retry_ms}
+            await asyncio.sleep(max(hints) / 1000)  # as the hint says
+            await send_burst(ann, [p.Move(id=i, move="stock>waste") for i in sorted(busy)])
+            again = await answers(ann, set(busy))
+            assert all(isinstance(m, p.MoveOk) and not m.duplicate for m in again.values()), again
+            await ann.send(p.Move(id=sent + 1, move="resign"))
+            await bob.send(p.Move(id=1, move="resign"))
+            results = await ann.expect(p.Results, timeout=10.0)
+            entries = [decode_entry(e) for e in await store.load_moves(code, results.race, ann.pid)]
+            assert sorted(e.id or 0 for e in entries) == list(range(1, sent + 2)), "every move once, the resign"
+            game, _ = replay(results.deal, [e.move for e in entries])
+            assert ann.board.view == game.view() and not ann.diverged
+            for client in (ann, bob):
+                await client.close()
+    finally:
+        await store.close()

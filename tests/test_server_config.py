@@ -90,6 +90,13 @@ def test_leaderboard_rates_become_the_cores_intervals(monkeypatch: pytest.Monkey
         config_from_args(build_parser().parse_args(["--spectator-hz", "101"]))
 
 
+def test_the_queue_bound_becomes_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert config_from_args(build_parser().parse_args([])).core.max_queued_moves == 32
+    monkeypatch.setenv("PLOT_MAX_QUEUED_MOVES", "8")
+    assert config_from_args(build_parser().parse_args([])).core.max_queued_moves == 8
+    assert config_from_args(build_parser().parse_args(["--max-queued-moves", "0"])).core.max_queued_moves == 0
+
+
 def test_the_help_still_works() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "server.cli", "--help"], capture_output=True, text=True, timeout=30, check=False

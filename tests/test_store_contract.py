@@ -745,6 +745,41 @@ async def test_an_append_s_notice_is_published_only_when_the_entry_lands(any_red
         await store.close()
 
 
+async def test_a_room_save_s_notice_is_published_only_when_the_save_lands(any_redis_url: str) -> None:
+    """Several nodes: a room change's new version is announced by the save's own script, so a
+    committed change cannot go unannounced because a separate publish failed, and a save the
+    compare-and-set refused is never announced; on a cluster with SPUBLISH on the room's master."""
+    store = RedisStore(any_redis_url, namespace="savenotice")
+    await store.load_slot_map()
+    channel = store.events_channel("ROOM")
+    shard = store.shard_of(channel)
+    assert shard is not None
+    pubsub = store.subscriber(shard)
+    try:
+        await store.create_room("ROOM", b"v1", open_race=None)
+        if store.cluster:
+            await pubsub.ssubscribe(channel)
+        else:
+            await pubsub.subscribe(channel)
+        assert (await pubsub.get_message(timeout=2))["type"] in ("subscribe", "ssubscribe")
+        assert await store.save_room("ROOM", b"v2", 1, notice=b"version 2") == 2
+        assert await store.save_room("ROOM", b"stale", 1, notice=b"stale: must not be heard") is None
+        assert await store.save_room("ROOM", b"v3", 2) == 3  # no notice: nothing published
+        assert await store.save_room("ROOM", b"v4", 3, open_race=0, notice=b"version 4") == 4
+        heard: list[bytes] = []
+        while not heard or heard[-1] != b"version 4":
+            message = await pubsub.get_message(timeout=2)
+            assert message is not None, heard
+            heard.append(message["data"])
+        assert heard == [b"version 2", b"version 4"]
+        assert await store.load_room("ROOM") == (b"v4", 4)
+        with pytest.raises(TypeError, match="room notice must be bytes"):
+            await store.save_room("ROOM", b"v5", 4, notice="text")  # type: ignore[arg-type]
+    finally:
+        await store.close_subscriber(pubsub)
+        await store.close()
+
+
 async def test_a_batch_to_a_stopped_redis_reports_every_entry_unknown(own_redis_server: RedisServer) -> None:
     store = RedisStore(own_redis_server.url, namespace="batchdown", retries=0)
     try:

@@ -48,6 +48,12 @@ class CoreConfig:
     store_outage_ms: int = 10_000
     retry_first_ms: int = 50  # the first retry of a failed write waits this long; each next one twice as long ...
     retry_max_ms: int = 2000  # ... up to this
+    # Moves a racer may have queued behind the one being written (its head). A client that sends
+    # ahead of its answers fills the queue; a move past it is answered `busy` at once, with
+    # retry_ms=queue_retry_ms (one value, not spread: one client's refused moves come back in
+    # the order sent), and nothing queued is touched. 0: no bound (the message rate's alone).
+    max_queued_moves: int = 32
+    queue_retry_ms: int = 250
     # A player made by hello alone is kept this long in the store, until it joins a room (then the
     # store's own player lifetime applies): identity churn alone must not grow the store.
     new_player_ttl_s: float = 3600.0

@@ -7,6 +7,7 @@ decided. A failed write is decided by re-reading the log (``ReloadLog``): the he
 (acknowledged), or it did not (written again after a back-off, re-checked against the log's
 position), or the store stays silent past ``CoreConfig.store_outage_ms`` (the head and the
 queue are answered ``store_unavailable``; the racer's board is resent once the log is read).
+The queue is bounded (``CoreConfig.max_queued_moves``): a move past it is answered ``busy`` at once.
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ class RacerLogMixin(CoreBase):
             return  # the same move is already on its way to the store; its answer will come
         if racer.state is LogState.OUTAGE:
             self._reply(conn, p.MoveRejected(id=msg.id, code=p.STORE_UNAVAILABLE, reason=OUTAGE_REASON))
+            return
+        limit = self.config.max_queued_moves
+        if limit and len(racer.queue) >= limit:
+            # A client far ahead of its answers: refused before it costs a check or a write, and
+            # nothing queued is touched (docs/protocol.md, busy).
+            retry = self.config.queue_retry_ms
+            why = (
+                f"too many of your moves are waiting ({limit} queued behind the one being written): "
+                f"send it again (same id) in {retry} ms; retry_ms={retry}"
+            )
+            self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
             return
         racer.pending_ids[msg.id] = msg.move
         racer.queue.append(PendingMove(msg.id, msg.move, conn))

@@ -120,9 +120,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None
+        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
     ) -> int | None:
         """Compare-and-set: replace the room if its version is ``expected_version``.
+
+        ``notice`` (several nodes): published on the room's channel in the same step as the save,
+        and only if it lands (empty: nothing published; the in-memory store has no channels).
 
         ``open_race`` replaces the room's open race with the record (None: the race is over, or
         none has begun: appends to any log of the room answer NO_SUCH_RACE from now on).

@@ -182,10 +182,11 @@ class MemoryStore(Store):
         return None if room is None else (room.data, room.version)
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None
+        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
     ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
+        check_bytes("room notice", notice)  # checked as Redis's is; one process has no one to tell
         check_open_race(open_race)
         self._begin()
         room = self._rooms.get(code) if is_identifier(code) else None

@@ -16,11 +16,14 @@ Keys (``ns`` is the namespace, ``{code}`` a Redis Cluster hash tag, so one room'
 - ``ns:rooms:listed``           zset  listed room codes, scored by listing time (one slot of its own)
 - ``ns:player:id``              hash  data, token (the token hash): the record of which token is current
 - ``ns:token:hash``             string player id (a token is valid only while the player's ``token`` is it)
+- ``ns:fence:{code}``           string a throwaway write in the room's slot (``replicas_ack``: a read confirmed
+                                       on the replicas, docs/store.md "Replicas")
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -30,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -111,15 +114,18 @@ if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
 return 1
 """
 
-# KEYS: room. ARGV: expected version, data, open race ('' for none). The new version, or 0 on a
-# mismatch or a missing room. HSET keeps the key's time to live: saving does not extend an
-# expiring room.
+# KEYS: room. ARGV: expected version, data, open race ('' for none)[, channel, notice]. The new
+# version, or 0 on a mismatch or a missing room. HSET keeps the key's time to live: saving does not
+# extend an expiring room. The notice (several nodes: the new version) is published on the channel
+# in the same step, and only if the save lands: no committed change goes unannounced because a
+# separate publish failed, and none is announced that did not land.
 SAVE_ROOM = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
 local new = tonumber(version) + 1
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', new)
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'race') else redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
+if ARGV[5] and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return new
 """
 
@@ -183,6 +189,18 @@ return 0
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
+# Error replies meaning the client's slot map may name the wrong master (a failover, a resharding,
+# a restarted master not yet demoted): the map is read again.
+SLOT_MAP_STALE = (
+    redis.exceptions.MovedError,
+    redis.exceptions.AskError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
+
+# How long a fence key (``RedisStore._confirmed_reads``) outlives its write: it only has to be written.
+FENCE_TTL_MS = 60_000
+
 
 def is_cluster_url(url: str) -> bool:
     return url.split("://", 1)[0] in CLUSTER_SCHEMES
@@ -215,6 +233,11 @@ def pack_command(parts: Sequence[bytes]) -> bytes:
     return b"".join(chunks)
 
 
+def command_part(part: object) -> bytes:
+    """One argument of a command as Redis gets it: bytes as they are, anything else as its text."""
+    return part if isinstance(part, bytes) else str(part).encode()
+
+
 def race_argument(open_race: int | None) -> str:
     """The open race as the scripts compare it: decimal text, '' for none."""
     return "" if check_open_race(open_race) is None else str(open_race)
@@ -240,9 +263,23 @@ class RedisStore(Store):
         connect_timeout: float = 2.0,
         retries: int = 2,
         max_connections: int = 64,
+        replicas_ack: int = 0,
+        replicas_timeout: float = 0.5,
         **redis_options: Any,
     ) -> None:
         self.namespace = check_identifier("namespace", namespace)
+        if isinstance(replicas_ack, bool) or not isinstance(replicas_ack, int) or replicas_ack < 0:
+            raise ValueError(f"replicas_ack must be a whole number, 0 or more, not {replicas_ack!r}")
+        if replicas_ack and not 0 < replicas_timeout < socket_timeout:
+            raise ValueError(
+                f"replicas_timeout must be above 0 and below the socket timeout ({socket_timeout} s), "
+                f"not {replicas_timeout!r}"
+            )
+        # WAIT replicas_ack after each append batch (and after a log's read), on its connection:
+        # nothing is acknowledged (or shown) before that many replicas hold it (docs/store.md, "Replicas").
+        self.replicas_ack = replicas_ack
+        self._wait_ms = milliseconds(replicas_timeout)
+        self._map_refresh: asyncio.Task[None] | None = None
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
         self._where = redact_url(url)
@@ -294,7 +331,9 @@ class RedisStore(Store):
         self._append_move = self._redis.register_script(self._append_move_text)
         self._append_moves = self._redis.register_script(APPEND_MOVES)
         self._create_room = self._redis.register_script(CREATE_ROOM)
-        self._save_room = self._redis.register_script(SAVE_ROOM)
+        self._save_room = self._redis.register_script(
+            SAVE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else SAVE_ROOM
+        )
         self._delete_room = self._redis.register_script(DELETE_ROOM)
         self._expire_room = self._redis.register_script(EXPIRE_ROOM)
         self._prune_listed = self._redis.register_script(PRUNE_LISTED)
@@ -319,6 +358,9 @@ class RedisStore(Store):
 
     def token_key(self, token_hash: str) -> str:
         return f"{self.namespace}:token:{token_hash}"
+
+    def fence_key(self, code: str) -> str:
+        return f"{self.namespace}:fence:{{{code}}}"
 
     def events_channel(self, code: str) -> str:
         """A room's pub/sub channel (several nodes: docs/scaling.md, "Several nodes")."""
@@ -498,6 +540,10 @@ class RedisStore(Store):
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._map_refresh is not None:
+                self._map_refresh.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._map_refresh
             await self._redis.aclose()
 
     # Players -----------------------------------------------------------------
@@ -562,15 +608,19 @@ class RedisStore(Store):
         return as_bytes(data), int(version)
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None
+        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
     ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
+        check_bytes("room notice", notice)
         race = race_argument(open_race)
         if not is_identifier(code):
             return None
+        args: list[bytes | int | str] = [expected_version, data, race]
+        if notice:  # published by the save's own script, only if it lands
+            args += [self.events_channel(code), notice]
         async with self._talking("save_room"):
-            version = await self._save_room(keys=[self.room_key(code)], args=[expected_version, data, race])
+            version = await self._save_room(keys=[self.room_key(code)], args=args)
         return int(version) or None
 
     async def delete_room(self, code: str) -> None:
@@ -635,6 +685,11 @@ class RedisStore(Store):
         self, code: str, race: int, player_id: str, expected_length: int, entry: bytes
     ) -> AppendResult:
         request = check_request(AppendRequest(code, race, player_id, expected_length, entry))
+        if self.replicas_ack:  # the batch's path: WAIT on the append's own connection
+            (result,) = await self.append_moves([request])
+            if isinstance(result, StoreUnavailable):
+                raise result
+            return result
         keys, args = self._append_keys_and_args(request)
         async with self._talking("append_move"):
             appended = await self._append_move(keys=keys, args=args)
@@ -680,44 +735,113 @@ class RedisStore(Store):
             channel = self.events_channel(code).encode() if request.notice else b""
             args += (b"%d" % request.expected_length, request.entry, b"%d" % race, channel, request.notice)
         packed = pack_command([b"EVALSHA", self._append_moves.sha.encode(), b"%d" % len(keys), *keys, *args])
+        count = 1
+        if self.replicas_ack:  # on the same connection: WAIT counts the writes of its own connection
+            packed += self._wait_command()
+            count = 2
         try:
             async with self._talking("append_moves"):
-                try:
-                    reply = await self._round_trip(packed)
-                except redis.exceptions.NoScriptError:  # Redis restarted, or SCRIPT FLUSH: nothing ran
-                    await self._redis.script_load(APPEND_MOVES)
-                    reply = await self._round_trip(packed)
+                replies = await self._round_trip(packed, count)
+                if isinstance(replies[0], redis.exceptions.NoScriptError):  # Redis restarted, or SCRIPT FLUSH
+                    await self._redis.script_load(APPEND_MOVES)  # nothing ran (a WAIT after it waited for nothing)
+                    replies = await self._round_trip(packed, count)
+                for answer in replies:
+                    if isinstance(answer, redis.exceptions.ResponseError):
+                        raise answer
         except StoreUnavailable as error:
             return [error] * len(requests)
+        reply = replies[0]
         if not isinstance(reply, list) or len(reply) != len(requests):
             odd = StoreUnavailable(f"Redis at {self._where} answered append_moves with {reply!r:.200}")
             return [odd] * len(requests)
-        results: list[AppendResult | StoreUnavailable] = []
-        for answer in reply:
+        results: list[object] = list(reply)
+        if self.replicas_ack:
+            results = self._confirmed(results, replies[1])
+        outcomes: list[AppendResult | StoreUnavailable] = []
+        for answer in results:
+            if isinstance(answer, StoreUnavailable):
+                outcomes.append(answer)
+                continue
             try:
-                results.append(self._append_result(answer))
+                outcomes.append(self._append_result(answer))
             except StoreUnavailable as error:
-                results.append(error)
-        return results
+                outcomes.append(error)
+        return outcomes
 
-    async def _round_trip(self, packed: bytes) -> object:
-        """One packed command on a pooled connection, and its reply (redis-py's retry policy: a
-        dropped connection is re-sent once it reconnects; the compare-and-sets make that harmless)."""
+    def _wait_command(self) -> bytes:
+        return pack_command([b"WAIT", b"%d" % self.replicas_ack, b"%d" % self._wait_ms])
+
+    def _confirmed(self, replies: list[object], waited: object) -> list[object]:
+        """The append replies of one connection, given its WAIT's answer: an entry stored but not
+        confirmed by ``replicas_ack`` replicas becomes StoreUnavailable (outcome uncertain: the core
+        re-reads the log, and that read is confirmed on the replicas too, ``_fenced``)."""
+        if isinstance(waited, int) and waited >= self.replicas_ack:
+            return replies
+        unconfirmed = StoreUnavailable(
+            f"Redis at {self._where} stored append_moves, but {waited!r} of {self.replicas_ack} replicas "
+            f"confirmed it within {self._wait_ms} ms"
+        )
+        return [unconfirmed if reply == 1 else reply for reply in replies]
+
+    async def _round_trip(self, packed: bytes, count: int = 1) -> list[object]:
+        """Packed commands on one pooled connection, and their ``count`` replies (an error reply in
+        its place, as an exception). redis-py's retry policy: a dropped connection is re-sent once
+        it reconnects, all of it on the new connection; the compare-and-sets make that harmless."""
         assert isinstance(self._redis, aioredis.Redis)  # one Redis: the cluster client has a pool per node
         pool = self._redis.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]
 
-        async def send() -> object:
+        async def send() -> list[object]:
             await connection.send_packed_command(packed)
-            return await connection.read_response()
+            replies: list[object] = []
+            for _ in range(count):
+                try:
+                    replies.append(await connection.read_response())
+                except redis.exceptions.ResponseError as error:  # an error reply: the next ones still follow
+                    replies.append(error)
+            return replies
 
         async def dropped(_error: Exception) -> None:
             await connection.disconnect()
 
         try:
-            return await connection.retry.call_with_retry(send, dropped)
+            replies: list[object] = await connection.retry.call_with_retry(send, dropped)
         finally:
             await pool.release(connection)
+        return replies
+
+    async def _node_pipeline(self, node: ClusterNode, commands: Sequence[Sequence[Any]]) -> list[object]:
+        """The commands on one connection to one cluster master, in order: each reply, or the error
+        it got as an exception. No redirection followed and nothing re-sent (the node's pool does
+        not retry): a WAIT must count the writes of its own connection, on the master it asks. A
+        dropped connection (raised) or a MOVED, ASK, CLUSTERDOWN or TRYAGAIN (answered) reads
+        the slot map again in the background: a failover."""
+        stack = [PipelineCommand(position, *args) for position, args in enumerate(commands)]
+        try:
+            await node.execute_pipeline(stack)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            self._refresh_slot_map()
+            raise
+        replies = [command.result for command in stack]
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+                self._refresh_slot_map()
+                raise reply
+            if isinstance(reply, SLOT_MAP_STALE):
+                self._refresh_slot_map()
+        return replies
+
+    def _refresh_slot_map(self) -> None:
+        """Read the cluster's slot map again in the background, once at a time."""
+        if self._map_refresh is not None and not self._map_refresh.done():
+            return
+
+        async def refresh() -> None:
+            if isinstance(self._redis, RedisCluster) and not self._closed:
+                with contextlib.suppress(Exception):  # the next failure asks again
+                    await self._redis.nodes_manager.initialize()
+
+        self._map_refresh = asyncio.ensure_future(refresh())
 
     async def _groups_by_node(self, requests: list[AppendRequest]) -> dict[ClusterNode | None, list[int]]:
         """The indexes of the requests, by the master holding their room (one group on one Redis).
@@ -738,7 +862,7 @@ class RedisStore(Store):
         results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
         todo = list(range(len(requests)))
         for attempt in range(2):
-            replies = await self._append_pipeline([requests[i] for i in todo])
+            replies = await self._append_pipeline([requests[i] for i in todo], node)
             again: list[int] = []
             for index, reply in zip(todo, replies, strict=True):
                 if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
@@ -767,9 +891,22 @@ class RedisStore(Store):
             todo = again
         return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
 
-    async def _append_pipeline(self, requests: list[AppendRequest]) -> list[object]:
+    async def _append_pipeline(self, requests: list[AppendRequest], node: ClusterNode | None) -> list[object]:
         """The raw reply of each request; all StoreUnavailable if the round trip itself failed
-        (then no one can tell which entries landed)."""
+        (then no one can tell which entries landed). With ``replicas_ack``, one pipeline on one
+        connection to the room's master, WAIT last (``_node_pipeline``)."""
+        if self.replicas_ack and isinstance(self._redis, RedisCluster) and node is not None:
+            commands: list[list[Any]] = []
+            for request in requests:
+                keys, args = self._append_keys_and_args(request)
+                commands.append(["EVALSHA", self._append_move.sha, len(keys), *keys, *args])
+            commands.append(["WAIT", self.replicas_ack, self._wait_ms])
+            try:
+                async with self._talking("append_moves"):
+                    *answers, waited = await self._node_pipeline(node, commands)
+            except StoreUnavailable as error:
+                return [error] * len(requests)
+            return self._confirmed(answers, waited)
         try:
             async with self._talking("append_moves"), self._redis.pipeline(transaction=False) as pipe:
                 for request in requests:
@@ -795,9 +932,44 @@ class RedisStore(Store):
             raise ValueError(f"start must be 0 or more, not {start}")
         if not is_identifier(code) or not is_identifier(player_id):
             return []
+        key = self.log_key(code, race, player_id)
         async with self._talking("load_moves"):
-            entries = await self._redis.lrange(self.log_key(code, race, player_id), start, -1)
-        return [as_bytes(entry) for entry in entries]
+            if self.replicas_ack:
+                (entries,) = await self._confirmed_reads(code, [["LRANGE", key, start, -1]])
+            else:
+                entries = await self._redis.lrange(key, start, -1)
+        return [as_bytes(entry) for entry in cast(list[bytes], entries)]
+
+    async def _confirmed_reads(self, code: str, reads: list[list[Any]]) -> list[object]:
+        """``reads`` (of one room's keys), then a throwaway write in the room's slot (its fence key)
+        and WAIT, all on one connection to the room's master; their replies. Replication keeps
+        order, so once ``replicas_ack`` replicas hold the fence they hold everything read before
+        it: what is read here survives the master's loss. StoreUnavailable if they do not confirm
+        in time (the caller retries, as after any failed read)."""
+        commands = [
+            *reads,
+            ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS],
+            ["WAIT", self.replicas_ack, self._wait_ms],
+        ]
+        if isinstance(self._redis, RedisCluster):
+            await self._redis.initialize()  # the slot map (a no-op once read)
+            node = self._redis.get_node_from_key(self.room_key(code))
+            if node is None:
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for room {code}")
+            replies = await self._node_pipeline(node, commands)
+        else:
+            packed = b"".join(pack_command([command_part(part) for part in command]) for command in commands)
+            replies = await self._round_trip(packed, len(commands))
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.ResponseError):
+                raise reply
+        waited = replies[-1]
+        if not isinstance(waited, int) or waited < self.replicas_ack:
+            raise StoreUnavailable(
+                f"Redis at {self._where}: {waited!r} of {self.replicas_ack} replicas confirmed room {code}'s "
+                f"logs within {self._wait_ms} ms"
+            )
+        return replies[: len(reads)]
 
     async def load_logs(self, code: str, race: int, starts: Sequence[tuple[str, int]]) -> list[list[bytes]]:
         """One pipeline (the logs share the room's hash tag: one slot, one master on a cluster)."""
@@ -813,10 +985,15 @@ class RedisStore(Store):
         logs: list[list[bytes]] = [[] for _ in starts]
         if not wanted:
             return logs
-        async with self._talking("load_logs"), self._redis.pipeline(transaction=False) as pipe:
-            for _index, key, start in wanted:
-                pipe.lrange(key, start, -1)
-            found = await pipe.execute()
+        found: list[Any]
+        async with self._talking("load_logs"):
+            if self.replicas_ack:
+                found = await self._confirmed_reads(code, [["LRANGE", key, start, -1] for _index, key, start in wanted])
+            else:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for _index, key, start in wanted:
+                        pipe.lrange(key, start, -1)
+                    found = await pipe.execute()
         for (index, _key, _start), entries in zip(wanted, found, strict=True):
             logs[index] = [as_bytes(entry) for entry in entries]
         return logs
