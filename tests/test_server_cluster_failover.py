@@ -337,3 +337,26 @@ async def test_the_failover_bench_times_wait_against_no_wait(replicated_cluster_
     cost = await module.wait_cost(replicated_cluster_url, 3)
     assert set(cost) == {"0", "1"}
     assert all(figures["batches"] == 3 and figures["batch_ms_p50"] > 0 for figures in cost.values())
+
+
+async def test_a_node_stays_alive_when_one_master_loses_its_liveness_keys(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    """On a cluster a node's liveness is kept under keys spread over every master: a master that
+    comes back from a failover without its keys (they lapsed while the node could not renew them
+    there) does not make the node look dead to the others; losing all of them does."""
+    store = RedisStore(redis_cluster_url)
+    try:
+        await store.mark_alive("alive", 5000)
+        keys = store.node_keys("alive")
+        assert len({redis_cluster.node_of(key).port for key in keys}) == 3  # on every master
+        lost = redis_cluster.node_of(keys[0])
+        for key in keys:
+            if redis_cluster.node_of(key) is lost:
+                lost.command("DEL", key)
+        assert await store.nodes_alive(["alive", "never seen"]) == {"alive"}
+        for key in keys:
+            redis_cluster.node_of(key).command("DEL", key)
+        assert await store.nodes_alive(["alive"]) == set()
+    finally:
+        await store.close()

@@ -199,6 +199,10 @@ SLOT_MAP_STALE = (
     redis.exceptions.TryAgainError,
 )
 
+# A node's liveness keys on a cluster (RedisStore.node_keys): with 16 hash tags, all on one master
+# of three has odds of about 1 in 14 million.
+LIVENESS_KEYS = 16
+
 # How long WAIT waits for the replicas (RedisStore's replicas_timeout), at most half the socket timeout.
 DEFAULT_REPLICAS_TIMEOUT = 0.5
 
@@ -434,20 +438,40 @@ class RedisStore(Store):
     def node_key(self, node: str) -> str:
         return f"{self.namespace}:node:{node}"
 
+    def node_keys(self, node: str) -> list[str]:
+        """A node's liveness keys: on one Redis its one key; on a cluster ``LIVENESS_KEYS`` keys,
+        each with a hash tag of its own, so spread over the masters. A master that fails over
+        may come back without the keys it held (they lapse while the node cannot reach it to
+        renew them: the failover takes about as long as their time to live); the node's keys on
+        the other masters keep it alive."""
+        if not self.cluster:
+            return [self.node_key(node)]
+        return [f"{self.namespace}:node:{{{node}.{k}}}" for k in range(LIVENESS_KEYS)]
+
     async def mark_alive(self, node: str, ttl_ms: int) -> None:
-        """This node is alive for ``ttl_ms`` more (its liveness key; renewed by its heartbeat)."""
+        """This node is alive for ``ttl_ms`` more (its liveness keys; renewed by its heartbeat;
+        on a cluster one pipeline per master)."""
+        keys = self.node_keys(node)
         async with self._talking("mark_alive"):
-            await self._redis.set(self.node_key(node), b"1", px=ttl_ms)
+            if len(keys) == 1:
+                await self._redis.set(keys[0], b"1", px=ttl_ms)
+                return
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.set(key, b"1", px=ttl_ms)
+                await pipe.execute()
 
     async def nodes_alive(self, nodes: Sequence[str]) -> set[str]:
-        """Which of these nodes renewed their liveness key in time (one round trip)."""
+        """Which of these nodes renewed a liveness key in time (one round trip; on a cluster one
+        per master: a node is alive while any of its keys is)."""
         if not nodes:
             return set()
+        keyed = [(node, key) for node in nodes for key in self.node_keys(node)]
         async with self._talking("nodes_alive"), self._redis.pipeline(transaction=False) as pipe:
-            for node in nodes:
-                pipe.exists(self.node_key(node))
+            for _node, key in keyed:
+                pipe.exists(key)
             found = await pipe.execute()
-        return {node for node, exists in zip(nodes, found, strict=True) if exists}
+        return {node for (node, _key), exists in zip(keyed, found, strict=True) if exists}
 
     def deal_lease_key(self, code: str, race: int) -> str:
         """Which node searches the winnable deal of a room's race (several nodes: one at a time)."""
