@@ -39,6 +39,7 @@ async def test_a_coordinated_failover_mid_race_loses_no_acknowledged_move(
     outcome = await failover_race(replicated_cluster, how="coordinated")
     for label, acked in outcome["acked"].items():
         assert outcome["logs"][label] == [*acked, RESIGN_ID], label  # every ack stored, once, in order
+    assert "nodes_gone" not in outcome["warnings"], outcome["warnings"]
 
 
 async def test_a_master_killed_mid_race_loses_no_acknowledged_move_with_replicas_ack(
@@ -50,6 +51,8 @@ async def test_a_master_killed_mid_race_loses_no_acknowledged_move_with_replicas
     outcome = await failover_race(replicated_cluster, how="kill", replicas_ack=1)
     for label, acked in outcome["acked"].items():
         assert outcome["logs"][label] == [*acked, RESIGN_ID], label
+    # Neither node took the other for dead meanwhile (its liveness keys outlive one master).
+    assert "nodes_gone" not in outcome["warnings"], outcome["warnings"]
 
 
 # ---------------------------------------------------------------- the window, on the store itself

@@ -450,16 +450,28 @@ class RedisStore(Store):
 
     async def mark_alive(self, node: str, ttl_ms: int) -> None:
         """This node is alive for ``ttl_ms`` more (its liveness keys; renewed by its heartbeat;
-        on a cluster one pipeline per master)."""
+        on a cluster one pipeline per master, side by side). StoreUnavailable if none was renewed."""
         keys = self.node_keys(node)
         async with self._talking("mark_alive"):
-            if len(keys) == 1:
+            if not isinstance(self._redis, RedisCluster):
                 await self._redis.set(keys[0], b"1", px=ttl_ms)
                 return
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.set(key, b"1", px=ttl_ms)
-                await pipe.execute()
+            # One pipeline per master, each on its own (the cluster client's pipeline fails, and
+            # retries, as a whole when one master is down): the live masters' keys are renewed.
+            await self._redis.initialize()
+            by_node: dict[str, tuple[ClusterNode, list[list[Any]]]] = {}
+            for key in keys:
+                master = self._redis.get_node_from_key(key)
+                if master is not None:
+                    by_node.setdefault(master.name, (master, []))[1].append(["SET", key, b"1", "PX", ttl_ms])
+            outcomes = await asyncio.gather(
+                *(self._node_pipeline(master, commands) for master, commands in by_node.values()),
+                return_exceptions=True,
+            )
+            renewed = [o for o in outcomes if not isinstance(o, BaseException)]
+            if not renewed:
+                failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} renewed no liveness key: {failed!r}")
 
     async def nodes_alive(self, nodes: Sequence[str]) -> set[str]:
         """Which of these nodes renewed a liveness key in time (one round trip; on a cluster one
