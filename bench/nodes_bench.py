@@ -6,7 +6,8 @@ leaderboards carry only rows whose cards, status or rank changed, so ``moves`` c
 the time from a node's death to its racers playing again elsewhere.
 
     .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2]
-        [--layouts one,two,split,half] [--cluster]
+        [--layouts one,two,split,half] [--cluster] [--tree before=/tmp/old --layouts one,two,two@before]
+        [--profile DIR]
 
 Starts a redis-server (tests/redis_fixture.py; loopback, no disk). Each run starts fresh servers for
 each layout in turn, the layouts alternating run by run (drift on a shared machine hits them alike):
@@ -22,6 +23,12 @@ pub/sub), so Redis CPU per move on the cluster, pub/sub included, stands beside 
 failover: a room of two racers on node A, node A killed (SIGKILL), both racers reconnect to node B
 with their tokens; the time from the start of the reconnection to each racer's first acknowledged
 move there. Prints JSON (``--json FILE`` writes it too).
+
+``--tree NAME=PATH`` lets a layout written ``LAYOUT@NAME`` run the plot-server of the checkout at PATH
+(an older commit, for before/after in one run, alternating with this tree's). ``--profile DIR``
+samples every server process of each layout with py-spy over the measured window (collapsed stacks,
+``DIR/LAYOUT-runN-nodeK.txt``; node 1 is B); ``bench/profile_nodes.py`` sorts them into the parts of a
+remote move. Profiled runs cost CPU of their own: measure without it.
 """
 
 from __future__ import annotations
@@ -57,14 +64,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
-def start_node(url: str, multi: bool) -> tuple[subprocess.Popen[str], int]:
+TREES: dict[str, Path] = {}  # --tree NAME=PATH: layouts written LAYOUT@NAME run that checkout's server
+
+
+def start_node(url: str, multi: bool, root: Path = ROOT) -> tuple[subprocess.Popen[str], int]:
     port = free_port()
-    env = server_environment()
+    env = server_environment(PYTHONPATH=str(root))  # that tree's server, not the installed one
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
                "--rate", "1000", "--log-level", "warning", "--max-conns-per-address", "0",
                "--hellos-per-minute", "0", "--rooms-per-minute", "0", "--metrics", "off",
                *(["--multi-node"] if multi else [])]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
     wait_healthy(proc, port)
     return proc, port
 
@@ -131,8 +141,19 @@ async def spectator_delays(spectator: Client, remote: set[str], seen: dict[tuple
                 shown[row.player_id] = max(row.cards, shown.get(row.player_id, 0))
 
 
+def py_spy(pid: int, seconds: float, output: Path, native: bool) -> subprocess.Popen[bytes]:
+    """py-spy sampling process ``pid`` for ``seconds`` at 500 Hz (collapsed stacks): without pausing
+    it, or ``native``, with the C frames (uvloop's, msgspec's, hiredis'), pausing it at each sample."""
+    binary = Path(sys.executable).parent / "py-spy"
+    command = [str(binary), "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))), "--rate", "500",
+               "--format", "raw", "--output", str(output),
+               *(["--native"] if native else ["--nonblocking"])]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int], redis_pids: list[int],
-                   rooms_count: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:  # fmt: skip
+                   rooms_count: int, args: argparse.Namespace, seed: int,
+                   profile: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Rooms of racers (racer i of each room on ``racer_nodes[i % len]``) and one spectator (on
     ``spectator_node``) racing; CPU per move of the server processes ``pids``, each and together."""
     rooms: list[tuple[list[Client], Client]] = []
@@ -178,12 +199,18 @@ async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int],
             tasks.append(asyncio.ensure_future(
                 racer_loop(client, race_start.view, args.pace, until, acks, counted, window, sub)))  # fmt: skip
     await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+    load_1min = os.getloadavg()[0]
+    spies = []
+    if profile is not None:  # --profile: each node sampled over the window, named PROFILE-nodeK.txt
+        spies = [py_spy(pid, args.duration, Path(f"{profile}-node{k}.txt"), args.native) for k, pid in enumerate(pids)]
     cpu_before = [cpu_seconds(pid) for pid in pids]
     redis_before = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.sleep(max(0.0, window[1] - time.monotonic()))
     cpu_after = [cpu_seconds(pid) for pid in pids]
     redis_after = sum(cpu_seconds(pid) for pid in redis_pids)
     await asyncio.gather(*tasks)
+    for spy in spies:
+        await asyncio.to_thread(spy.wait, 30)
     await asyncio.sleep(0.5)  # the last leaderboards
     for watcher in watchers:
         watcher.cancel()
@@ -194,6 +221,7 @@ async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int],
     used = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
     return {
         "moves_in_window": counted[0],
+        "loadavg_1min": round(load_1min, 2),  # before the window: the shared machine's other load too
         "server_cpu_s": round(sum(used), 3),
         "cpu_us_per_move": round(sum(used) / max(1, counted[0]) * 1e6, 1),
         "cpu_us_per_move_by_node": [round(cpu / max(1, counted[0]) * 1e6, 1) for cpu in used],
@@ -270,12 +298,29 @@ def main() -> None:
     parser.add_argument("--cluster", action="store_true", help="also two nodes on a three-master Redis Cluster")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle cluster's own CPU is measured")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
+                        help="a checkout whose server the layouts written LAYOUT@NAME run")  # fmt: skip
+    parser.add_argument("--profile", type=Path, help="py-spy every node over each window into this folder")
+    parser.add_argument("--native", action="store_true", help="--profile with the C frames (py-spy --native)")
     args = parser.parse_args()
+    for tree in args.tree:
+        name, sep, where = tree.partition("=")
+        if not sep or not name or not (Path(where) / "server" / "cli.py").is_file():
+            parser.error(f"--tree {tree!r}: expected NAME=PATH of a checkout (with server/cli.py)")
+        TREES[name] = Path(where).resolve()
+    for layout in args.layouts.split(","):
+        kind, _, tree = layout.partition("@")
+        if kind not in ("one", "two", "split", "half") or (tree and tree not in TREES):
+            parser.error(f"--layouts: {layout!r} is not one, two, split, half (or one of them @NAME of a --tree)")
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     redis = RedisServer()
     redis.start()
     cluster = LocalRedisCluster() if args.cluster else None
     layouts = [*args.layouts.split(","), *(["two-cluster"] if cluster else [])]
-    results: dict[str, Any] = {"args": vars(args) | {"json": str(args.json)}} | {layout: [] for layout in layouts}
+    settings = vars(args) | {"json": str(args.json), "profile": str(args.profile)}
+    settings["started_utc"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    results: dict[str, Any] = {"args": settings} | {layout: [] for layout in layouts}
     try:
         if cluster is not None:
             cluster.start()
@@ -297,14 +342,19 @@ def main() -> None:
                     redis.command("FLUSHALL")
                     url, servers = redis.url, [redis]
                 redis_pids = [server.process.pid for server in servers if server.process is not None]
-                multi = layout not in ("one", "half")
-                nodes = [start_node(url, multi) for _ in range(2 if multi else 1)]
+                kind, _, tree = layout.partition("@")
+                root = TREES[tree] if tree else ROOT
+                multi = kind not in ("one", "half")
+                nodes = [start_node(url, multi, root) for _ in range(2 if multi else 1)]
                 urls = [f"ws://127.0.0.1:{port}" for _, port in nodes]
-                racer_nodes = urls[:1] if layout == "split" else urls  # split: racers on A, spectators on B
-                rooms = max(1, args.rooms // 2) if layout == "half" else args.rooms
+                racer_nodes = urls[:1] if kind == "split" else urls  # split: racers on A, spectators on B
+                rooms = max(1, args.rooms // 2) if kind == "half" else args.rooms
                 pids = [proc.pid for proc, _ in nodes]
+                profile = None if args.profile is None else str(args.profile / f"{layout}-run{run + 1}")
                 try:
-                    figures = asyncio.run(load_run(racer_nodes, urls[-1], pids, redis_pids, rooms, args, seed=run + 1))
+                    figures = asyncio.run(
+                        load_run(racer_nodes, urls[-1], pids, redis_pids, rooms, args, run + 1, profile)
+                    )
                 finally:
                     for proc, _ in nodes:
                         proc.terminate()
@@ -324,14 +374,19 @@ def main() -> None:
         }
         for layout in layouts
     }
-    one = results["medians"].get("one", {}).get("cpu_us_per_move", 0.0)
-    for layout in ("two", "split"):  # None when the window was too short for the clock's ticks (10 ms)
-        if layout in results["medians"] and "one" in results["medians"]:
-            other = results["medians"][layout]["cpu_us_per_move"]
-            results[f"cpu_ratio_{layout}_over_one"] = round(other / one, 2) if one > 0 and other > 0 else None
-    if "split" in results:  # node B of split: what applying another node's moves costs, per move
-        remote = [r["cpu_us_per_move_by_node"][1] for r in results["split"]]
-        results["remote_us_per_move_median"] = statistics.median(remote)
+    for suffix in ["", *(f"@{tree}" for tree in TREES)]:  # each tree against its own "one"
+        if f"one{suffix}" not in results["medians"]:
+            continue
+        one = results["medians"][f"one{suffix}"]["cpu_us_per_move"]
+        for kind in ("two", "split", "half"):  # None when the window was too short for the clock's ticks (10 ms)
+            if f"{kind}{suffix}" in results["medians"]:
+                other = results["medians"][f"{kind}{suffix}"]["cpu_us_per_move"]
+                ratio = round(other / one, 2) if one > 0 and other > 0 else None
+                results[f"cpu_ratio_{kind}_over_one{suffix}"] = ratio
+    for suffix in ["", *(f"@{tree}" for tree in TREES)]:
+        if f"split{suffix}" in results:  # node B of split: what applying another node's moves costs, per move
+            remote = [r["cpu_us_per_move_by_node"][1] for r in results[f"split{suffix}"]]
+            results[f"remote_us_per_move_median{suffix}"] = statistics.median(remote)
     if cluster is not None:  # Redis CPU per move: the cluster's masters together against one Redis, both two nodes
         one_redis = results["medians"]["two"]["redis_cpu_us_per_move"]
         on_cluster = results["medians"]["two-cluster"]["redis_cpu_us_per_move"]

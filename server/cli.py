@@ -169,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
         "nodes on the same Redis or Redis Cluster: any node serves any racer (needs --redis) "
         "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
+    number("--redis-replicas-ack", "PLOT_REDIS_REPLICAS_ACK", int, 0, 0, "acknowledge a move only once this "
+           "many Redis replicas hold it (WAIT after each group commit, on its connection; room writes and reads "
+           "are confirmed the same way); 0: once the master holds it, the default (an acknowledged move may be lost "
+           "if the master dies before its replica has it: docs/scaling.md) [PLOT_REDIS_REPLICAS_ACK] (0)",
+           high=16)  # fmt: skip
     number("--workers", "PLOT_WORKERS", int, 1, 1, "server processes sharing the port (SO_REUSEPORT), each a full "
            "node of --multi-node, supervised: one that dies is restarted; more than one needs --redis "
            "[PLOT_WORKERS] (1)", high=256)  # fmt: skip
@@ -333,6 +338,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.redis:
         check_redis_url(args.redis)
     check_workers(args)
+    if args.redis_replicas_ack and not args.redis:
+        raise ConfigError("--redis-replicas-ack needs --redis URL: the in-memory store has no replicas")
     winnable = WinnableConfig(
         budget=args.winnable_budget,
         tries=args.winnable_tries,
@@ -378,12 +385,12 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def make_store(redis_url: str | None) -> tuple[Store, str]:
+def make_store(redis_url: str | None, replicas_ack: int = 0) -> tuple[Store, str]:
     if redis_url:
         from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
 
         try:
-            return RedisStore(redis_url), f"redis {redact_url(redis_url)}"
+            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {redact_url(redis_url)}"
         except ValueError as exc:  # redis-py refused the URL
             raise ConfigError(f"--redis / REDIS_URL: {exc}") from None
     from server.store.memory import MemoryStore
@@ -401,7 +408,7 @@ def setup_logging(level: str) -> None:
 
 
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
-    store, store_name = make_store(args.redis)
+    store, store_name = make_store(args.redis, args.redis_replicas_ack)
     server = RaceServer(store, config, store_name=store_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -544,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as exc:
                 raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None
         if args.redis:
-            make_store(args.redis)  # redis-py's own URL checks (it connects lazily)
+            make_store(args.redis, args.redis_replicas_ack)  # redis-py's own URL checks (it connects lazily)
     except ConfigError as exc:
         print(f"plot-server: {exc}", file=sys.stderr)
         return 2

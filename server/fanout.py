@@ -17,6 +17,10 @@ class Fanout(abc.ABC):
     def publish(self, room: str | None, players: Iterable[str], frame: bytes, droppable: bool) -> None:
         """Deliver ``frame`` to every connection of ``players`` (``room`` names the channel)."""
 
+    def reaches(self, players: Iterable[str]) -> bool:
+        """Would a frame to ``players`` reach any connection? (False: the caller need not encode it.)"""
+        return True
+
 
 class LocalFanout(Fanout):
     """Every player is connected to this process (or not connected at all)."""
@@ -24,6 +28,11 @@ class LocalFanout(Fanout):
     def __init__(self, conns_of: Callable[[str], Iterable[int]], deliver: Callable[[list[int], bytes, bool], None]):
         self._conns_of = conns_of
         self._deliver = deliver
+
+    def reaches(self, players: Iterable[str]) -> bool:
+        # Several nodes: most frames of a shared room are addressed to members on other nodes too
+        # (a room snapshot, a leaderboard), and some to none here at all.
+        return any(self._conns_of(player) for player in players)
 
     def publish(self, room: str | None, players: Iterable[str], frame: bytes, droppable: bool) -> None:
         conns: list[int] = []

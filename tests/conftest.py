@@ -4,7 +4,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 from playwright.async_api import Browser, async_playwright
-from redis_cluster_fixture import redis_cluster, redis_cluster_url  # noqa: F401  (the cluster fixtures)
+from redis_cluster_fixture import (  # noqa: F401  (the cluster fixtures)
+    redis_cluster,
+    redis_cluster_url,
+    replicated_cluster,
+    replicated_cluster_url,
+)
 from redis_fixture import (  # noqa: F401  (fixtures, registered by being imported here)
     own_redis_server,
     persistent_redis_server,

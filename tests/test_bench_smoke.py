@@ -284,6 +284,77 @@ def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
     assert figures["cpu_ratio_two_over_one"] is None or figures["cpu_ratio_two_over_one"] > 0
 
 
+def test_nodes_bench_runs_another_tree_beside_this_one_and_profiles_each_node(tmp_path: Path) -> None:
+    """--tree NAME=PATH (here this checkout again) runs LAYOUT@NAME beside LAYOUT; --profile samples
+    each node with py-spy over the window, and bench/profile_nodes.py sorts the samples into parts."""
+    import json
+    import subprocess
+
+    root = BENCH.parent
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "nodes_bench.py"), "--rooms", "1", "--racers", "2", "--duration", "1",
+         "--warmup", "0.5", "--runs", "1", "--tree", f"again={root}", "--layouts", "one,split,split@again",
+         "--profile", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout)
+    assert set(figures["medians"]) == {"one", "split", "split@again"}
+    assert figures["split@again"][0]["moves_in_window"] > 0
+    assert "remote_us_per_move_median@again" in figures and "cpu_ratio_split_over_one" in figures
+    profiles = sorted(path.name for path in tmp_path.glob("*.txt"))
+    assert profiles == ["one-run1-node0.txt", "split-run1-node0.txt", "split-run1-node1.txt",
+                        "split@again-run1-node0.txt", "split@again-run1-node1.txt"]  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, str(BENCH / "profile_nodes.py"), str(tmp_path / "split-run1-node1.txt"), "--moves", "10"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert report.returncode == 0 and "samples counted" in report.stdout, report.stderr[-2000:]
+    bad = subprocess.run(
+        [sys.executable, str(BENCH / "nodes_bench.py"), "--layouts", "two@nowhere"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "two@nowhere" in bad.stderr
+
+
+def test_profile_nodes_puts_each_sample_in_one_part_of_a_remote_move() -> None:
+    profile_nodes = load("profile_nodes")
+    loop = "Runner.run (asyncio/runners.py:118);run_until_complete (uvloop/loop.pyx:1)"
+    read = f"{loop};NodeLink._listen (server/nodes.py:380);NodeLink._read (server/nodes.py:430)"
+    remote = f"{read};RaceServer._on_node_messages (server/app.py:1170);RaceServer._dispatch (server/app.py:840)"
+    core = f"{remote};ServerCore.handle (server/core/machine.py:88)"
+    tick = f"{loop};RaceServer._on_timer (server/app.py:980);RaceServer._dispatch (server/app.py:840)"
+    raw = "\n".join(
+        [
+            f"{core};ServerCore._dispatch (server/core/machine.py:100);"
+            "RacerLogMixin._remote_moves (server/core/wal.py:330);Game.play (shared/engine.py:462) 7",
+            f"{core};ServerCore._dispatch (server/core/machine.py:100);"
+            "RacerLogMixin._remote_moves (server/core/wal.py:330) 2",
+            f"{core};CoreBase._finish (server/core/base.py:58);"
+            "DeadlinesMixin._next_wake (server/core/deadlines.py:74) 3",
+            f"{read};as_message (server/nodes.py:518) 4",
+            f"{tick};ServerCore.handle (server/core/machine.py:88);RankingMixin._rows (server/core/ranking.py:23) 5",
+            f"{tick};RaceServer._execute (server/app.py:870);"
+            "Connection.send_data (websockets/asyncio/connection.py:971) 6",
+            f"{loop};NodeLink._beat (server/nodes.py:320) 1",
+            "Runner.run (asyncio/runners.py:118) 11",  # the loop only: left out
+            f"{loop};epoll_pwait (libc.so.6) 9",  # --native: the loop waiting, left out
+            f"{loop};uv__io_poll (libuv) 2",  # --native: the loop's own C code, busy
+        ]
+    )
+    parts, leaves, skipped = profile_nodes.parts_of(raw)
+    assert parts == {
+        "remote: engine replay": 7,
+        "remote: core bookkeeping": 2,
+        "remote: core per-event work (snapshot, deadline table)": 3,
+        "pub/sub: read and parse (hiredis, messages)": 4,
+        "tick: leaderboard rows (rank, build)": 5,
+        "tick: frames written to connections": 6,
+        "heartbeats, liveness, sweeps": 1,
+        "event loop itself (uvloop, C): callbacks, timers, transports": 2,
+    }
+    assert skipped == 20 and leaves[("Game.play", "shared/engine.py")] == 7
+
+
 @pytest.mark.parametrize("reference", ["64", "matched"])
 def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
     run_load: ModuleType, reference: str

@@ -27,6 +27,7 @@ from server.core.events import (
     RemoteMoves,
     RoomChanged,
     SavePlayer,
+    Send,
 )
 from server.core.race import PHASE_TRANSITIONS
 from server.core.records import LogEntry
@@ -721,3 +722,36 @@ def test_an_incremental_read_back_of_another_race_reads_the_logs_again() -> None
     race = shell.core.rooms[code].race
     assert race is not None
     assert race.racers[ann].game.entries == [e.move for e in stored] and race.racers[ann].log_length == 1
+
+
+def test_a_node_builds_leaderboards_only_for_its_own_connections() -> None:
+    """Several nodes: each node sends a room's leaderboards to the members connected to it. An
+    audience wholly on other nodes (here the spectator, and Bob of the racers) gets none from this
+    node, and none is built for it; Ann, connected here, still gets the whole race's rows, Bob's
+    moves (stored by node B) included."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    eve_conn = shell.hello("Eve")
+    shell.send(eve_conn, p.Join(code=code, role=p.SPECTATOR))
+    eve = pid(shell, eve_conn)
+    room = shell.core.rooms[code]
+    assert room.race is not None
+    number = room.race.record.number
+    # Bob and Eve move to node B (as a read-back of the room would say): no connection here.
+    shell.disconnect(conns[1])
+    shell.disconnect(eve_conn)
+    for member in (bob, eve):
+        room.members[member].left_ms, room.members[member].node = None, "b"
+    room.race.racers[bob].forfeit_at = None
+    start = len(shell.effects)
+    assert isinstance(shell.move(conns[0], 1, room.race.racers[ann].game.legal_moves()[0]), p.MoveOk)
+    theirs = room.race.racers[bob].game.copy()
+    entry = LogEntry(move=theirs.legal_moves()[0], t_ms=5, id=1)
+    shell.logs[(code, number, bob)].append(entry)
+    shell.run(RemoteMoves(code, number, bob, 0, [entry], shell.now))
+    shell.advance(6000)  # past a whole leaderboard's interval too (leaderboard_full_ms)
+    sent = [e for e in shell.effects[start:] if isinstance(e, Send) and isinstance(e.message, p.Leaderboard)]
+    assert sent and all(e.players == (ann,) for e in sent), [e.players for e in sent]
+    shown = shell.leaderboards[conns[0]]
+    assert {row.player_id: row.moves for row in shown.racers} == {ann: 1, bob: 1}

@@ -125,8 +125,13 @@ class DeadlinesMixin(CoreBase):
                 feed.behind = True
                 continue
             players = room.audience_ids(audience)
+            if self.config.shared_rooms:
+                # Several nodes: a feed is built for the members connected here only; another
+                # node builds its own members' (in a room spread over two, often a whole audience
+                # is on the other node: the spectators of a room whose racers are all here).
+                players = tuple(pid for pid in players if self._connected(pid))
             if not players:
-                feed.reset()
+                feed.reset(now)
                 continue
             feed.behind = False
             if rows is None:

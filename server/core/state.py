@@ -263,11 +263,14 @@ class LeaderboardFeed:
     # when they change (docs/protocol.md, "leaderboard"). Empty: the next one is whole.
     sent: dict[str, tuple[int, str, int, bool]] = field(default_factory=dict)
 
-    def reset(self) -> None:
+    def reset(self, now: int) -> None:
         """Nobody of this audience is in the room: nothing is sent, and the next one is whole
-        (the rows a newcomer holds are then not judged against rows nobody received)."""
+        (the rows a newcomer holds are then not judged against rows nobody received). It counts
+        as a whole one sent now, so moves that leave it stale wake the room once per
+        ``leaderboard_full_ms`` at most, not once each."""
         self.behind = False
         self.stale = False
+        self.full_ms = now
         self.sent.clear()
 
 

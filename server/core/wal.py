@@ -31,6 +31,7 @@ from server.core.state import (
     PendingMove,
     PlayerState,
     RacerState,
+    RaceState,
     RoomState,
 )
 from shared import protocol as p
@@ -229,7 +230,7 @@ class RacerLogMixin(CoreBase):
             self._reread(room, racer)
             return
         old = racer.game
-        before = old.foundation_cards
+        before, status_before = old.foundation_cards, old.status
         checked = racer.checked if len(old.entries) == racer.checked_at else None
         touched = checked if checked is not None else old.touched(pending.move)
         lengths = tuple(old.pile_length(index) for index in touched)
@@ -270,7 +271,7 @@ class RacerLogMixin(CoreBase):
                 status=None if game.status == PLAYING else game.status,
             )
             self._send((racer.info.player_id,), ok)
-        race.lb_dirty = True
+        self._progressed(race, game.foundation_cards != before or game.status != status_before)
         race.boards_dirty = True
         if game.over:
             self._note("racer_done", room=room.code, player=racer.info.player_id, status=game.status)
@@ -278,6 +279,19 @@ class RacerLogMixin(CoreBase):
         self._settle_blocked(room, racer, ev.now)
         self._pump(room, racer, ev.now)
         self._check_race_over(room, ev.now)
+
+    def _progressed(self, race: RaceState, shown: bool) -> None:
+        """A racer's log grew. A leaderboard row goes out when its cards, status, rank (which
+        follows from the cards and statuses) or presence changed: only then does the room need
+        its next leaderboard tick (``shown``). Otherwise nothing a partial leaderboard would carry
+        changed (most moves send no card home), and only the rows' moves and times lag: the
+        feeds are marked stale, so their whole leaderboard follows within ``leaderboard_full_ms``
+        as after a partial one, with no tick meanwhile."""
+        if shown:
+            race.lb_dirty = True
+        else:
+            race.racers_feed.stale = True
+            race.spectators_feed.stale = True
 
     def _move_persist_failed(self, ev: MovePersistFailed) -> None:
         found = self._racer_for(ev.code, ev.race, ev.player_id)
@@ -343,6 +357,7 @@ class RacerLogMixin(CoreBase):
             self._reread(room, racer)
             return
         game = racer.game
+        shown_before = (game.foundation_cards, game.status)
         for entry in ev.entries[racer.log_length - ev.start :]:
             before = game.foundation_cards
             try:
@@ -360,7 +375,7 @@ class RacerLogMixin(CoreBase):
                 racer.id_moves[entry.id] = entry.move
             if game.over:
                 break
-        race.lb_dirty = True
+        self._progressed(race, (game.foundation_cards, game.status) != shown_before)
         race.boards_dirty = True
         if game.over:
             self._note("racer_done", room=room.code, player=ev.player_id, status=game.status)

@@ -16,11 +16,14 @@ Keys (``ns`` is the namespace, ``{code}`` a Redis Cluster hash tag, so one room'
 - ``ns:rooms:listed``           zset  listed room codes, scored by listing time (one slot of its own)
 - ``ns:player:id``              hash  data, token (the token hash): the record of which token is current
 - ``ns:token:hash``             string player id (a token is valid only while the player's ``token`` is it)
+- ``ns:fence:{code}``           string a throwaway write in the room's slot (``replicas_ack``: a read confirmed
+                                       on the replicas, docs/store.md "Replicas")
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -30,10 +33,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.commands.core import AsyncScript
 
 from server.store.base import (
     DEFAULT_PLAYER_TTL,
@@ -186,6 +190,25 @@ return 0
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
+# Error replies meaning the client's slot map may name the wrong master (a failover, a resharding,
+# a restarted master not yet demoted): the map is read again.
+SLOT_MAP_STALE = (
+    redis.exceptions.MovedError,
+    redis.exceptions.AskError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
+
+# A node's liveness keys on a cluster (RedisStore.node_keys): with 16 hash tags, all on one master
+# of three has odds of about 1 in 14 million.
+LIVENESS_KEYS = 16
+
+# How long WAIT waits for the replicas (RedisStore's replicas_timeout), at most half the socket timeout.
+DEFAULT_REPLICAS_TIMEOUT = 0.5
+
+# How long a fence key (``RedisStore._confirmed_reads``) outlives its write: it only has to be written.
+FENCE_TTL_MS = 60_000
+
 
 def is_cluster_url(url: str) -> bool:
     return url.split("://", 1)[0] in CLUSTER_SCHEMES
@@ -218,6 +241,11 @@ def pack_command(parts: Sequence[bytes]) -> bytes:
     return b"".join(chunks)
 
 
+def command_part(part: object) -> bytes:
+    """One argument of a command as Redis gets it: bytes as they are, anything else as its text."""
+    return part if isinstance(part, bytes) else str(part).encode()
+
+
 def race_argument(open_race: int | None) -> str:
     """The open race as the scripts compare it: decimal text, '' for none."""
     return "" if check_open_race(open_race) is None else str(open_race)
@@ -243,9 +271,25 @@ class RedisStore(Store):
         connect_timeout: float = 2.0,
         retries: int = 2,
         max_connections: int = 64,
+        replicas_ack: int = 0,
+        replicas_timeout: float | None = None,
         **redis_options: Any,
     ) -> None:
         self.namespace = check_identifier("namespace", namespace)
+        if isinstance(replicas_ack, bool) or not isinstance(replicas_ack, int) or replicas_ack < 0:
+            raise ValueError(f"replicas_ack must be a whole number, 0 or more, not {replicas_ack!r}")
+        if replicas_timeout is None:  # well inside the socket's timeout, which would cut the WAIT
+            replicas_timeout = min(DEFAULT_REPLICAS_TIMEOUT, socket_timeout / 2)
+        if replicas_ack and not 0 < replicas_timeout < socket_timeout:
+            raise ValueError(
+                f"replicas_timeout must be above 0 and below the socket timeout ({socket_timeout} s), "
+                f"not {replicas_timeout!r}"
+            )
+        # WAIT replicas_ack after each append batch (and after a log's read), on its connection:
+        # nothing is acknowledged (or shown) before that many replicas hold it (docs/store.md, "Replicas").
+        self.replicas_ack = replicas_ack
+        self._wait_ms = milliseconds(replicas_timeout)
+        self._map_refresh: asyncio.Task[None] | None = None
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
         self._where = redact_url(url)
@@ -325,6 +369,9 @@ class RedisStore(Store):
     def token_key(self, token_hash: str) -> str:
         return f"{self.namespace}:token:{token_hash}"
 
+    def fence_key(self, code: str) -> str:
+        return f"{self.namespace}:fence:{{{code}}}"
+
     def events_channel(self, code: str) -> str:
         """A room's pub/sub channel (several nodes: docs/scaling.md, "Several nodes")."""
         return f"{self.namespace}:events:{{{code}}}"
@@ -391,20 +438,52 @@ class RedisStore(Store):
     def node_key(self, node: str) -> str:
         return f"{self.namespace}:node:{node}"
 
+    def node_keys(self, node: str) -> list[str]:
+        """A node's liveness keys: on one Redis its one key; on a cluster ``LIVENESS_KEYS`` keys,
+        each with a hash tag of its own, so spread over the masters. A master that fails over
+        may come back without the keys it held (they lapse while the node cannot reach it to
+        renew them: the failover takes about as long as their time to live); the node's keys on
+        the other masters keep it alive."""
+        if not self.cluster:
+            return [self.node_key(node)]
+        return [f"{self.namespace}:node:{{{node}.{k}}}" for k in range(LIVENESS_KEYS)]
+
     async def mark_alive(self, node: str, ttl_ms: int) -> None:
-        """This node is alive for ``ttl_ms`` more (its liveness key; renewed by its heartbeat)."""
+        """This node is alive for ``ttl_ms`` more (its liveness keys; renewed by its heartbeat;
+        on a cluster one pipeline per master, side by side). StoreUnavailable if none was renewed."""
+        keys = self.node_keys(node)
         async with self._talking("mark_alive"):
-            await self._redis.set(self.node_key(node), b"1", px=ttl_ms)
+            if not isinstance(self._redis, RedisCluster):
+                await self._redis.set(keys[0], b"1", px=ttl_ms)
+                return
+            # One pipeline per master, each on its own (the cluster client's pipeline fails, and
+            # retries, as a whole when one master is down): the live masters' keys are renewed.
+            await self._redis.initialize()
+            by_node: dict[str, tuple[ClusterNode, list[list[Any]]]] = {}
+            for key in keys:
+                master = self._redis.get_node_from_key(key)
+                if master is not None:
+                    by_node.setdefault(master.name, (master, []))[1].append(["SET", key, b"1", "PX", ttl_ms])
+            outcomes = await asyncio.gather(
+                *(self._node_pipeline(master, commands) for master, commands in by_node.values()),
+                return_exceptions=True,
+            )
+            renewed = [o for o in outcomes if not isinstance(o, BaseException)]
+            if not renewed:
+                failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} renewed no liveness key: {failed!r}")
 
     async def nodes_alive(self, nodes: Sequence[str]) -> set[str]:
-        """Which of these nodes renewed their liveness key in time (one round trip)."""
+        """Which of these nodes renewed a liveness key in time (one round trip; on a cluster one
+        per master: a node is alive while any of its keys is)."""
         if not nodes:
             return set()
+        keyed = [(node, key) for node in nodes for key in self.node_keys(node)]
         async with self._talking("nodes_alive"), self._redis.pipeline(transaction=False) as pipe:
-            for node in nodes:
-                pipe.exists(self.node_key(node))
+            for _node, key in keyed:
+                pipe.exists(key)
             found = await pipe.execute()
-        return {node for node, exists in zip(nodes, found, strict=True) if exists}
+        return {node for (node, _key), exists in zip(keyed, found, strict=True) if exists}
 
     def deal_lease_key(self, code: str, race: int) -> str:
         """Which node searches the winnable deal of a room's race (several nodes: one at a time)."""
@@ -503,6 +582,10 @@ class RedisStore(Store):
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._map_refresh is not None:
+                self._map_refresh.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._map_refresh
             await self._redis.aclose()
 
     # Players -----------------------------------------------------------------
@@ -549,10 +632,13 @@ class RedisStore(Store):
         check_identifier("room code", code)
         check_bytes("room data", data)
         race = race_argument(open_race)
+        keys = [self.room_key(code), self.log_index_key(code)]
+        args: list[bytes | str] = [code, data, race]
         async with self._talking("create_room"):
-            created = await self._create_room(
-                keys=[self.room_key(code), self.log_index_key(code)], args=[code, data, race]
-            )
+            if self.replicas_ack:
+                created = await self._confirmed_script(code, self._create_room, keys, args)
+            else:
+                created = await self._create_room(keys=keys, args=args)
             if created == 1:  # a new room starts unlisted, even if an earlier one of this code was listed
                 await self._redis.zrem(self._listed_key, code)
         return bool(created == 1)
@@ -561,7 +647,11 @@ class RedisStore(Store):
         if not is_identifier(code):
             return None
         async with self._talking("load_room"):
-            data, version = await self._redis.hmget(self.room_key(code), ["data", "version"])
+            if self.replicas_ack:
+                (found,) = await self._confirmed_reads(code, [["HMGET", self.room_key(code), "data", "version"]])
+                data, version = cast(list[bytes | str | None], found)
+            else:
+                data, version = await self._redis.hmget(self.room_key(code), ["data", "version"])
         if data is None or version is None:
             return None
         return as_bytes(data), int(version)
@@ -579,8 +669,11 @@ class RedisStore(Store):
         if notice:  # published by the save's own script, only if it lands
             args += [self.events_channel(code), notice]
         async with self._talking("save_room"):
-            version = await self._save_room(keys=[self.room_key(code)], args=args)
-        return int(version) or None
+            if self.replicas_ack:
+                version = await self._confirmed_script(code, self._save_room, [self.room_key(code)], args)
+            else:
+                version = await self._save_room(keys=[self.room_key(code)], args=args)
+        return int(cast(int, version)) or None
 
     async def delete_room(self, code: str) -> None:
         if not is_identifier(code):
@@ -644,6 +737,11 @@ class RedisStore(Store):
         self, code: str, race: int, player_id: str, expected_length: int, entry: bytes
     ) -> AppendResult:
         request = check_request(AppendRequest(code, race, player_id, expected_length, entry))
+        if self.replicas_ack:  # the batch's path: WAIT on the append's own connection
+            (result,) = await self.append_moves([request])
+            if isinstance(result, StoreUnavailable):
+                raise result
+            return result
         keys, args = self._append_keys_and_args(request)
         async with self._talking("append_move"):
             appended = await self._append_move(keys=keys, args=args)
@@ -689,44 +787,113 @@ class RedisStore(Store):
             channel = self.events_channel(code).encode() if request.notice else b""
             args += (b"%d" % request.expected_length, request.entry, b"%d" % race, channel, request.notice)
         packed = pack_command([b"EVALSHA", self._append_moves.sha.encode(), b"%d" % len(keys), *keys, *args])
+        count = 1
+        if self.replicas_ack:  # on the same connection: WAIT counts the writes of its own connection
+            packed += self._wait_command()
+            count = 2
         try:
             async with self._talking("append_moves"):
-                try:
-                    reply = await self._round_trip(packed)
-                except redis.exceptions.NoScriptError:  # Redis restarted, or SCRIPT FLUSH: nothing ran
-                    await self._redis.script_load(APPEND_MOVES)
-                    reply = await self._round_trip(packed)
+                replies = await self._round_trip(packed, count)
+                if isinstance(replies[0], redis.exceptions.NoScriptError):  # Redis restarted, or SCRIPT FLUSH
+                    await self._redis.script_load(APPEND_MOVES)  # nothing ran (a WAIT after it waited for nothing)
+                    replies = await self._round_trip(packed, count)
+                for answer in replies:
+                    if isinstance(answer, redis.exceptions.ResponseError):
+                        raise answer
         except StoreUnavailable as error:
             return [error] * len(requests)
+        reply = replies[0]
         if not isinstance(reply, list) or len(reply) != len(requests):
             odd = StoreUnavailable(f"Redis at {self._where} answered append_moves with {reply!r:.200}")
             return [odd] * len(requests)
-        results: list[AppendResult | StoreUnavailable] = []
-        for answer in reply:
+        results: list[object] = list(reply)
+        if self.replicas_ack:
+            results = self._confirmed(results, replies[1])
+        outcomes: list[AppendResult | StoreUnavailable] = []
+        for answer in results:
+            if isinstance(answer, StoreUnavailable):
+                outcomes.append(answer)
+                continue
             try:
-                results.append(self._append_result(answer))
+                outcomes.append(self._append_result(answer))
             except StoreUnavailable as error:
-                results.append(error)
-        return results
+                outcomes.append(error)
+        return outcomes
 
-    async def _round_trip(self, packed: bytes) -> object:
-        """One packed command on a pooled connection, and its reply (redis-py's retry policy: a
-        dropped connection is re-sent once it reconnects; the compare-and-sets make that harmless)."""
+    def _wait_command(self) -> bytes:
+        return pack_command([b"WAIT", b"%d" % self.replicas_ack, b"%d" % self._wait_ms])
+
+    def _confirmed(self, replies: list[object], waited: object) -> list[object]:
+        """The append replies of one connection, given its WAIT's answer: an entry stored but not
+        confirmed by ``replicas_ack`` replicas becomes StoreUnavailable (outcome uncertain: the core
+        re-reads the log, and that read is confirmed on the replicas too, ``_fenced``)."""
+        if isinstance(waited, int) and waited >= self.replicas_ack:
+            return replies
+        unconfirmed = StoreUnavailable(
+            f"Redis at {self._where} stored append_moves, but {waited!r} of {self.replicas_ack} replicas "
+            f"confirmed it within {self._wait_ms} ms"
+        )
+        return [unconfirmed if reply == 1 else reply for reply in replies]
+
+    async def _round_trip(self, packed: bytes, count: int = 1) -> list[object]:
+        """Packed commands on one pooled connection, and their ``count`` replies (an error reply in
+        its place, as an exception). redis-py's retry policy: a dropped connection is re-sent once
+        it reconnects, all of it on the new connection; the compare-and-sets make that harmless."""
         assert isinstance(self._redis, aioredis.Redis)  # one Redis: the cluster client has a pool per node
         pool = self._redis.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]
 
-        async def send() -> object:
+        async def send() -> list[object]:
             await connection.send_packed_command(packed)
-            return await connection.read_response()
+            replies: list[object] = []
+            for _ in range(count):
+                try:
+                    replies.append(await connection.read_response())
+                except redis.exceptions.ResponseError as error:  # an error reply: the next ones still follow
+                    replies.append(error)
+            return replies
 
         async def dropped(_error: Exception) -> None:
             await connection.disconnect()
 
         try:
-            return await connection.retry.call_with_retry(send, dropped)
+            replies: list[object] = await connection.retry.call_with_retry(send, dropped)
         finally:
             await pool.release(connection)
+        return replies
+
+    async def _node_pipeline(self, node: ClusterNode, commands: Sequence[Sequence[Any]]) -> list[object]:
+        """The commands on one connection to one cluster master, in order: each reply, or the error
+        it got as an exception. No redirection followed and nothing re-sent (the node's pool does
+        not retry): a WAIT must count the writes of its own connection, on the master it asks. A
+        dropped connection (raised) or a MOVED, ASK, CLUSTERDOWN or TRYAGAIN (answered) reads
+        the slot map again in the background: a failover."""
+        stack = [PipelineCommand(position, *args) for position, args in enumerate(commands)]
+        try:
+            await node.execute_pipeline(stack)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            self._refresh_slot_map()
+            raise
+        replies = [command.result for command in stack]
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+                self._refresh_slot_map()
+                raise reply
+            if isinstance(reply, SLOT_MAP_STALE):
+                self._refresh_slot_map()
+        return replies
+
+    def _refresh_slot_map(self) -> None:
+        """Read the cluster's slot map again in the background, once at a time."""
+        if self._map_refresh is not None and not self._map_refresh.done():
+            return
+
+        async def refresh() -> None:
+            if isinstance(self._redis, RedisCluster) and not self._closed:
+                with contextlib.suppress(Exception):  # the next failure asks again
+                    await self._redis.nodes_manager.initialize()
+
+        self._map_refresh = asyncio.ensure_future(refresh())
 
     async def _groups_by_node(self, requests: list[AppendRequest]) -> dict[ClusterNode | None, list[int]]:
         """The indexes of the requests, by the master holding their room (one group on one Redis).
@@ -747,7 +914,7 @@ class RedisStore(Store):
         results: list[AppendResult | StoreUnavailable | None] = [None] * len(requests)
         todo = list(range(len(requests)))
         for attempt in range(2):
-            replies = await self._append_pipeline([requests[i] for i in todo])
+            replies = await self._append_pipeline([requests[i] for i in todo], node)
             again: list[int] = []
             for index, reply in zip(todo, replies, strict=True):
                 if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
@@ -776,9 +943,22 @@ class RedisStore(Store):
             todo = again
         return [result if result is not None else StoreUnavailable("append_moves: no answer") for result in results]
 
-    async def _append_pipeline(self, requests: list[AppendRequest]) -> list[object]:
+    async def _append_pipeline(self, requests: list[AppendRequest], node: ClusterNode | None) -> list[object]:
         """The raw reply of each request; all StoreUnavailable if the round trip itself failed
-        (then no one can tell which entries landed)."""
+        (then no one can tell which entries landed). With ``replicas_ack``, one pipeline on one
+        connection to the room's master, WAIT last (``_node_pipeline``)."""
+        if self.replicas_ack and isinstance(self._redis, RedisCluster) and node is not None:
+            commands: list[list[Any]] = []
+            for request in requests:
+                keys, args = self._append_keys_and_args(request)
+                commands.append(["EVALSHA", self._append_move.sha, len(keys), *keys, *args])
+            commands.append(["WAIT", self.replicas_ack, self._wait_ms])
+            try:
+                async with self._talking("append_moves"):
+                    *answers, waited = await self._node_pipeline(node, commands)
+            except StoreUnavailable as error:
+                return [error] * len(requests)
+            return self._confirmed(answers, waited)
         try:
             async with self._talking("append_moves"), self._redis.pipeline(transaction=False) as pipe:
                 for request in requests:
@@ -804,9 +984,64 @@ class RedisStore(Store):
             raise ValueError(f"start must be 0 or more, not {start}")
         if not is_identifier(code) or not is_identifier(player_id):
             return []
+        key = self.log_key(code, race, player_id)
         async with self._talking("load_moves"):
-            entries = await self._redis.lrange(self.log_key(code, race, player_id), start, -1)
-        return [as_bytes(entry) for entry in entries]
+            if self.replicas_ack:
+                (entries,) = await self._confirmed_reads(code, [["LRANGE", key, start, -1]])
+            else:
+                entries = await self._redis.lrange(key, start, -1)
+        return [as_bytes(entry) for entry in cast(list[bytes], entries)]
+
+    async def _confirmed_reads(self, code: str, reads: list[list[Any]]) -> list[object]:
+        """``reads`` (of one room's keys), then a throwaway write in the room's slot (its fence key)
+        and WAIT, all on one connection to the room's master; their replies. Replication keeps
+        order, so once ``replicas_ack`` replicas hold the fence they hold everything read before
+        it: what is read here survives the master's loss. StoreUnavailable if they do not confirm
+        in time (the caller retries, as after any failed read)."""
+        fence = ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS]
+        replies = await self._with_wait(code, [*reads, fence], f"room {code}'s read")
+        return replies[: len(reads)]
+
+    async def _confirmed_script(self, code: str, script: AsyncScript, keys: list[str], args: list[Any]) -> object:
+        """A room script and WAIT on one connection to the room's master (the script loaded there
+        first if that master lacks it); its reply once ``replicas_ack`` replicas hold its effect.
+        StoreUnavailable if they do not confirm in time: the write's outcome is then unknown (it
+        may have landed on the master), as after a dropped connection."""
+        call = ["EVALSHA", script.sha, len(keys), *keys, *args]
+        try:
+            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+        except redis.exceptions.NoScriptError:  # refused before it ran: load it on that master, once
+            if isinstance(self._redis, RedisCluster):
+                node = self._redis.get_node_from_key(self.room_key(code))
+                await self._redis.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
+            else:
+                await self._redis.script_load(script.script)
+            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+
+    async def _with_wait(self, code: str, commands: list[list[Any]], what: str) -> list[object]:
+        """``commands`` then WAIT on one connection to the master holding room ``code``'s slot (the
+        one Redis, or the cluster's master): their replies (an error reply raised), once
+        ``replicas_ack`` replicas confirmed; StoreUnavailable if they did not in time."""
+        commands = [*commands, ["WAIT", self.replicas_ack, self._wait_ms]]
+        if isinstance(self._redis, RedisCluster):
+            await self._redis.initialize()  # the slot map (a no-op once read)
+            node = self._redis.get_node_from_key(self.room_key(code))
+            if node is None:
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for room {code}")
+            replies = await self._node_pipeline(node, commands)
+        else:
+            packed = b"".join(pack_command([command_part(part) for part in command]) for command in commands)
+            replies = await self._round_trip(packed, len(commands))
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.ResponseError):
+                raise reply
+        waited = replies[-1]
+        if not isinstance(waited, int) or waited < self.replicas_ack:
+            raise StoreUnavailable(
+                f"Redis at {self._where}: {waited!r} of {self.replicas_ack} replicas confirmed {what} "
+                f"within {self._wait_ms} ms"
+            )
+        return replies[:-1]
 
     async def load_logs(self, code: str, race: int, starts: Sequence[tuple[str, int]]) -> list[list[bytes]]:
         """One pipeline (the logs share the room's hash tag: one slot, one master on a cluster)."""
@@ -822,10 +1057,15 @@ class RedisStore(Store):
         logs: list[list[bytes]] = [[] for _ in starts]
         if not wanted:
             return logs
-        async with self._talking("load_logs"), self._redis.pipeline(transaction=False) as pipe:
-            for _index, key, start in wanted:
-                pipe.lrange(key, start, -1)
-            found = await pipe.execute()
+        found: list[Any]
+        async with self._talking("load_logs"):
+            if self.replicas_ack:
+                found = await self._confirmed_reads(code, [["LRANGE", key, start, -1] for _index, key, start in wanted])
+            else:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for _index, key, start in wanted:
+                        pipe.lrange(key, start, -1)
+                    found = await pipe.execute()
         for (index, _key, _start), entries in zip(wanted, found, strict=True):
             logs[index] = [as_bytes(entry) for entry in entries]
         return logs
