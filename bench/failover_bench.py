@@ -13,7 +13,9 @@ replica once it is) with the servers on ``--redis-replicas-ack N``. Timed: from 
 start to the replica answering as master, and each racer's longest wait for an acknowledgement
 across it (from its last ack before to its first after: the outage a racer feels). The cases
 alternate run by run. Then the cost of WAIT itself: ``append_moves`` batches of 16 entries (one
-per room) through RedisStore with replicas_ack 0 and 1, alternating batch by batch, timed each.
+per room) through RedisStore with replicas_ack 0 and 1, alternating batch by batch, timed each,
+on the cluster (where replicas_ack also takes the store's own per-master pipeline instead of the
+cluster client's) and on one Redis with one replica (the same path, WAIT added or not).
 Prints a table; ``--json FILE`` writes every figure.
 """
 
@@ -34,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from failover_scenarios import failover_race  # test helpers, found through the path above
 from machine_info import cpu_name
 from redis_cluster_fixture import LocalRedisCluster
+from redis_fixture import RedisServer
 
-from server.store.base import AppendRequest, AppendResult
+from server.store.base import AppendRequest, AppendResult, StoreUnavailable
 from server.store.redis import RedisStore
 
 
@@ -50,6 +53,29 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class ReplicaServer(RedisServer):
+    """A redis-server replicating ``master`` (one Redis, no cluster)."""
+
+    def __init__(self, master: RedisServer) -> None:
+        super().__init__()
+        self.master = master
+
+    def _arguments(self, port: int) -> list[str]:
+        return super()._arguments(port) + ["--replicaof", "127.0.0.1", str(self.master.port)]
+
+
+def one_redis_cost(batches: int) -> dict[str, Any]:
+    """``wait_cost`` on one Redis with one replica: there both settings take the same path (one
+    packed EVALSHA per batch), WAIT added or not, so the difference is WAIT's alone."""
+    with RedisServer() as master:
+        master.command("CONFIG", "SET", "repl-diskless-sync-delay", "0")
+        with ReplicaServer(master) as replica:
+            try:
+                return asyncio.run(wait_cost(master.url, batches))
+            except TimeoutError:
+                raise RuntimeError(f"the replica never confirmed a write: {replica.log_tail()}") from None
+
+
 async def wait_cost(url: str, batches: int, rooms: int = 16) -> dict[str, Any]:
     """Each setting's append_moves time per batch of ``rooms`` entries, alternating batch by batch."""
     stores = {0: RedisStore(url), 1: RedisStore(url, replicas_ack=1)}
@@ -58,6 +84,15 @@ async def wait_cost(url: str, batches: int, rooms: int = 16) -> dict[str, Any]:
         codes = [f"COST{n:02d}" for n in range(rooms)]
         for code in codes:
             assert await stores[0].create_room(code, b"room", open_race=1)
+        deadline = time.monotonic() + 15
+        while True:  # until the replica confirms (once its master counts it online)
+            try:
+                await stores[1].load_moves(codes[0], 1, "p1")
+                break
+            except StoreUnavailable:
+                if time.monotonic() > deadline:
+                    raise TimeoutError from None
+                await asyncio.sleep(0.05)
         lengths = dict.fromkeys(codes, 0)
         for n in range(batches * 2):
             setting = n % 2
@@ -114,7 +149,9 @@ def main() -> None:
                 print(f"run {run + 1} {how} ack={ack}: {runs[f'{how} ack={ack}'][-1]}", flush=True)
         cluster.wait_replicated()
         cluster.flushall()
-        cost = asyncio.run(wait_cost(cluster.url, args.batches)) if args.batches else {}
+        cost = {"cluster": asyncio.run(wait_cost(cluster.url, args.batches))} if args.batches else {}
+    if args.batches:
+        cost["one redis"] = one_redis_cost(args.batches)
     figures: dict[str, Any] = {
         "started": started,
         "cpu": cpu_name(),
@@ -132,8 +169,9 @@ def main() -> None:
         waits = median([max(r["longest_wait_ms"].values()) for r in results])
         lost_count = sum(len(ids) for r in results for ids in r["acknowledged_lost"].values())
         print(f"| {name} | {promoted:.0f} | {waits:.0f} | {lost_count} |")
-    for setting, result in cost.items():
-        print(f"append_moves, 16 entries, replicas_ack={setting}: {result}")
+    for where, settings in cost.items():
+        for setting, result in settings.items():
+            print(f"{where}: append_moves, 16 entries, replicas_ack={setting}: {result}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
 

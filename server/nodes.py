@@ -146,7 +146,7 @@ class NodeLink:
         self._on_lag = on_lag
 
     async def start(self) -> None:
-        self._tasks = [asyncio.ensure_future(self._beat())]
+        self._tasks = [asyncio.ensure_future(self._beat()), asyncio.ensure_future(self._keep_alive())]
         if self._sharded:  # the masters' connections are made as rooms come
             with contextlib.suppress(StoreUnavailable, TimeoutError):
                 await asyncio.wait_for(self._store.load_slot_map(), self._subscribe_timeout_s)
@@ -363,7 +363,14 @@ class NodeLink:
             await asyncio.gather(*(self._beat_once(shard) for shard in list(self._shards.values())))
             for shard in list(self._shards.values()):
                 self._check_heard(shard)
-            with contextlib.suppress(StoreUnavailable):  # after the heartbeats: their trip is the lag measured
+            await asyncio.sleep(self._heartbeat_s)
+
+    async def _keep_alive(self) -> None:
+        """Renew this node's liveness every heartbeat, apart from the heartbeats: a heartbeat's
+        publish to a master that is down can take seconds (the cluster client's retries), longer
+        than the liveness keys live, and the other nodes would take this node for dead."""
+        while not self._closed:
+            with contextlib.suppress(StoreUnavailable):
                 await self._store.mark_alive(self.node_id, int(self.alive_ttl_s * 1000))
             await asyncio.sleep(self._heartbeat_s)
 

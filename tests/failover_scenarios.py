@@ -18,13 +18,15 @@ from typing import Any
 
 from redis_cluster_fixture import ClusterNodeServer, LocalRedisCluster
 from redis_fixture import RedisServerError, free_port
-from support import Client, board, latest, server_process, view_game, wait_healthy
-from test_server_nodes import finish_race, moves_of, spread_room
+from support import Client, board, latest, log_lines, server_process, view_game, wait_healthy
+from test_server_nodes import moves_of, spread_room
 
 from server.core.records import decode_entry
 from server.store.redis import RedisStore
 from shared import protocol as p
 from shared.engine import View
+
+RESIGN_ID = 1000
 
 
 @dataclass
@@ -125,6 +127,26 @@ async def stored_ids(url: str, code: str, race: int, player_id: str) -> list[int
         await store.close()
 
 
+async def finish(clients: list[Client]) -> list[p.Results]:
+    """Every racer resigns (``RESIGN_ID``); each client's results, in the clients' order."""
+    for racer in clients[:3]:
+        await racer.send(p.Move(id=RESIGN_ID, move="resign"))
+    results = [await client.expect(p.Results, timeout=10) for client in clients]
+    for client in clients:
+        await client.close()
+    return results
+
+
+def differences(results: list[p.Results], labels: list[str]) -> dict[str, dict[str, str]]:
+    """The fields of results that are not the same for every client: field -> client -> value."""
+    differ: dict[str, dict[str, str]] = {}
+    for name in p.Results.__struct_fields__:
+        values = [getattr(result, name) for result in results]
+        if any(value != values[0] for value in values):
+            differ[name] = {label: repr(value)[:400] for label, value in zip(labels, values, strict=True)}
+    return differ
+
+
 async def failover_race(
     cluster: LocalRedisCluster, *, how: str, replicas_ack: int = 0, moves_after: int = 5, pace_s: float = 0.05
 ) -> dict[str, Any]:
@@ -188,7 +210,19 @@ async def failover_race(
         ann_moves, bob_moves = latest(ann, p.MoveOk).seq, latest(bob, p.MoveOk).seq
         await until(lambda: moves_of(eve, ann.pid) == ann_moves, 15, "ann's moves (node A) seen on node B")
         await until(lambda: moves_of(host, bob.pid) == bob_moves, 15, "bob's moves (node B) seen on node A")
-        await finish_race(clients, {host.pid: 0, ann.pid: ann_moves, bob.pid: bob_moves})
+        results = await finish(clients)
+        for proc in (first, second):
+            proc.terminate()
+        warnings: dict[str, int] = {}
+        for proc in (first, second):
+            await asyncio.to_thread(proc.wait, 15)
+            for line in log_lines(proc):
+                if line.get("level") in ("warning", "error"):
+                    warnings[str(line.get("event"))] = warnings.get(str(line.get("event")), 0) + 1
+        differ = differences(results, [c.label for c in clients])
+        assert not differ, f"the clients' results differ: {differ}; the nodes' warnings: {warnings}"
+        moves = {host.pid: 1, ann.pid: ann_moves + 1, bob.pid: bob_moves + 1}  # with the resigns
+        assert {row.player_id: row.moves for row in results[0].racers} == moves
         if how == "kill":
             await asyncio.to_thread(cluster.wait_replicated)
         logs = {r.client.label: await stored_ids(cluster.url, code, race, r.client.pid) for r in racers}
@@ -198,6 +232,7 @@ async def failover_race(
             "acked": {r.client.label: [move_id for move_id, _sent, _acked in r.acked] for r in racers},
             "logs": logs,
             "rejected": {r.client.label: r.rejected for r in racers},
+            "warnings": warnings,  # the two nodes' warning and error log events, counted
             "ack_ms": {
                 r.client.label: [(acked - sent) * 1000 for _id, sent, acked in r.acked if acked < began] for r in racers
             },

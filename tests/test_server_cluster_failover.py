@@ -39,6 +39,7 @@ async def test_a_coordinated_failover_mid_race_loses_no_acknowledged_move(
     outcome = await failover_race(replicated_cluster, how="coordinated")
     for label, acked in outcome["acked"].items():
         assert outcome["logs"][label] == [*acked, RESIGN_ID], label  # every ack stored, once, in order
+    assert "nodes_gone" not in outcome["warnings"], outcome["warnings"]
 
 
 async def test_a_master_killed_mid_race_loses_no_acknowledged_move_with_replicas_ack(
@@ -50,6 +51,8 @@ async def test_a_master_killed_mid_race_loses_no_acknowledged_move_with_replicas
     outcome = await failover_race(replicated_cluster, how="kill", replicas_ack=1)
     for label, acked in outcome["acked"].items():
         assert outcome["logs"][label] == [*acked, RESIGN_ID], label
+    # Neither node took the other for dead meanwhile (its liveness keys outlive one master).
+    assert "nodes_gone" not in outcome["warnings"], outcome["warnings"]
 
 
 # ---------------------------------------------------------------- the window, on the store itself
@@ -90,7 +93,8 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
     cannot come back for the rest of the stream). Without replicas_ack the master acknowledges
     an append the replica never gets, and a failover to that replica loses it. With replicas_ack=1
     the same append is not acknowledged (StoreUnavailable: unconfirmed), nor is a read of the log
-    (its fence is not confirmed either); once the shard has a replica in sync again, both are."""
+    (its fence is not confirmed either); room saves and reads likewise. Once the shard has a
+    replica in sync again, reads and appends are confirmed again."""
     code = "WAITS"
     plain = RedisStore(replicated_cluster_url)
     confirming = RedisStore(replicated_cluster_url, replicas_ack=1, replicas_timeout=0.3)
@@ -108,6 +112,12 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
             with pytest.raises(StoreUnavailable, match="replicas confirmed"):
                 await confirming.load_moves(code, 1, "p1")
             assert await plain.load_moves(code, 1, "p1") == [b"entry 0", b"entry 1", b"entry 2"]
+            # Room records the same way: a save acknowledged (plain), one not (confirming), nor a read.
+            assert await plain.save_room(code, b"room v2", 1, open_race=1) == 2
+            with pytest.raises(StoreUnavailable, match="replicas confirmed room WAITS's write"):
+                await confirming.save_room(code, b"room v3", 2, open_race=1)
+            with pytest.raises(StoreUnavailable, match="replicas confirmed room WAITS's read"):
+                await confirming.load_room(code)
             master.kill()  # the master dies with entries 1 and 2 its replica never received
         replica.command("CLUSTER", "FAILOVER", "TAKEOVER")
         await until(lambda: is_master(replica), 15, "the replica promoted")
@@ -120,8 +130,9 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
             return True
 
         await eventually(answers, 15, what="the new master answering")
-        # Entry 1 was acknowledged (plain) and is gone; entry 2 never was (confirming).
+        # Entry 1 and version 2 were acknowledged (plain) and are gone; entry 2 and version 3 never were.
         assert await plain.load_moves(code, 1, "p1") == [b"entry 0"]
+        assert await plain.load_room(code) == (b"room", 1)
 
         async def refused_for_want_of_replicas() -> bool:  # once its slot map names the new master
             try:
@@ -159,12 +170,14 @@ class ReplicaServer(RedisServer):
 
 
 async def test_replicas_ack_on_one_redis_with_a_replica(own_redis_server: RedisServer) -> None:
-    """The same on one Redis: WAIT after the batch on its connection (one round trip with it),
-    and a log read confirmed by a fence write; no replica in sync: nothing confirmed."""
+    """The same on one Redis: WAIT after the batch on its connection (one round trip with it), a
+    room save likewise, and a read confirmed by a fence write; no replica in sync: nothing
+    confirmed."""
     code = "WAITR"
     store = RedisStore(own_redis_server.url, replicas_ack=1, replicas_timeout=0.3)
     try:
-        assert await store.create_room(code, b"room", open_race=1)
+        with pytest.raises(StoreUnavailable, match="0 of 1 replicas confirmed room WAITR's write"):
+            await store.create_room(code, b"room", open_race=1)  # created, but confirmed by no replica
         (alone,) = await store.append_moves([request(code, 0)])
         assert isinstance(alone, StoreUnavailable) and "0 of 1 replicas" in str(alone)  # no replica yet
         own_redis_server.command("CONFIG", "SET", "repl-diskless-sync-delay", "0")  # the sync at once, not in 5 s
@@ -183,8 +196,11 @@ async def test_replicas_ack_on_one_redis_with_a_replica(own_redis_server: RedisS
                 assert isinstance(unconfirmed, StoreUnavailable)
                 with pytest.raises(StoreUnavailable, match="replicas confirmed"):
                     await store.load_logs(code, 1, [("p1", 0)])
+                with pytest.raises(StoreUnavailable, match="replicas confirmed room WAITR's write"):
+                    await store.save_room(code, b"room v2", 1, open_race=1)
             await eventually(lambda: in_sync(own_redis_server, replica), 10, what="the replica caught up")
             assert await store.load_logs(code, 1, [("p1", 1)]) == [[b"entry 1", b"entry 2"]]
+            assert await store.load_room(code) == (b"room v2", 2)  # it had landed; now it is confirmed
     finally:
         await store.close()
 
@@ -324,3 +340,26 @@ async def test_the_failover_bench_times_wait_against_no_wait(replicated_cluster_
     cost = await module.wait_cost(replicated_cluster_url, 3)
     assert set(cost) == {"0", "1"}
     assert all(figures["batches"] == 3 and figures["batch_ms_p50"] > 0 for figures in cost.values())
+
+
+async def test_a_node_stays_alive_when_one_master_loses_its_liveness_keys(
+    redis_cluster: LocalRedisCluster, redis_cluster_url: str
+) -> None:
+    """On a cluster a node's liveness is kept under keys spread over every master: a master that
+    comes back from a failover without its keys (they lapsed while the node could not renew them
+    there) does not make the node look dead to the others; losing all of them does."""
+    store = RedisStore(redis_cluster_url)
+    try:
+        await store.mark_alive("alive", 5000)
+        keys = store.node_keys("alive")
+        assert len({redis_cluster.node_of(key).port for key in keys}) == 3  # on every master
+        lost = redis_cluster.node_of(keys[0])
+        for key in keys:
+            if redis_cluster.node_of(key) is lost:
+                lost.command("DEL", key)
+        assert await store.nodes_alive(["alive", "never seen"]) == {"alive"}
+        for key in keys:
+            redis_cluster.node_of(key).command("DEL", key)
+        assert await store.nodes_alive(["alive"]) == set()
+    finally:
+        await store.close()

@@ -23,7 +23,9 @@ from server.store.base import AppendRequest, AppendResult
 
 APPENDED, LENGTH_MISMATCH, NO_SUCH_RACE = AppendResult.APPENDED, AppendResult.LENGTH_MISMATCH, AppendResult.NO_SUCH_RACE
 
-IMPLEMENTATIONS = ["memory", "redis", "cluster"]  # cluster: three masters, tests/redis_cluster_fixture.py
+# cluster: three masters, tests/redis_cluster_fixture.py; replicated: three masters with a replica each,
+# the store on replicas_ack=1 (every append, room write and log or room read confirmed by WAIT).
+IMPLEMENTATIONS = ["memory", "redis", "cluster", "replicated"]
 
 StoreFactory = Callable[..., Awaitable[Store]]
 
@@ -41,6 +43,9 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFacto
             if not memory:
                 memory.append(MemoryStore(**options))
             store = memory[0]
+        elif request.param == "replicated":
+            url = request.getfixturevalue("replicated_cluster_url")
+            store = RedisStore(url, namespace="contract", replicas_ack=1, **options)
         else:
             url = request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
             store = RedisStore(url, namespace="contract", **options)

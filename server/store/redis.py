@@ -37,6 +37,7 @@ from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.commands.core import AsyncScript
 
 from server.store.base import (
     DEFAULT_PLAYER_TTL,
@@ -198,6 +199,13 @@ SLOT_MAP_STALE = (
     redis.exceptions.TryAgainError,
 )
 
+# A node's liveness keys on a cluster (RedisStore.node_keys): with 16 hash tags, all on one master
+# of three has odds of about 1 in 14 million.
+LIVENESS_KEYS = 16
+
+# How long WAIT waits for the replicas (RedisStore's replicas_timeout), at most half the socket timeout.
+DEFAULT_REPLICAS_TIMEOUT = 0.5
+
 # How long a fence key (``RedisStore._confirmed_reads``) outlives its write: it only has to be written.
 FENCE_TTL_MS = 60_000
 
@@ -264,12 +272,14 @@ class RedisStore(Store):
         retries: int = 2,
         max_connections: int = 64,
         replicas_ack: int = 0,
-        replicas_timeout: float = 0.5,
+        replicas_timeout: float | None = None,
         **redis_options: Any,
     ) -> None:
         self.namespace = check_identifier("namespace", namespace)
         if isinstance(replicas_ack, bool) or not isinstance(replicas_ack, int) or replicas_ack < 0:
             raise ValueError(f"replicas_ack must be a whole number, 0 or more, not {replicas_ack!r}")
+        if replicas_timeout is None:  # well inside the socket's timeout, which would cut the WAIT
+            replicas_timeout = min(DEFAULT_REPLICAS_TIMEOUT, socket_timeout / 2)
         if replicas_ack and not 0 < replicas_timeout < socket_timeout:
             raise ValueError(
                 f"replicas_timeout must be above 0 and below the socket timeout ({socket_timeout} s), "
@@ -428,20 +438,52 @@ class RedisStore(Store):
     def node_key(self, node: str) -> str:
         return f"{self.namespace}:node:{node}"
 
+    def node_keys(self, node: str) -> list[str]:
+        """A node's liveness keys: on one Redis its one key; on a cluster ``LIVENESS_KEYS`` keys,
+        each with a hash tag of its own, so spread over the masters. A master that fails over
+        may come back without the keys it held (they lapse while the node cannot reach it to
+        renew them: the failover takes about as long as their time to live); the node's keys on
+        the other masters keep it alive."""
+        if not self.cluster:
+            return [self.node_key(node)]
+        return [f"{self.namespace}:node:{{{node}.{k}}}" for k in range(LIVENESS_KEYS)]
+
     async def mark_alive(self, node: str, ttl_ms: int) -> None:
-        """This node is alive for ``ttl_ms`` more (its liveness key; renewed by its heartbeat)."""
+        """This node is alive for ``ttl_ms`` more (its liveness keys; renewed by its heartbeat;
+        on a cluster one pipeline per master, side by side). StoreUnavailable if none was renewed."""
+        keys = self.node_keys(node)
         async with self._talking("mark_alive"):
-            await self._redis.set(self.node_key(node), b"1", px=ttl_ms)
+            if not isinstance(self._redis, RedisCluster):
+                await self._redis.set(keys[0], b"1", px=ttl_ms)
+                return
+            # One pipeline per master, each on its own (the cluster client's pipeline fails, and
+            # retries, as a whole when one master is down): the live masters' keys are renewed.
+            await self._redis.initialize()
+            by_node: dict[str, tuple[ClusterNode, list[list[Any]]]] = {}
+            for key in keys:
+                master = self._redis.get_node_from_key(key)
+                if master is not None:
+                    by_node.setdefault(master.name, (master, []))[1].append(["SET", key, b"1", "PX", ttl_ms])
+            outcomes = await asyncio.gather(
+                *(self._node_pipeline(master, commands) for master, commands in by_node.values()),
+                return_exceptions=True,
+            )
+            renewed = [o for o in outcomes if not isinstance(o, BaseException)]
+            if not renewed:
+                failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} renewed no liveness key: {failed!r}")
 
     async def nodes_alive(self, nodes: Sequence[str]) -> set[str]:
-        """Which of these nodes renewed their liveness key in time (one round trip)."""
+        """Which of these nodes renewed a liveness key in time (one round trip; on a cluster one
+        per master: a node is alive while any of its keys is)."""
         if not nodes:
             return set()
+        keyed = [(node, key) for node in nodes for key in self.node_keys(node)]
         async with self._talking("nodes_alive"), self._redis.pipeline(transaction=False) as pipe:
-            for node in nodes:
-                pipe.exists(self.node_key(node))
+            for _node, key in keyed:
+                pipe.exists(key)
             found = await pipe.execute()
-        return {node for node, exists in zip(nodes, found, strict=True) if exists}
+        return {node for (node, _key), exists in zip(keyed, found, strict=True) if exists}
 
     def deal_lease_key(self, code: str, race: int) -> str:
         """Which node searches the winnable deal of a room's race (several nodes: one at a time)."""
@@ -590,10 +632,13 @@ class RedisStore(Store):
         check_identifier("room code", code)
         check_bytes("room data", data)
         race = race_argument(open_race)
+        keys = [self.room_key(code), self.log_index_key(code)]
+        args: list[bytes | str] = [code, data, race]
         async with self._talking("create_room"):
-            created = await self._create_room(
-                keys=[self.room_key(code), self.log_index_key(code)], args=[code, data, race]
-            )
+            if self.replicas_ack:
+                created = await self._confirmed_script(code, self._create_room, keys, args)
+            else:
+                created = await self._create_room(keys=keys, args=args)
             if created == 1:  # a new room starts unlisted, even if an earlier one of this code was listed
                 await self._redis.zrem(self._listed_key, code)
         return bool(created == 1)
@@ -602,7 +647,11 @@ class RedisStore(Store):
         if not is_identifier(code):
             return None
         async with self._talking("load_room"):
-            data, version = await self._redis.hmget(self.room_key(code), ["data", "version"])
+            if self.replicas_ack:
+                (found,) = await self._confirmed_reads(code, [["HMGET", self.room_key(code), "data", "version"]])
+                data, version = cast(list[bytes | str | None], found)
+            else:
+                data, version = await self._redis.hmget(self.room_key(code), ["data", "version"])
         if data is None or version is None:
             return None
         return as_bytes(data), int(version)
@@ -620,8 +669,11 @@ class RedisStore(Store):
         if notice:  # published by the save's own script, only if it lands
             args += [self.events_channel(code), notice]
         async with self._talking("save_room"):
-            version = await self._save_room(keys=[self.room_key(code)], args=args)
-        return int(version) or None
+            if self.replicas_ack:
+                version = await self._confirmed_script(code, self._save_room, [self.room_key(code)], args)
+            else:
+                version = await self._save_room(keys=[self.room_key(code)], args=args)
+        return int(cast(int, version)) or None
 
     async def delete_room(self, code: str) -> None:
         if not is_identifier(code):
@@ -946,11 +998,31 @@ class RedisStore(Store):
         order, so once ``replicas_ack`` replicas hold the fence they hold everything read before
         it: what is read here survives the master's loss. StoreUnavailable if they do not confirm
         in time (the caller retries, as after any failed read)."""
-        commands = [
-            *reads,
-            ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS],
-            ["WAIT", self.replicas_ack, self._wait_ms],
-        ]
+        fence = ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS]
+        replies = await self._with_wait(code, [*reads, fence], f"room {code}'s read")
+        return replies[: len(reads)]
+
+    async def _confirmed_script(self, code: str, script: AsyncScript, keys: list[str], args: list[Any]) -> object:
+        """A room script and WAIT on one connection to the room's master (the script loaded there
+        first if that master lacks it); its reply once ``replicas_ack`` replicas hold its effect.
+        StoreUnavailable if they do not confirm in time: the write's outcome is then unknown (it
+        may have landed on the master), as after a dropped connection."""
+        call = ["EVALSHA", script.sha, len(keys), *keys, *args]
+        try:
+            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+        except redis.exceptions.NoScriptError:  # refused before it ran: load it on that master, once
+            if isinstance(self._redis, RedisCluster):
+                node = self._redis.get_node_from_key(self.room_key(code))
+                await self._redis.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
+            else:
+                await self._redis.script_load(script.script)
+            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+
+    async def _with_wait(self, code: str, commands: list[list[Any]], what: str) -> list[object]:
+        """``commands`` then WAIT on one connection to the master holding room ``code``'s slot (the
+        one Redis, or the cluster's master): their replies (an error reply raised), once
+        ``replicas_ack`` replicas confirmed; StoreUnavailable if they did not in time."""
+        commands = [*commands, ["WAIT", self.replicas_ack, self._wait_ms]]
         if isinstance(self._redis, RedisCluster):
             await self._redis.initialize()  # the slot map (a no-op once read)
             node = self._redis.get_node_from_key(self.room_key(code))
@@ -966,10 +1038,10 @@ class RedisStore(Store):
         waited = replies[-1]
         if not isinstance(waited, int) or waited < self.replicas_ack:
             raise StoreUnavailable(
-                f"Redis at {self._where}: {waited!r} of {self.replicas_ack} replicas confirmed room {code}'s "
-                f"logs within {self._wait_ms} ms"
+                f"Redis at {self._where}: {waited!r} of {self.replicas_ack} replicas confirmed {what} "
+                f"within {self._wait_ms} ms"
             )
-        return replies[: len(reads)]
+        return replies[:-1]
 
     async def load_logs(self, code: str, race: int, starts: Sequence[tuple[str, int]]) -> list[list[bytes]]:
         """One pipeline (the logs share the room's hash tag: one slot, one master on a cluster)."""
