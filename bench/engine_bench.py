@@ -149,8 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small inputs, two runs")
     parser.add_argument("--blocked-only", action="store_true", help="only the blocked-check tables")
     parser.add_argument(
-        "--clock", choices=sorted(CLOCKS), default="cpu", help="cpu: this process's CPU time (default; "
-        "steady on a shared machine); wall: elapsed time"
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="cpu",
+        help="cpu: this process's CPU time (default; steady on a shared machine); wall: elapsed time",
     )
     args = parser.parse_args(argv)
     global clock

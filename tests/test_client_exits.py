@@ -82,9 +82,7 @@ def test_counts_are_in_the_right_number() -> None:
     assert plural(1, "entry") == "1 entry" and plural(3, "entry") == "3 entries" and plural(1, "move") == "1 move"
 
 
-def test_the_printed_plot_command_works_where_it_is_printed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_printed_plot_command_works_where_it_is_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`plot` when it is on the PATH as this program; else this program's full path."""
     from client.words import plot_command, typed_path
 

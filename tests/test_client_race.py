@@ -420,11 +420,12 @@ async def test_bots_race_in_a_hosted_room_from_their_views(server: RaceServer) -
         await pilot.press("enter", "s")
         await until(lambda: app.model.phase == p.RACING, "the race")
         await until(
-            lambda: app.model.leaderboard is not None
-            and all(r.status != "playing" for r in app.model.leaderboard.racers if r.bot),
+            lambda: (
+                app.model.leaderboard is not None
+                and all(r.status != "playing" for r in app.model.leaderboard.racers if r.bot)
+            ),
             "the bots to finish",
             30.0,
         )
         assert all(r.cards > 1 for r in app.model.leaderboard.racers if r.bot)  # type: ignore[union-attr]
         await app.shutdown()
-

@@ -151,9 +151,7 @@ def test_blocked_check_matches_exhaustive_search_on_played_positions() -> None:
 
 def test_blocked_check_matches_exhaustive_search_on_built_positions() -> None:
     rng = random.Random(7)
-    games = [
-        ref.game_at(ref.random_position(rng, stock_empty=True, nothing_playable=i % 3 != 0)) for i in range(600)
-    ]
+    games = [ref.game_at(ref.random_position(rng, stock_empty=True, nothing_playable=i % 3 != 0)) for i in range(600)]
     compared, blocked, too_large = compare_blocked(games)
     assert compared >= 570 and too_large <= 30
     assert 100 <= blocked <= compared - 100
@@ -170,4 +168,3 @@ def test_blocked_check_matches_exhaustive_search_on_dig_positions() -> None:
     compared, blocked, too_large = compare_blocked(games)
     assert compared >= 360 and too_large <= 40
     assert 60 <= blocked <= compared - 60
-

@@ -144,9 +144,7 @@ def test_foundation_round_the_corner_king_then_ace() -> None:
 def test_f1_to_f7_start_with_a_base_rank_card_only_after_f0_is_complete() -> None:
     game = build(f0=F0_FULL, tableau={0: "8d0", 1: "7d0"}, waste="7h0")
     assert not game.restricted
-    assert reject(game, "t0>f1") == (
-        "f1 needs a 7 (an empty foundation starts with the base rank); 8d0 is an 8"
-    )
+    assert reject(game, "t0>f1") == ("f1 needs a 7 (an empty foundation starts with the base rank); 8d0 is an 8")
     # A base-rank card may start any of the empty foundations: they are equivalent.
     assert {m for m in game.legal_moves() if m.startswith("t1>f")} == {f"t1>f{i}" for i in range(1, 8)}
     assert {m for m in game.legal_moves() if m.startswith("waste>f")} == {f"waste>f{i}" for i in range(1, 8)}

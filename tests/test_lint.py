@@ -18,7 +18,5 @@ def test_ruff_clean() -> None:
 
 def test_mypy_strict_clean_on_the_whole_repository() -> None:
     # "." covers shared/, server/, client/, tests/ and bench/ (pyproject.toml excludes .venv/ and build/).
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "."], cwd=ROOT, capture_output=True, text=True
-    )
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "."], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -490,6 +490,7 @@ async def test_a_node_hears_the_other_nodes_messages_in_order_and_in_batches(red
         await other.publish([("ABCDE", other.room_version(v)) for v in range(1, 51)])  # one pipeline
         await link.publish([("ABCDE", link.room_version(99))])  # its own
         await other.publish([("ABCDE", other.room_version(100))])
+
         def heard() -> list[int]:
             return [m.version for batch in batches for _, m in batch if isinstance(m, RoomVersion)]
 
