@@ -14,8 +14,10 @@ each layout in turn, the layouts alternating run by run (drift on a shared machi
 rooms of ``--racers`` racers and one spectator each, every racer playing random legal moves at
 ``--pace`` moves/s (each at its own phase) for ``--duration`` s. Layouts: ``one`` (all on one plain
 node), ``two`` (two ``--multi-node`` nodes, each room's racers alternately on A and B, its spectator
-on B), ``split`` (racers on A, spectators on B: B's CPU is the cost of applying another node's moves)
-and ``half`` (one plain node, half the rooms: the own load each node of ``two`` carries). CPU is the server processes'
+on B), ``split`` (racers on A, spectators on B: B's CPU is the cost of applying another node's moves),
+``half`` (one plain node, half the rooms: the own load each node of ``two`` carries) and ``double`` (as
+``two`` with twice the rooms: each node carries the load ``one`` carries, so per-process fixed costs
+weigh on both alike; not in the default list). CPU is the server processes'
 user+system time over the measured window (/proc), divided by the moves acknowledged in it; Redis CPU
 likewise, the redis-server processes' (every master's on a cluster). ``--cluster`` adds a third layout,
 "two-cluster": the two nodes on a three-master Redis Cluster (tests/redis_cluster_fixture.py; sharded
@@ -294,7 +296,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--layouts", default="one,two,split,half",
-                        help="comma-separated, run in this order each run: one, two, split, half")  # fmt: skip
+                        help="comma-separated, run in this order each run: one, two, split, half, double")  # fmt: skip
     parser.add_argument("--cluster", action="store_true", help="also two nodes on a three-master Redis Cluster")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle cluster's own CPU is measured")
     parser.add_argument("--json", type=Path)
@@ -310,8 +312,8 @@ def main() -> None:
         TREES[name] = Path(where).resolve()
     for layout in args.layouts.split(","):
         kind, _, tree = layout.partition("@")
-        if kind not in ("one", "two", "split", "half") or (tree and tree not in TREES):
-            parser.error(f"--layouts: {layout!r} is not one, two, split, half (or one of them @NAME of a --tree)")
+        if kind not in ("one", "two", "split", "half", "double") or (tree and tree not in TREES):
+            parser.error(f"--layouts: {layout!r} is not one, two, split, half, double (or one @NAME of a --tree)")
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     redis = RedisServer()
@@ -344,11 +346,11 @@ def main() -> None:
                 redis_pids = [server.process.pid for server in servers if server.process is not None]
                 kind, _, tree = layout.partition("@")
                 root = TREES[tree] if tree else ROOT
-                multi = kind not in ("one", "half")
+                multi = kind not in ("one", "half")  # two, split, double: two --multi-node nodes
                 nodes = [start_node(url, multi, root) for _ in range(2 if multi else 1)]
                 urls = [f"ws://127.0.0.1:{port}" for _, port in nodes]
                 racer_nodes = urls[:1] if kind == "split" else urls  # split: racers on A, spectators on B
-                rooms = max(1, args.rooms // 2) if kind == "half" else args.rooms
+                rooms = {"half": max(1, args.rooms // 2), "double": 2 * args.rooms}.get(kind, args.rooms)
                 pids = [proc.pid for proc, _ in nodes]
                 profile = None if args.profile is None else str(args.profile / f"{layout}-run{run + 1}")
                 try:
@@ -378,7 +380,7 @@ def main() -> None:
         if f"one{suffix}" not in results["medians"]:
             continue
         one = results["medians"][f"one{suffix}"]["cpu_us_per_move"]
-        for kind in ("two", "split", "half"):  # None when the window was too short for the clock's ticks (10 ms)
+        for kind in ("two", "split", "half", "double"):  # None when the window was too short for the clock's ticks
             if f"{kind}{suffix}" in results["medians"]:
                 other = results["medians"][f"{kind}{suffix}"]["cpu_us_per_move"]
                 ratio = round(other / one, 2) if one > 0 and other > 0 else None

@@ -65,6 +65,7 @@ from server.core.events import (
     RegisterFailed,
     RegisterPlayer,
     ReloadLog,
+    RemoteBatch,
     RemoteMoves,
     Reply,
     RoomChanged,
@@ -1163,8 +1164,9 @@ class RaceServer:
 
     def _on_node_messages(self, batch: list[tuple[str, RoomVersion | Appended]]) -> None:
         """Other nodes' changes to rooms, as one read of the subscription brought them: a new version
-        (read the room back), or stored moves. A racer's entries that follow on from each other go
-        to the core as one RemoteMoves (one wake-up and deadline recompute for them all)."""
+        (read the room back), or stored moves. A racer's entries that follow on from each other make
+        one RemoteMoves, and the read's RemoteMoves go to the core together, as one RemoteBatch (one
+        event, one deadline recompute and wake-up per room, for them all)."""
         from server.nodes import RoomVersion
 
         runs: dict[tuple[str, int, str], list[tuple[int, list[LogEntry]]]] = {}
@@ -1186,9 +1188,16 @@ class RaceServer:
                 racer_runs[-1][1].append(entry)
             else:
                 racer_runs.append((message.start, [entry]))
-        for (code, race, player), racer_runs in runs.items():
-            for start, entries in racer_runs:
-                self._dispatch(RemoteMoves(code, race, player, start, entries, now_ms()))
+        now = now_ms()
+        moves = tuple(
+            RemoteMoves(code, race, player, start, entries, now)
+            for (code, race, player), racer_runs in runs.items()
+            for start, entries in racer_runs
+        )
+        if len(moves) == 1:
+            self._dispatch(moves[0])
+        elif moves:  # one core event for the whole read (docs/scaling.md, "Reading the subscription")
+            self._dispatch(RemoteBatch(moves, now))
 
     def _on_nodes_missed(self, codes: Collection[str]) -> None:
         """Pub/sub messages of these rooms may have been lost (a gap or a dropped connection on

@@ -69,6 +69,7 @@ class Heartbeat(msgspec.Struct, tag="h", array_like=True):
 
 
 NodeMessage = RoomVersion | Appended | Heartbeat
+MESSAGE_KINDS = (b"message", b"smessage")  # a published message, as hiredis reads it: [kind, channel, data]
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(NodeMessage)
 
@@ -442,6 +443,9 @@ class NodeLink:
             batch: list[tuple[str, RoomVersion | Appended]] = []
             try:
                 while (reply := parser.gets()) is not False:
+                    if type(reply) is list and len(reply) == 3 and reply[0] in MESSAGE_KINDS:
+                        self._message(shard, reply[1], reply[2], batch)  # nearly every reply: no dict, no str
+                        continue
                     if isinstance(reply, Exception):  # an error reply: MOVED, an SSUBSCRIBE on a stale slot map
                         raise _Resubscribe(f"Redis answered the subscription with an error: {reply}")
                     message = as_message(reply)
@@ -492,16 +496,21 @@ class NodeLink:
             elif self._sharded:  # Redis dropped it: its slot left this master
                 raise _Resubscribe(f"{channel} unsubscribed by the cluster (its slot moved)")
             return
-        if kind not in ("message", "smessage"):
-            return
-        data = message.get("data")
+        if kind in ("message", "smessage"):
+            data = message.get("data")
+            self._message(shard, raw_channel if isinstance(raw_channel, bytes) else channel.encode(), data, batch)
+
+    def _message(
+        self, shard: _Shard, channel: bytes, data: object, batch: list[tuple[str, RoomVersion | Appended]]
+    ) -> None:
+        """A published message: another node's room event goes into ``batch``; our heartbeat is checked."""
         try:
             decoded = _decoder.decode(data if isinstance(data, bytes) else b"")
         except msgspec.DecodeError:
-            _log(logging.ERROR, "node_message_unreadable", channel=channel)
+            _log(logging.ERROR, "node_message_unreadable", channel=channel.decode(errors="replace"))
             return
         if isinstance(decoded, Heartbeat):
-            if decoded.node != self.node_id or channel != shard.beat_channel:
+            if decoded.node != self.node_id or channel.decode(errors="replace") != shard.beat_channel:
                 return
             shard.heard_at = time.monotonic()
             sent = shard.beats.pop(decoded.seq, None)
@@ -516,10 +525,10 @@ class NodeLink:
             return
         if decoded.node == self.node_id:
             return  # our own
-        code = self._code(channel)
-        if code is not None:
+        start, end = channel.find(b"{"), channel.rfind(b"}")  # the room's code is the channel's hash tag
+        if 0 <= start < end:
             self.received += 1
-            batch.append((code, decoded))
+            batch.append((channel[start + 1 : end].decode(errors="replace"), decoded))
 
 
 def as_message(reply: object) -> dict[str, Any] | None:

@@ -24,10 +24,12 @@ from server.core.events import (
     Note,
     PersistMove,
     RegisterPlayer,
+    RemoteBatch,
     RemoteMoves,
     RoomChanged,
     SavePlayer,
     Send,
+    Wake,
 )
 from server.core.race import PHASE_TRANSITIONS
 from server.core.records import LogEntry
@@ -755,3 +757,77 @@ def test_a_node_builds_leaderboards_only_for_its_own_connections() -> None:
     assert sent and all(e.players == (ann,) for e in sent), [e.players for e in sent]
     shown = shell.leaderboards[conns[0]]
     assert {row.player_id: row.moves for row in shown.racers} == {ann: 1, bob: 1}
+
+
+def stored_entries(game: Game, count: int) -> list[LogEntry]:
+    """``count`` entries another node stored for a racer whose game is ``game`` (a copy, played on)."""
+    entries = []
+    for index in range(count):
+        move = game.legal_moves()[0]
+        game.play(move)
+        entries.append(LogEntry(move=move, t_ms=10 * index, id=index + 1))
+    return entries
+
+
+def test_one_read_of_the_subscription_is_one_core_event_for_every_racer_in_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several nodes: the entries one read of the subscription brought, for racers of two rooms, reach
+    the core as one RemoteBatch. Each racer's run is played as a RemoteMoves would be (a gap re-reads
+    that racer's log only), and each room's wake-up is decided once for them all. A handler that
+    raises on one of them rebuilds every room of the batch from the store (the error state)."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    others, other = racing(shell, ("Cy", "Di"))
+    ann, bob, cy = pid(shell, conns[0]), pid(shell, conns[1]), pid(shell, others[0])
+    rooms = shell.core.rooms
+    number, other_number = (rooms[c].race.record.number for c in (code, other))  # type: ignore[union-attr]
+    anns = stored_entries(rooms[code].race.racers[ann].game.copy(), 3)  # type: ignore[union-attr]
+    bobs = stored_entries(rooms[code].race.racers[bob].game.copy(), 3)  # type: ignore[union-attr]
+    cys = stored_entries(rooms[other].race.racers[cy].game.copy(), 2)  # type: ignore[union-attr]
+    for key, entries in (((code, number, ann), anns), ((code, number, bob), bobs), ((other, other_number, cy), cys)):
+        shell.logs[key].extend(entries)
+    batch = RemoteBatch(
+        (
+            RemoteMoves(code, number, ann, 0, anns, shell.now),
+            RemoteMoves(code, number, bob, 1, bobs[1:], shell.now),  # its first entry was lost: a gap
+            RemoteMoves(other, other_number, cy, 0, cys, shell.now),
+        ),
+        shell.now,
+    )
+    effects = shell.run(batch)
+    assert rooms[code].race.racers[ann].log_length == 3  # type: ignore[union-attr]
+    assert rooms[other].race.racers[cy].game.entries == [e.move for e in cys]  # type: ignore[union-attr]
+    assert [(r.code, r.player_id) for r in shell.reloads] == [(code, bob)]
+    wakes = [e.code for e in effects if isinstance(e, Wake)]
+    assert sorted(wakes) == sorted({code, other})  # one each at most, for the three runs
+    shell.run(LogReloaded(code, number, bob, list(shell.logs[(code, number, bob)]), shell.now))
+    assert rooms[code].race.racers[bob].log_length == 3  # type: ignore[union-attr]
+
+    # A handler that raises: every room of the batch is rebuilt from the store, then plays on.
+    more = stored_entries(rooms[other].race.racers[cy].game.copy(), 1)  # type: ignore[union-attr]
+    shell.logs[(other, other_number, cy)].extend(more)
+    anns_more = stored_entries(rooms[code].race.racers[ann].game.copy(), 1)  # type: ignore[union-attr]
+    shell.logs[(code, number, ann)].extend(anns_more)
+
+    real_play = Game.play
+    calls = {"n": 0}
+
+    def failing_play(game: Game, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:  # the batch's; the rebuild's replay plays
+            raise RuntimeError("injected failure")
+        return real_play(game, *args, **kwargs)
+
+    start = len(shell.effects)
+    with monkeypatch.context() as patch:
+        patch.setattr(Game, "play", failing_play)
+        runs = (
+            RemoteMoves(other, other_number, cy, 2, more, shell.now),
+            RemoteMoves(code, number, ann, 3, anns_more, shell.now),
+        )
+        shell.run(RemoteBatch(runs, shell.now))
+    failures = notes(shell, "core_failed", start)
+    assert len(failures) == 1 and failures[0].fields["rooms"] == sorted([code, other]), failures
+    assert {e.code for e in shell.effects[start:] if isinstance(e, LoadRoom)} == {code, other}
+    for room, racer, entries in ((other, cy, [*cys, *more]), (code, ann, [*anns, *anns_more])):
+        rebuilt = shell.core.rooms[room].race.racers[racer]  # type: ignore[union-attr]
+        assert rebuilt.game.entries == [e.move for e in entries]  # from the log

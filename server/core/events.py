@@ -196,6 +196,17 @@ class RemoteMoves(msgspec.Struct, frozen=True):
     now: int
 
 
+class RemoteBatch(msgspec.Struct, frozen=True):
+    """Several nodes: what one read of the subscription brought of other nodes' stored entries,
+    as runs (each a racer's entries that follow on from each other, one RemoteMoves), in one
+    event: the core's per-event work (the error state's snapshot, each touched room's deadline
+    table and wake-up) is done once per read, not once per racer. Should a handler raise, every
+    room of the batch is rebuilt from the store (the error state)."""
+
+    runs: tuple[RemoteMoves, ...]
+    now: int
+
+
 Event = (
     Connected
     | HelloEvent
@@ -216,6 +227,7 @@ Event = (
     | BlockedChecked
     | RoomChanged
     | RemoteMoves
+    | RemoteBatch
     | NodesGone
 )
 

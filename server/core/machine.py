@@ -33,6 +33,7 @@ from server.core.events import (
     NodesGone,
     PlayerRegistered,
     RegisterFailed,
+    RemoteBatch,
     RemoteMoves,
     RoomChanged,
     RoomCreated,
@@ -97,6 +98,9 @@ class ServerCore(
             self._move_persisted(event)
         elif isinstance(event, Tick):
             self._tick(event.code, event.now)
+        elif isinstance(event, RemoteBatch):
+            for run in event.runs:
+                self._remote_moves(run)
         elif isinstance(event, Connected):
             self.conns[event.conn] = None
         elif isinstance(event, HelloEvent):
@@ -141,6 +145,16 @@ class ServerCore(
         its move: most events) may change only that racer's, so only it is taken."""
         only: str | None
         code: str | None
+        if isinstance(event, RemoteBatch):  # only the racers it names are played on
+            batch: dict[str, dict[str, LogSnapshot | None]] = {}
+            for run in event.runs:
+                room = self.rooms.get(run.code)
+                taken = batch.setdefault(run.code, {})
+                if room is not None and room.race is not None and room.phase == p.RACING:
+                    racer = room.race.racers.get(run.player_id)
+                    if racer is not None:
+                        taken[run.player_id] = racer.log_snapshot()
+            return set(batch), batch
         if isinstance(event, ONE_RACER_EVENTS):
             code, only = event.code, event.player_id
         elif isinstance(event, ClientEvent) and isinstance(event.msg, p.Move):
