@@ -147,7 +147,10 @@ class ProcSampler:
         return 0
 
 
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
+    # Generous: a start-up takes about a second on a quiet machine, but over 20 s (the deadline
+    # before) for a server pinned to a core with busy neighbours (the smoke tests run under load);
+    # a process that exits is seen at once either way.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
