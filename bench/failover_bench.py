@@ -143,6 +143,7 @@ def main() -> None:
                         "longest_wait_ms": {k: round(v * 1000, 1) for k, v in outcome["longest_wait_s"].items()},
                         "acknowledged_lost": lost,
                         "rejected": outcome["rejected"],
+                        "node_warnings": outcome["warnings"],
                         "ack_ms_p50_before": round(median([ms for v in outcome["ack_ms"].values() for ms in v]), 2),
                     }
                 )
