@@ -202,7 +202,7 @@ async def test_a_real_spectator_converges_at_its_own_rate_while_racers_keep_thei
         watcher = await Client.open(server, "Wendy")
         await watcher.hello("Wendy")
         await watcher.send(p.Join(code=code, role=p.SPECTATOR))
-        await watcher.expect(p.Room)
+        await watcher.expect(p.Room, timeout=30.0)
         starts = await start_race(racers)
         ann = racers[0]
         view = starts[0].view
@@ -211,7 +211,7 @@ async def test_a_real_spectator_converges_at_its_own_rate_while_racers_keep_thei
         move_id = 1
         while not (home := next((m for m in view_game(view).legal_moves() if ">f" in m), "")):
             await ann.send(p.Move(id=move_id, move="stock>waste"))
-            view = board(await ann.expect(p.MoveOk))
+            view = board(await ann.expect(p.MoveOk, timeout=30.0))
             move_id += 1
         # ... then plays it and undoes it, about every 15 ms for 3 s: every racers' and
         # spectators' tick has a change to send.
