@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.asyncio.client import PubSub
 from redis_cluster_fixture import LocalRedisCluster
 from redis_fixture import RedisServer, free_port
 from support import eventually
@@ -712,23 +713,30 @@ async def test_a_batch_survives_redis_forgetting_its_scripts(redis_server: Redis
         await store.close()
 
 
+async def room_channel_listener(store: RedisStore, code: str) -> PubSub:
+    """A subscription to the room's channel, confirmed: SSUBSCRIBE on the room's master on a
+    cluster (sharded pub/sub), SUBSCRIBE on one Redis."""
+    await store.load_slot_map()
+    channel = store.events_channel(code)
+    shard = store.shard_of(channel)
+    assert shard is not None
+    pubsub = store.subscriber(shard)
+    if store.cluster:
+        await pubsub.ssubscribe(channel)
+    else:
+        await pubsub.subscribe(channel)
+    assert (await pubsub.get_message(timeout=2))["type"] in ("subscribe", "ssubscribe")
+    return pubsub
+
+
 async def test_an_append_s_notice_is_published_only_when_the_entry_lands(any_redis_url: str) -> None:
     """Several nodes: the append's own script publishes its notice on the room's channel (one
     round trip, no publish of an entry the compare-and-set refused); on a cluster with SPUBLISH,
     heard by an SSUBSCRIBE on the room's master."""
     store = RedisStore(any_redis_url, namespace="notice")
-    await store.load_slot_map()
-    channel = store.events_channel("ROOM")
-    shard = store.shard_of(channel)
-    assert shard is not None
-    pubsub = store.subscriber(shard)
+    pubsub = await room_channel_listener(store, "ROOM")
     try:
         await store.create_room("ROOM", b"x", open_race=0)
-        if store.cluster:
-            await pubsub.ssubscribe(channel)
-        else:
-            await pubsub.subscribe(channel)
-        assert (await pubsub.get_message(timeout=2))["type"] in ("subscribe", "ssubscribe")
         batch = [
             AppendRequest("ROOM", 0, "p1", 0, b"m0", notice=b"p1 stored m0"),
             AppendRequest("ROOM", 0, "p1", 0, b"fork", notice=b"p1 fork: must not be heard"),
@@ -755,18 +763,9 @@ async def test_a_room_save_s_notice_is_published_only_when_the_save_lands(any_re
     committed change cannot go unannounced because a separate publish failed, and a save the
     compare-and-set refused is never announced; on a cluster with SPUBLISH on the room's master."""
     store = RedisStore(any_redis_url, namespace="savenotice")
-    await store.load_slot_map()
-    channel = store.events_channel("ROOM")
-    shard = store.shard_of(channel)
-    assert shard is not None
-    pubsub = store.subscriber(shard)
+    pubsub = await room_channel_listener(store, "ROOM")
     try:
         await store.create_room("ROOM", b"v1", open_race=None)
-        if store.cluster:
-            await pubsub.ssubscribe(channel)
-        else:
-            await pubsub.subscribe(channel)
-        assert (await pubsub.get_message(timeout=2))["type"] in ("subscribe", "ssubscribe")
         assert await store.save_room("ROOM", b"v2", 1, notice=b"version 2") == 2
         assert await store.save_room("ROOM", b"stale", 1, notice=b"stale: must not be heard") is None
         assert await store.save_room("ROOM", b"v3", 2) == 3  # no notice: nothing published

@@ -282,7 +282,6 @@ class RaceState:
     lb_checked_ms: int = 0  # the room's last leaderboard tick (at most one per leaderboard_interval_ms)
     racers_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
     spectators_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
-    boards_dirty: bool = True
     boards_last_ms: int = 0
     ending: bool = False
     final_rows: list[p.LeaderboardRow] | None = None

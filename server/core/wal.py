@@ -272,7 +272,6 @@ class RacerLogMixin(CoreBase):
             )
             self._send((racer.info.player_id,), ok)
         self._progressed(race, game.foundation_cards != before or game.status != status_before)
-        race.boards_dirty = True
         if game.over:
             self._note("racer_done", room=room.code, player=racer.info.player_id, status=game.status)
             self._reject_queue(racer, p.WRONG_PHASE, f"your game is over ({game.status})")
@@ -376,7 +375,6 @@ class RacerLogMixin(CoreBase):
             if game.over:
                 break
         self._progressed(race, (game.foundation_cards, game.status) != shown_before)
-        race.boards_dirty = True
         if game.over:
             self._note("racer_done", room=room.code, player=ev.player_id, status=game.status)
         self._settle_blocked(room, racer, ev.now)
@@ -453,7 +451,6 @@ class RacerLogMixin(CoreBase):
                 racer.pending_ids.pop(pending.id, None)
                 self._send((pid,), self._move_ok(racer, pending.id, racer.ids[pending.id], duplicate=True))
         race.lb_dirty = True
-        race.boards_dirty = True
         if race.ending and room.phase == p.RACING:
             self._reject_queue(racer, p.WRONG_PHASE, "the race is over")
         if was_outage and room.phase == p.RACING:
@@ -557,7 +554,6 @@ class RacerLogMixin(CoreBase):
         pid = racer.info.player_id
         self._touched.add(room.code)
         race.lb_dirty = True
-        race.boards_dirty = True
         self._note("racer_done", room=room.code, player=pid, status=racer.game.status)
         if room.phase == p.RESULTS:
             race.final_rows = self._rows(race, final=True)  # a room rebuilt after the race: its final status
