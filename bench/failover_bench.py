@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from failover_scenarios import failover_race  # test helpers, found through the path above
 from machine_info import cpu_name
 from redis_cluster_fixture import LocalRedisCluster
-from redis_fixture import RedisServer
+from redis_fixture import RedisServer, ReplicaServer
 
 from server.store.base import AppendRequest, AppendResult, StoreUnavailable
 from server.store.redis import RedisStore
@@ -51,17 +51,6 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-class ReplicaServer(RedisServer):
-    """A redis-server replicating ``master`` (one Redis, no cluster)."""
-
-    def __init__(self, master: RedisServer) -> None:
-        super().__init__()
-        self.master = master
-
-    def _arguments(self, port: int) -> list[str]:
-        return super()._arguments(port) + ["--replicaof", "127.0.0.1", str(self.master.port)]
 
 
 def one_redis_cost(batches: int) -> dict[str, Any]:

@@ -273,6 +273,17 @@ class RedisServer:
 # Fixtures --------------------------------------------------------------------
 
 
+class ReplicaServer(RedisServer):
+    """A redis-server replicating ``master`` (one Redis, no cluster)."""
+
+    def __init__(self, master: RedisServer) -> None:
+        super().__init__()
+        self.master = master
+
+    def _arguments(self, port: int) -> list[str]:
+        return super()._arguments(port) + ["--replicaof", "127.0.0.1", str(self.master.port)]
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     with RedisServer() as server:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from failover_scenarios import failover_race, is_master, until
 from redis_cluster_fixture import LocalRedisCluster
-from redis_fixture import RedisServer, free_port
+from redis_fixture import RedisServer, ReplicaServer, free_port
 from support import Client, eventually, health, latest, log_lines, play, server_process, wait_healthy
 
 from server.store.base import AppendRequest, AppendResult, StoreUnavailable
@@ -156,17 +156,6 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
     finally:
         await plain.close()
         await confirming.close()
-
-
-class ReplicaServer(RedisServer):
-    """A redis-server replicating ``master`` (one Redis, no cluster)."""
-
-    def __init__(self, master: RedisServer) -> None:
-        super().__init__()
-        self.master = master
-
-    def _arguments(self, port: int) -> list[str]:
-        return super()._arguments(port) + ["--replicaof", "127.0.0.1", str(self.master.port)]
 
 
 async def test_replicas_ack_on_one_redis_with_a_replica(own_redis_server: RedisServer) -> None:
