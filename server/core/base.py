@@ -54,6 +54,7 @@ class CoreBase:
         self._loading: dict[str, Loading] = {}  # room code -> what waits for the room to be loaded
         self._out: list[Effect] = []
         self._touched: set[str] = set()
+        self._now = 0  # the time of the event being handled
         # The node's shared leaderboard tick (deadlines.py): each racing room's next leaderboard
         # due, the earliest the shell was told (None: no timer), and when this event is the shared
         # tick (its timer spent), its time and the rooms that ticked in it.
@@ -65,7 +66,7 @@ class CoreBase:
     def _finish(self) -> list[Effect]:
         leaderboards = self._leaderboard_wake
         for code in sorted(self._touched):
-            due = self._schedule_leaderboard(code)
+            due = self._schedule_leaderboard(code, self._now)
             if due is not None and (leaderboards is None or due < leaderboards):
                 leaderboards = due
             room = self.rooms.get(code)
@@ -80,7 +81,7 @@ class CoreBase:
                 self._out.append(Wake(code, wake))
         if self._shared_tick_at is not None:  # the shared tick: the next is the earliest left
             for code in self._ticked:
-                self._schedule_leaderboard(code, floor=self._shared_tick_at)
+                self._schedule_leaderboard(code, self._shared_tick_at, ticked=True)
             self._ticked = set()
             self._shared_tick_at = None
             leaderboards = min(self._leaderboards.values(), default=None)
@@ -164,7 +165,7 @@ class CoreBase:
         def _next_wake(self, room: RoomState) -> int | None: ...
 
         @abstractmethod  # deadlines.py
-        def _schedule_leaderboard(self, code: str, floor: int | None = None) -> int | None: ...
+        def _schedule_leaderboard(self, code: str, now: int, ticked: bool = False) -> int | None: ...
 
         @abstractmethod  # deadlines.py
         def _slot(self, at: int) -> int: ...

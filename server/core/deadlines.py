@@ -5,10 +5,9 @@ added here is therefore both scheduled and handled, or neither.
 Leaderboards are not in that table: they tick on the node's shared leaderboard tick (one timer and
 one event for every room whose leaderboard is due, ``LeaderboardTick``), not on one timer per room.
 A room's leaderboard due (:meth:`DeadlinesMixin._leaderboard_due`) feeds both that tick and the
-node's next one, the earliest of every room's. The intervals count in whole ticks (slots of
-``leaderboard_interval_ms`` from the epoch), so rooms that keep changing tick together, on the
-slots' edges; a change after a quiet spell still goes out at once (the next turn's shared tick),
-and the room's next tick is then the next slot's."""
+node's next one, the earliest of every room's. The intervals count in whole slots of
+``leaderboard_interval_ms`` (from the epoch), and every room ticks on the slots' edges: the node
+ticks at most once per slot, whatever its rooms, and a change waits less than one slot."""
 
 from __future__ import annotations
 
@@ -92,8 +91,8 @@ class DeadlinesMixin(CoreBase):
             self._check_race_over(room, now)
 
     def _slot(self, at: int) -> int:
-        """The start of the shared leaderboard tick's slot ``at`` falls in: an interval counted from
-        a slot's start ends on a later slot's edge, where the rooms that keep changing tick together."""
+        """The start of the leaderboard slot ``at`` falls in: an interval counted from a slot's start
+        ends on a later slot's edge, where every room of the node ticks (one shared tick)."""
         interval = self.config.leaderboard_interval_ms
         return at - at % interval if interval > 0 else at
 
@@ -103,7 +102,7 @@ class DeadlinesMixin(CoreBase):
         racers, and for the spectators once their own interval has run since their last frame (so
         both share the tick and its rows). Otherwise: changes the spectators are still owed, and
         each audience's whole leaderboard ``leaderboard_full_ms`` after its last while rows lag.
-        A time already past: at once (the next shared tick)."""
+        A time already past goes on the next slot's edge (:meth:`_schedule_leaderboard`)."""
         config = self.config
         if race.lb_dirty:
             return self._slot(race.lb_checked_ms) + config.leaderboard_interval_ms
@@ -120,25 +119,30 @@ class DeadlinesMixin(CoreBase):
                 )
         return min(dues) if dues else None
 
-    def _schedule_leaderboard(self, code: str, floor: int | None = None) -> int | None:
-        """Keep the room's leaderboard due in the node's schedule (none once it is not racing).
-        ``floor``: the room ticked at this time in this event, so its next is at least a slot later
-        (whatever the feeds say: a shared tick never spins on a room)."""
+    def _schedule_leaderboard(self, code: str, now: int, ticked: bool = False) -> int | None:
+        """Keep the room's leaderboard due in the node's schedule (none once it is not racing). A
+        due already past that was not scheduled so (a change after a quiet spell) waits for the
+        next slot's edge, the shared tick of every room; one scheduled so waits for its tick (a
+        late timer: not put off again). ``ticked``: the room ticked at ``now`` in this event, so its
+        next is at least a slot later (whatever the feeds say: a shared tick never spins on a room)."""
         room = self.rooms.get(code)
         race = room.race if room is not None else None
         due = self._leaderboard_due(race) if room is not None and race is not None and room.phase == p.RACING else None
         if due is None:
             self._leaderboards.pop(code, None)
             return None
-        if floor is not None:
-            due = max(due, self._slot(floor) + self.config.leaderboard_interval_ms)
+        if due <= now:
+            scheduled = self._leaderboards.get(code)
+            if ticked or scheduled is None or scheduled > now:
+                due = self._slot(now) + self.config.leaderboard_interval_ms
         self._leaderboards[code] = due
         return due
 
     def _leaderboard_ticks(self, now: int) -> None:
         """The node's shared leaderboard tick: every room whose leaderboard is due by now ticks, in
-        this one event (should one raise, all of them are rebuilt from the store, the error state).
-        Nothing else of a room changes here, so its deadline table is not walked again."""
+        this one event (should one raise, it and the rooms that ticked before it are rebuilt from
+        the store, the error state; the others tick in the next one, at once). Nothing else of a
+        room changes here, so its deadline table is not walked again."""
         self._leaderboard_wake = None  # this wake is spent; _finish schedules the next
         self._shared_tick_at = now
         for code in [code for code, at in self._leaderboards.items() if at <= now]:

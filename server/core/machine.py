@@ -85,6 +85,7 @@ class ServerCore(
     def handle(self, event: Event) -> list[Effect]:
         self._out = []
         self._touched = set()
+        self._now = event.now
         subjects, before = self._before(event)
         try:
             self._dispatch(event)
