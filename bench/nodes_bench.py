@@ -197,14 +197,17 @@ async def load_run(racer_node: Callable[[int, int], str], spectator_node: Callab
     acks: dict[tuple[str, int], float] = {}
     seen: dict[tuple[str, int], float] = {}
     counted = [0]
+    # Every race started before the clock runs: started one after another, 40 rooms' countdowns
+    # could outlast the warm-up and the window on a busy machine (their CPU then went unmeasured).
+    for racers, _spectator in rooms:
+        await racers[0].send(p.Start())
+    race_starts = [[await c.expect(p.RaceStart, timeout=30) for c in racers] for racers, _spectator in rooms]
     start = time.monotonic()
     window = [start + args.warmup, start + args.warmup + args.duration]
     until = window[1] + 0.5
     tasks: list[asyncio.Task[None]] = []
     watchers: list[asyncio.Task[None]] = []
-    for room_index, (racers, spectator) in enumerate(rooms):
-        await racers[0].send(p.Start())
-        starts = [await c.expect(p.RaceStart) for c in racers]
+    for room_index, ((racers, spectator), starts) in enumerate(zip(rooms, race_starts, strict=True)):
         # Timed: the racers on another node than the spectator's (on one node: all of them).
         remote = {c.pid for i, c in enumerate(racers) if racer_node(room_index, i) != spectator_node(room_index)}
         remote = remote or {c.pid for c in racers}
@@ -214,7 +217,9 @@ async def load_run(racer_node: Callable[[int, int], str], spectator_node: Callab
             sub = random.Random(seed * 1000 + room_index * 10 + i)
             tasks.append(asyncio.ensure_future(
                 racer_loop(client, race_start.view, args.pace, until, acks, counted, window, sub)))  # fmt: skip
-    await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+    late = time.monotonic() - window[0]
+    assert late < 0, f"the racers were set going {late:.1f} s after the window opened: a longer --warmup"
+    await asyncio.sleep(-late)
     load_1min = os.getloadavg()[0]
     spies = []
     if profile is not None:  # --profile: each node sampled over the window, named PROFILE-nodeK.txt
