@@ -85,6 +85,19 @@ def start_node(url: str, multi: bool, root: Path = ROOT) -> tuple[subprocess.Pop
     return proc, port
 
 
+def stop_nodes(procs: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM to each, then SIGKILL to any still running after 10 s: none is left behind."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -300,10 +313,7 @@ async def failover(url: str) -> dict[str, Any]:
         return {"reconnect_to_first_ack_ms": [round(t, 1) for t in times],
                 "kill_to_last_ack_ms": round((time.monotonic() - killed) * 1000, 1)}  # fmt: skip
     finally:
-        for proc in (a, b):
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(10)
+        stop_nodes([a, b])
 
 
 def main() -> None:
@@ -380,9 +390,7 @@ def main() -> None:
                         load_run(racer_node, spectator_node, pids, redis_pids, rooms, args, run + 1, profile)
                     )
                 finally:
-                    for proc, _ in nodes:
-                        proc.terminate()
-                        proc.wait(10)
+                    stop_nodes([proc for proc, _ in nodes])
                 results[layout].append(figures)
                 print(layout, json.dumps(figures), file=sys.stderr)
         redis.command("FLUSHALL")
