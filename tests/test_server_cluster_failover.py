@@ -352,3 +352,53 @@ async def test_a_node_stays_alive_when_one_master_loses_its_liveness_keys(
         assert await store.nodes_alive(["alive"]) == set()
     finally:
         await store.close()
+
+
+async def test_liveness_renewals_survive_a_dead_master_failing_the_cluster_client_s_other_commands(
+    replicated_cluster: LocalRedisCluster, replicated_cluster_url: str
+) -> None:
+    """A master killed and not yet replaced: every command to it fails, and the cluster client then
+    closes its connections to every master (redis-py re-reads the slot map that way), failing what
+    was in flight on the healthy ones. A node's heartbeats publish to every master every half
+    second, so before the liveness keys had connections of their own, their renewals on the healthy
+    masters failed with them for the whole failover, the keys lapsed and the other nodes took a
+    live node for dead (the flaky failover race). Now every renewal reaches the healthy masters,
+    and the liveness read answers "alive" while a master is unknown."""
+    ttl_ms = 3000
+    store = RedisStore(replicated_cluster_url)
+    watcher = RedisStore(replicated_cluster_url)
+    keys = store.node_keys("racing")
+    holders = {key: replicated_cluster.master_of(key) for key in keys}
+    dead = holders[keys[0]]
+    replica = replicated_cluster.replica_of(dead)
+    healthy = [key for key in keys if holders[key] is not dead]
+    assert healthy and len(healthy) < len(keys)
+    try:
+        await store.mark_alive("racing", ttl_ms)
+        channel = store.beat_channel("racing", f"127.0.0.1:{dead.port}")
+        assert channel is not None
+        dead.kill()
+        renewals = 0
+        while not is_master(replica) or renewals < 12:
+            # A publish to the dead master (it fails, and the client closes everything) beside a renewal.
+            published, renewed, alive = await asyncio.gather(
+                store.publish([(channel, b"beat")]),
+                store.mark_alive("racing", ttl_ms),
+                watcher.nodes_alive(["racing"]),
+                return_exceptions=True,
+            )
+            assert isinstance(published, StoreUnavailable) or published is None
+            assert renewed is None, f"renewal {renewals} failed: {renewed!r}"
+            assert alive == {"racing"}, f"liveness read {renewals}: {alive!r}"
+            for key in healthy:  # each renewal landed on the healthy masters: nearly a whole ttl left
+                left = holders[key].command("PTTL", key)
+                assert isinstance(left, int)
+                assert left > ttl_ms - 1500, (key, left)
+            renewals += 1
+            await asyncio.sleep(0.1)
+    finally:
+        await store.close()
+        await watcher.close()
+        await until(lambda: is_master(replica), 30, "the replica promoted")
+        await asyncio.to_thread(dead.start)  # back as the new master's replica
+        await asyncio.to_thread(replicated_cluster.wait_replicated)
