@@ -204,7 +204,7 @@ class Client:
     async def send_raw(self, data: bytes | str) -> None:
         await self.ws.send(data)
 
-    async def expect(self, kind: type[M], timeout: float = 5.0) -> M:
+    async def expect(self, kind: type[M], timeout: float = 15.0) -> M:
         """The next message of this type (others are skipped, but stay recorded)."""
 
         async def wait() -> M:
