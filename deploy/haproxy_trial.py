@@ -3,7 +3,7 @@
 docker-compose.yml cannot run here (no container engine), so this runs what it would: one real
 Redis, two real ``plot-server --multi-node`` processes and HAProxy with deploy/haproxy.cfg, the
 compose names mapped to loopback ports (tests/haproxy_fixture.py: the Docker DNS resolver left out,
-checks every 500 ms). Eight connections in no room go round robin; then a room's four racers
+checks every 500 ms). Twenty connections in no room, ten on each node; then a room's four racers
 connect naming it (``?room=CODE``: the host after creating it, as ``plot host`` does) and race.
 The script prints what each node's /metrics says, checks /healthz, /metrics (refused) and the
 spectator page through the balancer, kills the room's node, has the racers resume through the
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from haproxy_fixture import LocalHAProxy, find_haproxy  # noqa: E402
+from haproxy_fixture import LocalHAProxy, find_haproxy, idle_connections  # noqa: E402
 from redis_fixture import RedisServer, free_port  # noqa: E402
 from support import Client, eventually, latest, metric, metrics, play, server_process, start_race, wait_healthy  # noqa: E402
 
@@ -109,12 +109,10 @@ async def main() -> int:
                 print("GET /healthz through HAProxy:", get(f"{base}/healthz")[0])
                 print("GET /metrics through HAProxy:", get(f"{base}/metrics")[0])
                 print("GET / (spectator page) through HAProxy:", get(f"http://127.0.0.1:{proxy.listen[1]}/")[0])
-                # Connections in no room: round robin. (They matter to the room below: the balance
-                # factor keeps a node under 1.5x the mean, so with nothing else connected a room's
-                # second connection would already spill to the other node.)
-                idle = [await Client.open(url, f"idle{i}") for i in range(8)]
-                for i, client in enumerate(idle):
-                    await client.hello(f"idle{i}")
+                # Connections in no room, ten on each node: a deployment's other players. (The
+                # balance factor keeps a node under 1.5x the mean, so with nothing else connected
+                # a room's second connection would already spill to the other node.)
+                idle = await idle_connections(url, game, 10)
                 code, clients = await race(url)
                 print(f"room {code}: a host and three racers, each connection naming the room")
                 report(game, list(game))

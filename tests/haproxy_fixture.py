@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from support import Client, eventually, health
+
 ROOT = Path(__file__).resolve().parent.parent
 NODES = (("server-a", "server"), ("server-b", "server-b"))  # deploy/haproxy.cfg's server label, compose host
 
@@ -128,3 +130,36 @@ class LocalHAProxy:
             if time.monotonic() > deadline:
                 raise AssertionError(f"haproxy did not see every node up within {timeout} s: {states}")
             time.sleep(0.1)
+
+
+async def idle_connections(url: str, ports: dict[str, int], per_node: int) -> list[Client]:
+    """Connections through the balancer that name no room and say hello, exactly ``per_node`` on
+    each node (by its /healthz count). They stand for a deployment's other players: the balance
+    factor (``hash-balance-factor 150``) keeps a node under 1.5x the mean of connections, so with
+    few connections in all a room's would spill over to the other node. Round robin over the hash
+    ring is only roughly even: more are opened until each node has enough, the extra closed."""
+
+    def held() -> dict[str, int]:
+        return {label: int(health(port)[1]["connections"]) for label, port in ports.items()}
+
+    base = held()
+    placed: dict[str, list[Client]] = {label: [] for label in ports}
+    for i in range(6 * per_node * len(ports)):
+        if all(len(clients) >= per_node for clients in placed.values()):
+            break
+        before = held()
+        client = await Client.open(url, f"idle{i}")
+        await client.hello(f"idle{i}")
+        after = held()
+        label = next(label for label in ports if after[label] > before[label])
+        placed[label].append(client)
+    kept: list[Client] = []
+    for label, clients in placed.items():
+        assert len(clients) >= per_node, f"round robin put too few connections on {label}: {len(clients)}"
+        for client in clients[per_node:]:
+            await client.close()
+        kept += clients[:per_node]
+    await eventually(
+        lambda: held() == {label: count + per_node for label, count in base.items()}, 10, what="the extra closed"
+    )
+    return kept

@@ -17,14 +17,14 @@ import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
-from haproxy_fixture import LocalHAProxy
+from haproxy_fixture import LocalHAProxy, idle_connections
 from redis_fixture import free_port
-from support import Client, eventually, health, server_process, wait_healthy
+from support import eventually, health, server_process, wait_healthy
 
 from client.connection import Connection
 from shared import protocol as p
 
-BACKGROUND = 12  # connections in no room, spread round robin (roughly: see below)
+BACKGROUND = 20  # connections in no room, as many on each node (haproxy_fixture.idle_connections)
 Nodes = dict[str, tuple[subprocess.Popen[str], int]]  # label -> (plot-server process, game port)
 
 
@@ -75,14 +75,8 @@ async def test_a_rooms_connections_land_on_one_node_and_move_together_when_it_di
     proxy, nodes = balancer
     url = proxy.game_url
     ports = {label: port for label, (_proc, port) in nodes.items()}
-    # hash-balance-factor 150 keeps a node under 1.5x the mean of connections: at a handful of
-    # connections a room of five would spill over. A deployment under load has many; so does this
-    # test, with connections in no room (round robin: about half on each node).
-    background = [await Client.open(url, f"idle{i}") for i in range(BACKGROUND)]
-    for i, client in enumerate(background):
-        await client.hello(f"idle{i}")
+    background = await idle_connections(url, ports, BACKGROUND // 2)  # see idle_connections
     base = {label: held(port) for label, port in ports.items()}
-    assert sum(base.values()) == BACKGROUND and min(base.values()) >= BACKGROUND // 4, base  # spread
 
     def gained() -> dict[str, int]:
         return {label: held(port) - base[label] for label, port in ports.items()}
@@ -98,21 +92,25 @@ async def test_a_rooms_connections_land_on_one_node_and_move_together_when_it_di
     )
     home = next(label for label, count in gained().items() if count == 5)
     other = next(label for label in ports if label != home)
+    # The node the host created the room on (either: its first connection went round robin) holds
+    # it no more once it has read the host's resume on the room's node back.
+    await eventually(lambda: int(health(ports[other])[1]["rooms"]) == 0, 10, what=f"{other} released the room")
+    assert int(health(ports[home])[1]["rooms"]) == 1
 
     # Another room may hash to the other node: hosts open rooms until one does (each code a new
     # hash; twenty all on one node would be a 1-in-a-million chance), and its racer follows it.
-    others: list[Connection] = []
     for attempt in range(20):
         before = gained()
         second_host, second = await host(url, f"Host{attempt}")
-        others.append(second_host)
         await eventually(lambda: sum(gained().values()) == sum(before.values()) + 1, 10, what="the host settled")  # noqa: B023
         if gained()[other] == before[other] + 1:
             break
+        await second_host.close()  # its room hashed to room 1's node: only room 1 is to be there
+        await eventually(lambda: gained() == before, 10, what="the host gone")  # noqa: B023
     else:
         raise AssertionError(f"twenty rooms all hashed to {home}")
     before = gained()
-    others.append(await join(url, "Dee", second))
+    others = [second_host, await join(url, "Dee", second)]
     await eventually(lambda: gained()[other] == before[other] + 1, 10, what=f"room {second}'s racer on {other}")
 
     # Room 1 races: everyone ready, the host starts, every racer gets the board and plays a move.
