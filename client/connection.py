@@ -72,6 +72,7 @@ DEFAULT_SERVER = "ws://localhost:8765"
 CLOSE_TIMEOUT = 2.0  # seconds a close may take before it is cut short
 HELLO_WAITS = 5  # hellos refused rate_limited (the server's per-address budget) waited out before giving up
 BUSY_RESENDS = 5  # a move answered busy (the server is overloaded) is sent again this many times, as it says
+FOLLOW_TRIES = 6  # follow_room's resumes that came back without the room, tried again (50 ms, doubling)
 RETRY_MS = re.compile(r"retry_ms=(\d+)")
 M = TypeVar("M")
 
@@ -95,6 +96,10 @@ def room_url(url: str, code: str | None) -> str:
 
 class ConnectionFailed(RuntimeError):
     """The server cannot be reached, or refused us for good (a message a person can read)."""
+
+
+class _FollowAgain(Exception):
+    """follow_room's resume came back without the room: connect again shortly (Connection._follow_again)."""
 
 
 SUPERSEDED_NOTE = (
@@ -245,6 +250,8 @@ class Connection:
         self.resyncs = 0  # divergences found (each answered by a sync)
         self.busy_resends = 0  # moves sent again after a busy answer's retry_ms
         self._following = False  # follow_room closed the socket: reconnect at once, and quietly
+        self._follow_tries = 0
+        self._follow_delay: float | None = None  # follow_room's resume to try again after this many seconds
         self._settled = asyncio.Event()  # set but while follow_room's reconnect is under way
         self._settled.set()
 
@@ -318,6 +325,8 @@ class Connection:
             except ConnectionFailed as exc:
                 self._fatal = str(exc)
                 return
+            except _FollowAgain:
+                detail = "the room was not in the resume yet"
             except Exception as exc:  # anything else: say so, and try again like any other loss
                 log.exception("connection error")
                 detail = f"{type(exc).__name__}: {exc}"
@@ -329,6 +338,10 @@ class Connection:
                 return
             if self._following:
                 self._following = False  # once: a reconnect that fails goes on as any other would
+                continue
+            if self._follow_delay is not None:
+                await asyncio.sleep(self._follow_delay)
+                self._follow_delay = None
                 continue
             if self.welcome is None and self.reconnects >= 2:
                 # Never got in at all: say so rather than retrying forever in silence.
@@ -353,6 +366,8 @@ class Connection:
                 await asyncio.sleep(wait)
                 continue
             if isinstance(reply, Welcome):
+                if self._follow_again(reply):
+                    raise _FollowAgain
                 self.welcome = reply
                 self.token = reply.token
                 if self.token_file is not None:
@@ -379,6 +394,20 @@ class Connection:
             if isinstance(reply, Error):
                 raise ConnectionFailed(f"the server refused us: {reply.message} ({reply.code})")
             raise ConnectionFailed(f"the server answered hello with {type(reply).__name__}")
+
+    def _follow_again(self, welcome: Welcome) -> bool:
+        """Is this follow_room's resume, come back without the room? The node that created the room
+        writes the player's record (the room in it) behind its answer, and the node resumed here
+        may have read the record before that write landed: connect again shortly, a few times.
+        Only the last answer is handed on."""
+        if self._settled.is_set() or not welcome.resumed or welcome.room == self.room:
+            return False
+        if self._follow_tries >= FOLLOW_TRIES:
+            return False
+        self.token = welcome.token
+        self._follow_delay = 0.05 * 2**self._follow_tries
+        self._follow_tries += 1
+        return True
 
     async def _next_message(self, ws: ClientConnection) -> ServerMessage:
         while True:
@@ -481,11 +510,14 @@ class Connection:
         )
         self._waiters.append(entry)
         self._following = True
+        self._follow_tries = 0
         self._settled.clear()
         try:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(), CLOSE_TIMEOUT)
-            welcome = await asyncio.wait_for(resumed, self.open_timeout + CLOSE_TIMEOUT)
+            # Each try may take a connection's opening, and the tries wait 50 ms doubling between them.
+            patience = (FOLLOW_TRIES + 1) * self.open_timeout + 0.05 * 2**FOLLOW_TRIES + CLOSE_TIMEOUT
+            welcome = await asyncio.wait_for(resumed, patience)
         except TimeoutError:
             return False
         finally:

@@ -21,7 +21,7 @@ import pytest
 from support import FAST, SIZE, Client, board, fast_config, message, running_server, screen_text, until, url, view_game
 
 from client.bot import Bot, choose_move
-from client.connection import room_url
+from client.connection import FOLLOW_TRIES, Connection, room_url
 from client.tui.practice import attach_hint, practice_config
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
 from client.widgets.board import PILE_KEYS
@@ -503,4 +503,25 @@ async def test_join_watch_and_bots_name_their_room_in_the_url(server: RaceServer
         await racing
     assert proxy.targets == [f"/?other=1&room={code}"] * 3
     await host.close()
+    await proxy.close()
+
+
+async def test_a_follow_whose_resume_lacks_the_room_tries_again_unseen_then_hands_it_on(server: RaceServer) -> None:
+    """On several nodes the node that created a room writes the host's player record (the room in
+    it) behind its answer: the node the host then resumes on may read it before, and resume it in
+    no room. follow_room then connects again, 50 ms doubling, FOLLOW_TRIES times, saying nothing,
+    and hands on the last answer. Here the room is one the player is not in: every try lacks it."""
+    proxy = DroppingProxy(server.port)
+    connection = Connection(f"ws://127.0.0.1:{await proxy.start()}", "Ann")
+    states: list[str] = []
+    welcomes: list[p.Welcome] = []
+    connection.on_state = lambda state, detail: states.append(state)
+    connection.on_welcome = welcomes.append
+    await connection.start()
+    assert not await connection.follow_room("ABCDE")
+    assert proxy.targets == ["/", *["/?room=ABCDE"] * (1 + FOLLOW_TRIES)]
+    assert len(welcomes) == 2 and welcomes[1].resumed and welcomes[1].room is None
+    assert states == ["connected"] and connection.reconnects == 0
+    assert isinstance(await connection.request(p.ListRooms(), p.RoomList), p.RoomList)
+    await connection.close()
     await proxy.close()

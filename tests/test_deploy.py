@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
+from haproxy_fixture import find_haproxy
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_COMMAND = ["plot-server", "--host", "0.0.0.0", "--port", "8765", "--redis", "redis://redis:6379/0"]
@@ -94,6 +94,8 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
     assert any(line.startswith("timeout tunnel ") for line in defaults)
     default_server = next(line for line in defaults if line.startswith("default-server "))
     assert " check" in default_server and "init-addr last,libc,none" in default_server
+    # A refused connection marks its node down at once (the room hash and balance factor drop it).
+    assert "observe layer4 error-limit 1 on-error mark-down" in default_server
     assert "resolvers docker" in default_server and "resolvers docker" in sections
     assert "option redispatch 1" in defaults  # a connection refused by a dead node is retried on another
     services = compose()["services"]
@@ -109,18 +111,19 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
         assert "option httpchk" in lines and check in lines and "http-check expect status 200" in lines
         servers = [line.split()[2] for line in lines if line.startswith("server ")]
         assert servers == [f"{node}:{port}" for node in nodes]  # every node of the compose file, on that port
-    assert "balance leastconn" in sections["backend game_nodes"]  # long-lived connections
+    # Room affinity: a connection's ?room=CODE picks its node (docs/scaling.md, "Room affinity").
+    game = sections["backend game_nodes"]
+    assert {"balance url_param room", "hash-type consistent", "hash-balance-factor 150"} <= set(game)
+    assert sections["backend web_nodes"][0] == "balance roundrobin"  # the page's own HTTP is stateless
     assert "http-request deny deny_status 404 if { path /metrics }" in sections["frontend game"]
-    # And HAProxy's own check, where the binary exists (it is not required). The compose names do
-    # not resolve here: init-addr none lets HAProxy start with those servers down, as it must
-    # while a node's container is not up yet.
-    binary = shutil.which("haproxy")
-    if binary is not None:
-        config = ROOT / "deploy" / "haproxy.cfg"
-        result = subprocess.run([binary, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
-        assert result.returncode == 0 and "Configuration file is valid" in result.stdout + result.stderr, (
-            result.stdout + result.stderr
-        )
+    # And HAProxy's own check (tests/haproxy_fixture.py finds the binary, or fails saying how to
+    # install it). The compose names do not resolve here: init-addr none lets HAProxy start with
+    # those servers down, as it must while a node's container is not up yet.
+    config = ROOT / "deploy" / "haproxy.cfg"
+    result = subprocess.run([find_haproxy(), "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and "Configuration file is valid" in result.stdout + result.stderr, (
+        result.stdout + result.stderr
+    )
 
 
 def test_dockerfile_installs_the_server_extra_on_python_3_11_slim() -> None:

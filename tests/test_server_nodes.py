@@ -501,3 +501,48 @@ async def test_a_node_hears_the_other_nodes_messages_in_order_and_in_batches(red
     finally:
         await link.close()
         await store.close()
+
+
+async def test_a_node_left_with_no_member_of_a_room_releases_it(redis_url: str) -> None:
+    """docs/scaling.md, "Room affinity": a host creates its room on node A, then resumes on node B
+    (the room's node behind the balancer). Once A reads the room back and sees no member of it
+    connected here and the host connected to B, A drops it: it stops hearing the room, applying
+    its moves and reading it back. A member joining on A loads it again."""
+    async with node(redis_url) as a, node(redis_url) as b:
+        first = await hello(a, "host")
+        assert first.welcome is not None
+        await first.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await first.expect(p.Room)).code
+        await first.close()
+        host: Client | None = None
+        for _ in range(20):  # A writes the host's record behind: B may read it before it names the room
+            host = await Client.open(b, "host")
+            welcome = await host.hello("host", token=first.welcome.token)
+            if welcome.room == code:
+                break
+            await host.close()
+            await asyncio.sleep(0.05)
+        assert host is not None and host.welcome is not None and host.welcome.room == code
+        await eventually(lambda: not a.core.has_room(code), 10, what="node A released the room")
+        await eventually(lambda: a.nodes is not None and not a.nodes.subscribed(code), 5, what="A unsubscribed")
+        assert a.nodes is not None
+        heard = a.nodes.received
+        ann = await hello(b, "ann")
+        await ann.send(p.Join(code=code))
+        await ann.expect(p.Room)
+        for client in (host, ann):
+            await client.send(p.Ready(ready=True))
+        await eventually(lambda: all(m.ready for m in latest(host, p.Room).members), what="both ready")
+        await host.send(p.Start())
+        starts = [await c.expect(p.RaceStart) for c in (host, ann)]
+        rng = random.Random(7)
+        for client, start in zip((host, ann), starts, strict=True):
+            assert start.view is not None
+            await play(client, start.view, 3, rng)
+        assert not a.core.has_room(code) and a.nodes.received == heard  # nothing of the race reached A
+        # A spectator on A: A loads the room again (and keeps it while she is connected there).
+        eve = await hello(a, "eve")
+        await eve.send(p.Join(code=code, role=p.SPECTATOR))
+        assert (await eve.expect(p.Room)).code == code and a.core.has_room(code)
+        for client in (host, ann, eve):
+            await client.close()

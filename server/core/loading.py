@@ -167,6 +167,31 @@ class LoadingMixin(CoreBase):
             self._client(msgspec.structs.replace(replayed, now=ev.now))
         for pid in local:
             self._forget_if_idle(pid)
+        if self.rooms.get(code) is room:
+            self._release_if_held_elsewhere(room)
+
+    def _release_if_held_elsewhere(self, room: RoomState) -> None:
+        """Several nodes: a room none of whose members is connected here, and some connected to
+        another node (which holds it, so its timers run there), is dropped from memory: this node
+        stops applying its moves and reading it back (docs/scaling.md, "Room affinity": a host
+        that created its room here resumed on the room's node). Only once nothing of this node's
+        is pending for it: a save, a racer's write, a deal search. A member who comes back here,
+        or a join, loads it again."""
+        node = self.config.node_id
+        if not self.config.shared_rooms or room.needs_save or room.phase == p.DEALING or room.code in self._loading:
+            return
+        if any(self._connected(pid) for pid in room.members):
+            return
+        if not any(member.left_ms is None and member.node not in ("", node) for member in room.members.values()):
+            return
+        race = room.race
+        if race is not None and any(r.state is not LogState.IDLE or r.queue for r in race.racers.values()):
+            return
+        del self.rooms[room.code]
+        self._out.append(DropRoom(room.code))
+        for pid in room.members:
+            self._forget_if_idle(pid)
+        self._note("room_released", room=room.code, version=room.version)
 
     def _replay_departures(self, room: RoomState, old: RoomState, now: int) -> None:
         """Members the store records as connected to this node that are not (their disconnect's save
