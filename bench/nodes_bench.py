@@ -18,8 +18,10 @@ on B), ``split`` (racers on A, spectators on B: B's CPU is the cost of applying 
 ``half`` (one plain node, half the rooms: the own load each node of ``two`` carries), ``affinity`` (two
 ``--multi-node`` nodes, each room's racers and spectator all on one node, the rooms alternating
 between A and B: what HAProxy's ``balance url_param room`` does, docs/scaling.md "Room affinity")
-and ``double`` (as ``two`` with twice the rooms: each node carries the load ``one`` carries, so
-per-process fixed costs weigh on both alike). ``affinity`` and ``double`` are not in the default list.
+``double`` (as ``two`` with twice the rooms: each node carries the load ``one`` carries, so
+per-process fixed costs weigh on both alike) and ``paired`` (as ``affinity`` with twice the rooms:
+each node carries one node's load, every room on one node). ``affinity``, ``double`` and ``paired``
+are not in the default list.
 CPU is the server processes' user+system time over the measured window (/proc), divided by the moves
 acknowledged in it; Redis CPU likewise, the redis-server processes' (every master's on a cluster).
 ``--cluster`` adds a layout, "two-cluster": the two nodes on a three-master Redis Cluster
@@ -160,6 +162,9 @@ async def spectator_delays(spectator: Client, remote: set[str], seen: dict[tuple
                 shown[row.player_id] = max(row.cards, shown.get(row.player_id, 0))
 
 
+LAYOUT_KINDS = ("one", "two", "split", "half", "affinity", "double", "paired")
+
+
 def py_spy(pid: int, seconds: float, output: Path, native: bool) -> subprocess.Popen[bytes]:
     """py-spy sampling process ``pid`` for ``seconds`` at 500 Hz (collapsed stacks): without pausing
     it, or ``native``, with the C frames (uvloop's, msgspec's, hiredis'), pausing it at each sample."""
@@ -172,9 +177,9 @@ def py_spy(pid: int, seconds: float, output: Path, native: bool) -> subprocess.P
 
 def placement(kind: str, urls: list[str]) -> tuple[Callable[[int, int], str], Callable[[int], str]]:
     """Where a layout puts racer i of room r, and room r's spectator: ``split`` every racer on A;
-    ``affinity`` the whole room on one node, room by room alternately; otherwise racer i on node
+    ``affinity`` and ``paired`` the whole room on one node, room by room alternately; otherwise racer i on node
     i % nodes. The spectator on the last node, but for ``affinity`` (its room's node)."""
-    if kind == "affinity":
+    if kind in ("affinity", "paired"):
         return (lambda room, _i: urls[room % len(urls)]), (lambda room: urls[room % len(urls)])
     racer_urls = urls[:1] if kind == "split" else urls
     return (lambda _room, i: racer_urls[i % len(racer_urls)]), (lambda _room: urls[-1])
@@ -326,7 +331,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--layouts", default="one,two,split,half",
                         help="comma-separated, run in this order each run: "
-                             "one, two, split, half, affinity, double")  # fmt: skip
+                             "one, two, split, half, affinity, double, paired")  # fmt: skip
     parser.add_argument("--cluster", action="store_true", help="also two nodes on a three-master Redis Cluster")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle cluster's own CPU is measured")
     parser.add_argument("--json", type=Path)
@@ -342,10 +347,8 @@ def main() -> None:
         TREES[name] = Path(where).resolve()
     for layout in args.layouts.split(","):
         kind, _, tree = layout.partition("@")
-        if kind not in ("one", "two", "split", "half", "affinity", "double") or (tree and tree not in TREES):
-            parser.error(
-                f"--layouts: {layout!r} is not one, two, split, half, affinity, double (or one @NAME of a --tree)"
-            )
+        if kind not in LAYOUT_KINDS or (tree and tree not in TREES):
+            parser.error(f"--layouts: {layout!r} is not {', '.join(LAYOUT_KINDS)} (or one @NAME of a --tree)")
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     redis = RedisServer()
@@ -378,11 +381,13 @@ def main() -> None:
                 redis_pids = [server.process.pid for server in servers if server.process is not None]
                 kind, _, tree = layout.partition("@")
                 root = TREES[tree] if tree else ROOT
-                multi = kind not in ("one", "half")  # two, split, affinity, double: two --multi-node nodes
+                multi = kind not in ("one", "half")  # two, split, affinity, double, paired: two --multi-node nodes
                 nodes = [start_node(url, multi, root) for _ in range(2 if multi else 1)]
                 urls = [f"ws://127.0.0.1:{port}" for _, port in nodes]
                 racer_node, spectator_node = placement(kind, urls)
-                rooms = {"half": max(1, args.rooms // 2), "double": 2 * args.rooms}.get(kind, args.rooms)
+                rooms = {"half": max(1, args.rooms // 2), "double": 2 * args.rooms, "paired": 2 * args.rooms}.get(
+                    kind, args.rooms
+                )
                 pids = [proc.pid for proc, _ in nodes]
                 profile = None if args.profile is None else str(args.profile / f"{layout}-run{run + 1}")
                 try:
@@ -411,7 +416,7 @@ def main() -> None:
             continue
         one = results["medians"][f"one{suffix}"]["cpu_us_per_move"]
         # None when the window was too short for the clock's ticks
-        for kind in ("two", "split", "half", "affinity", "double"):
+        for kind in LAYOUT_KINDS[1:]:
             if f"{kind}{suffix}" in results["medians"]:
                 other = results["medians"][f"{kind}{suffix}"]["cpu_us_per_move"]
                 ratio = round(other / one, 2) if one > 0 and other > 0 else None
