@@ -210,8 +210,13 @@ async def load_run(racer_node: Callable[[int, int], str], spectator_node: Callab
         rooms.append((racers, spectator))
     for racers, _spectator in rooms:
         host = racers[0]
-        while not all(m.ready for m in (await host.expect(p.Room)).members if m.player_id != host.pid):
-            pass
+        # Every racer in and ready: on two nodes a room's snapshot can show some members before
+        # the others' joins reach the host's node (all of those ready: the start was refused).
+        while True:
+            members = (await host.expect(p.Room)).members
+            joined = [m for m in members if m.role == p.RACER]
+            if len(joined) == len(racers) and all(m.ready for m in joined if m.player_id != host.pid):
+                break
     acks: dict[tuple[str, int], float] = {}
     seen: dict[tuple[str, int], float] = {}
     counted = [0]
