@@ -146,6 +146,15 @@ class QueuedSave:
     record: RoomRecord
     epoch: int
     commands: int = 0  # several nodes: the room commands (their numbers) up to here are in this save
+    then: tuple[Send, ...] = ()  # sent once this save has landed (SaveRoom.then)
+
+    def replacing(self, older: QueuedSave) -> QueuedSave:
+        """This save in place of an older one of the same room that has not landed: it carries the
+        older one's messages too, unless a read-back came between (the older was made on a copy
+        the read-back replaced, and the read-back sent the stored room's own)."""
+        if older.epoch != self.epoch or not older.then:
+            return self
+        return replace(self, then=older.then + self.then)
 
 
 TURN_GAP_S = 0.05  # turns with moves further apart than this are not one backlog (busy_turn_streak)
@@ -884,7 +893,7 @@ class RaceServer:
             elif isinstance(effect, SaveRoom):
                 self._queued_races[effect.code] = open_race_of(effect.record)
                 epoch = self._room_epochs.get(effect.code, 0)
-                self._room_op(effect.code, "save", QueuedSave(effect.record, epoch, self._commands))
+                self._room_op(effect.code, "save", QueuedSave(effect.record, epoch, self._commands, effect.then))
             elif isinstance(effect, Note):
                 log_event(NOTE_LEVELS[effect.level], effect.event, **effect.fields)
             elif isinstance(effect, Bind):
@@ -1555,7 +1564,9 @@ class RaceServer:
     def _room_op(self, code: str, kind: str, value: object) -> None:
         ops = self._room_ops.setdefault(code, deque())
         if kind == "save" and ops and ops[-1][0] == "save":
-            ops[-1] = (kind, value)  # latest wins (the worker takes an op off the queue before running it)
+            # Latest wins (the worker takes an op off the queue before running it).
+            assert isinstance(value, QueuedSave) and isinstance(ops[-1][1], QueuedSave)
+            ops[-1] = (kind, value.replacing(ops[-1][1]))
         else:
             ops.append((kind, value))
         if code not in self._room_workers:
@@ -1593,8 +1604,12 @@ class RaceServer:
                             value.set_exception(exc)  # the reader answers its client
                         continue
                     log_event(logging.WARNING, "room_write_failed", room=code, op=kind, error=str(exc), retry=True)
-                    if not (kind == "save" and ops and ops[0][0] == "save"):
-                        ops.appendleft((kind, value))  # a newer save, if queued, replaces this one
+                    if kind == "save" and ops and ops[0][0] == "save":
+                        newer = ops[0][1]  # a newer save, queued, replaces this one
+                        assert isinstance(newer, QueuedSave) and isinstance(value, QueuedSave)
+                        ops[0] = (kind, newer.replacing(value))
+                    else:
+                        ops.appendleft((kind, value))
                     await backoff.wait()
                     continue
                 except Exception as exc:
@@ -1653,7 +1668,7 @@ class RaceServer:
         if version is None:
             loaded = await self.store.load_room(code)
             if loaded is None:
-                await self._recreate_room(code, record, data, race)
+                await self._recreate_room(code, save, data, race)
                 return
             uncertain = self._uncertain_saves.pop(code, None)
             if uncertain is not None and loaded[0] == uncertain[1]:
@@ -1679,10 +1694,11 @@ class RaceServer:
                 if pending:
                     self._uncommitted[code] = pending
                 self.nodes.noticed(1)
+            self._execute(list(save.then))  # landed: what waited for it goes out (the results)
             return
         loaded = await self.store.load_room(code)
         if loaded is None:
-            await self._recreate_room(code, record, data, race)
+            await self._recreate_room(code, save, data, race)
         else:
             self._save_conflict(code, version, loaded[1])
 
@@ -1696,10 +1712,11 @@ class RaceServer:
         self._save_conflicts.add(code)
         log_event(logging.ERROR, "room_save_conflict", room=code, expected=expected, found=found)
 
-    async def _recreate_room(self, code: str, record: RoomRecord, data: bytes, race: int | None) -> None:
+    async def _recreate_room(self, code: str, save: QueuedSave, data: bytes, race: int | None) -> None:
         """The room vanished from the store while this process still holds it (a finished room
         expired, or someone deleted it): store it afresh rather than lose it."""
         log_event(logging.WARNING, "room_recreated", room=code)
+        record = save.record
         if await self.store.create_room(code, data, open_race=race):
             self._store_versions[code] = 1
             self._stored_races[code] = race
@@ -1707,6 +1724,7 @@ class RaceServer:
                 await self.nodes.publish([(code, self.nodes.room_version(1))])
             if not record.options.private and record.members:
                 await self.store.set_listed(code, True)
+            self._execute(list(save.then))
         else:  # created by someone else meanwhile
             self._save_conflict(code, None, 1)
 

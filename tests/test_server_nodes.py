@@ -501,3 +501,67 @@ async def test_a_node_hears_the_other_nodes_messages_in_order_and_in_batches(red
     finally:
         await link.close()
         await store.close()
+
+
+async def duel(a: RaceServer, b: RaceServer) -> tuple[str, list[Client]]:
+    """A room with a racer and a spectator on each node (ann hosts on A, bob on B), through to the
+    race's start: its code and [ann, bob, sam (spectator on A), eve (spectator on B)]."""
+    ann, sam = await hello(a, "ann"), await hello(a, "sam")
+    bob, eve = await hello(b, "bob"), await hello(b, "eve")
+    await ann.send(p.CreateRoom(options=p.RoomOptions()))
+    code = (await ann.expect(p.Room)).code
+    await bob.send(p.Join(code=code))
+    for client in (bob, sam, eve):
+        if client is not bob:
+            await client.send(p.Join(code=code, role=p.SPECTATOR))
+        await client.expect(p.Room)
+    await bob.send(p.Ready(ready=True))
+    await eventually(lambda: any(m.ready for m in latest(ann, p.Room).members if m.player_id == bob.pid), what="ready")
+    await ann.send(p.Start())
+    clients = [ann, bob, sam, eve]
+    for client in clients:
+        await client.expect(p.RaceStart)
+    return code, clients
+
+
+async def test_both_nodes_end_a_race_at_once_and_every_member_gets_one_and_the_same_results(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The racer on each node resigns at the same moment: each node sees the race over when the
+    other's entry reaches it, and both end it; one save wins the compare-and-set. Every member, on
+    either node, gets exactly one results message, the same everywhere: a node sends results only
+    once its save has landed, and the node whose save lost sends the stored ones it reads back
+    (docs/scaling.md, "Room changes"). Several rooms at once, so that some end on both nodes."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    async with node(redis_url) as a, node(redis_url) as b:
+        rooms = [await duel(a, b) for _ in range(6)]
+        caplog.clear()
+        await asyncio.gather(*(c.send(p.Move(id=1, move="resign")) for _code, clients in rooms for c in clients[:2]))
+        for _code, clients in rooms:
+            for client in clients:
+                await client.expect(p.Results, timeout=10)
+        assert isinstance(a.store, RedisStore)
+        store = a.store
+
+        async def settled(code: str) -> bool:
+            """The stored room shows the results and both nodes hold its latest version, with no room
+            write or read-back of theirs pending: nothing more is on its way to the members."""
+            stored = await store.load_room(code)
+            return (
+                stored is not None
+                and decode_room(stored[0]).phase == p.RESULTS
+                and all(n._store_versions.get(code) == stored[1] and code not in n._room_workers for n in (a, b))
+            )
+
+        for code, clients in rooms:
+            await eventually(functools.partial(settled, code), what=f"room {code} settled on both nodes")
+            for client in clients:  # a pong after every frame the node had for the client
+                await client.send(p.Ping(t=7))
+                await client.expect(p.Pong)
+            frames = [[f for f in c.frames if isinstance(p.decode_server(f), p.Results)] for c in clients]
+            assert all(len(got) == 1 for got in frames), (code, [len(got) for got in frames])
+            assert all(got == frames[0] for got in frames), code
+            for client in clients:
+                await client.close()
+        lost = sum(r.getMessage() == "room_save_lost" for r in caplog.records)
+        logging.getLogger(__name__).info("results_race rooms=%d saves_lost=%d", len(rooms), lost)

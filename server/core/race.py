@@ -8,6 +8,7 @@ from server.core.events import (
     DealFound,
     ExpireRoom,
     FindDeal,
+    Send,
 )
 from server.core.records import (
     RaceRecord,
@@ -198,7 +199,10 @@ class RaceMixin(CoreBase):
             ranking=[row.player_id for row in race.final_rows],
         )
         self._changed(room)
-        self._send(room.member_ids(), self._results(room))
+        # Sent once the save that ends the race has landed: on several nodes another node may end it
+        # too, and only the copy the store keeps is announced (a lost save's node reads it back and
+        # sends the stored results instead; docs/scaling.md, "Room changes").
+        room.after_save.append(Send(room.member_ids(), self._results(room)))
 
     def _check_race_over(self, room: RoomState, now: int) -> None:
         race = room.race
