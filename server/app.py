@@ -1184,7 +1184,9 @@ class RaceServer:
                 continue
             if isinstance(message, RoomVersion):
                 known = self._store_versions.get(code)
-                if known is None or known < message.version:
+                # Version 1 of a room held here is never news: another node stored it again after it
+                # vanished (a room's creation is not announced), its versions counting from 1 again.
+                if known is None or known < message.version or (message.version == 1 and known != 1):
                     self._request_refresh(code)
                 continue
             try:
@@ -1717,11 +1719,13 @@ class RaceServer:
         expired, or someone deleted it): store it afresh rather than lose it."""
         log_event(logging.WARNING, "room_recreated", room=code)
         record = save.record
-        if await self.store.create_room(code, data, open_race=race):
+        # Several nodes: version 1's notice goes out with the creation, in its script (as a save's).
+        notice = b"" if self.nodes is None else self.nodes.version_notice(1)
+        if await self.store.create_room(code, data, open_race=race, notice=notice):
             self._store_versions[code] = 1
             self._stored_races[code] = race
             if self.nodes is not None:
-                await self.nodes.publish([(code, self.nodes.room_version(1))])
+                self.nodes.noticed(1)
             if not record.options.private and record.members:
                 await self.store.set_listed(code, True)
             self._execute(list(save.then))

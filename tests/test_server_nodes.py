@@ -565,3 +565,30 @@ async def test_both_nodes_end_a_race_at_once_and_every_member_gets_one_and_the_s
                 await client.close()
         lost = sum(r.getMessage() == "room_save_lost" for r in caplog.records)
         logging.getLogger(__name__).info("results_race rooms=%d saves_lost=%d", len(rooms), lost)
+
+
+async def test_a_room_stored_again_after_it_vanished_is_announced_to_the_other_node(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The room vanishes from the store under two nodes holding it (deleted, or expired); the next
+    change on node A stores it afresh at version 1, and the creation's own script announces it:
+    node B, which knew a higher version, reads it back and shows the change."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    async with node(redis_url) as a, node(redis_url) as b:
+        host, guest = await hello(a, "host"), await hello(b, "guest")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        await guest.send(p.Join(code=code))
+        await guest.expect(p.Room)
+        await eventually(lambda: guest.pid in {m.player_id for m in latest(host, p.Room).members}, what="on A")
+        assert isinstance(a.store, RedisStore)
+        await a.store.delete_room(code)
+        await host.send(p.Kick(player_id=guest.pid))  # node A's change: the room is stored again
+        kicked = await guest.expect(p.Kicked)
+        assert kicked.reason == "removed"
+        assert any(r.getMessage() == "room_recreated" for r in caplog.records)
+        stored = await a.store.load_room(code)
+        assert stored is not None and stored[1] == 1
+        assert [m.player_id for m in decode_room(stored[0]).members] == [host.pid]
+        for client in (host, guest):
+            await client.close()

@@ -761,11 +761,14 @@ async def test_an_append_s_notice_is_published_only_when_the_entry_lands(any_red
 async def test_a_room_save_s_notice_is_published_only_when_the_save_lands(any_redis_url: str) -> None:
     """Several nodes: a room change's new version is announced by the save's own script, so a
     committed change cannot go unannounced because a separate publish failed, and a save the
-    compare-and-set refused is never announced; on a cluster with SPUBLISH on the room's master."""
+    compare-and-set refused is never announced; on a cluster with SPUBLISH on the room's master.
+    The same for a room created again after it vanished (create_room's notice): announced only
+    if this creation made it."""
     store = RedisStore(any_redis_url, namespace="savenotice")
     pubsub = await room_channel_listener(store, "ROOM")
     try:
-        await store.create_room("ROOM", b"v1", open_race=None)
+        assert await store.create_room("ROOM", b"v1", open_race=None, notice=b"version 1")
+        assert not await store.create_room("ROOM", b"taken", notice=b"taken: must not be heard")
         assert await store.save_room("ROOM", b"v2", 1, notice=b"version 2") == 2
         assert await store.save_room("ROOM", b"stale", 1, notice=b"stale: must not be heard") is None
         assert await store.save_room("ROOM", b"v3", 2) == 3  # no notice: nothing published
@@ -775,10 +778,12 @@ async def test_a_room_save_s_notice_is_published_only_when_the_save_lands(any_re
             message = await pubsub.get_message(timeout=2)
             assert message is not None, heard
             heard.append(message["data"])
-        assert heard == [b"version 2", b"version 4"]
+        assert heard == [b"version 1", b"version 2", b"version 4"]
         assert await store.load_room("ROOM") == (b"v4", 4)
         with pytest.raises(TypeError, match="room notice must be bytes"):
             await store.save_room("ROOM", b"v5", 4, notice="text")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="room notice must be bytes"):
+            await store.create_room("OTHER", b"v1", notice="text")  # type: ignore[arg-type]
     finally:
         await store.close_subscriber(pubsub)
         await store.close()

@@ -109,10 +109,12 @@ class Store(abc.ABC):
     # Rooms -----------------------------------------------------------------
 
     @abc.abstractmethod
-    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None, notice: bytes = b"") -> bool:
         """Store a new room at version 1; False if the code is taken.
 
-        ``open_race``: the race whose move logs accept appends (None: no race is open)."""
+        ``open_race``: the race whose move logs accept appends (None: no race is open).
+        ``notice`` (several nodes: a room stored again after it vanished): published on the room's
+        channel in the same step, and only if the room is created (as save_room's)."""
 
     @abc.abstractmethod
     async def load_room(self, code: str) -> tuple[bytes, int] | None:

@@ -165,9 +165,10 @@ class MemoryStore(Store):
 
     # Rooms -------------------------------------------------------------------
 
-    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None, notice: bytes = b"") -> bool:
         check_identifier("room code", code)
         check_bytes("room data", data)
+        check_bytes("room notice", notice)  # checked as Redis's is; one process has no one to tell
         check_open_race(open_race)
         self._begin()
         if code in self._rooms:

@@ -103,15 +103,18 @@ return results
 """
 )
 
-# KEYS: room, log index. ARGV: code, data, open race ('' for none). 1 created; 0 the code is
-# taken. Leftover logs of an earlier room with this code (there should be none) are cleared. The
-# listing lives in another slot: create_room unlists the code in a second call.
+# KEYS: room, log index. ARGV: code, data, open race ('' for none)[, channel, notice]. 1 created;
+# 0 the code is taken. Leftover logs of an earlier room with this code (there should be none) are
+# cleared. The notice (several nodes: a room stored again after it vanished, version 1) is
+# published in the same step, only if the room is created, as SAVE_ROOM's. The listing lives in
+# another slot: create_room unlists the code in a second call.
 CREATE_ROOM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', 1)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
+if ARGV[5] and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return 1
 """
 
@@ -340,7 +343,9 @@ class RedisStore(Store):
         self._append_move_text = APPEND_MOVE.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else APPEND_MOVE
         self._append_move = self._redis.register_script(self._append_move_text)
         self._append_moves = self._redis.register_script(APPEND_MOVES)
-        self._create_room = self._redis.register_script(CREATE_ROOM)
+        self._create_room = self._redis.register_script(
+            CREATE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else CREATE_ROOM
+        )
         self._save_room = self._redis.register_script(
             SAVE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else SAVE_ROOM
         )
@@ -628,12 +633,15 @@ class RedisStore(Store):
 
     # Rooms -------------------------------------------------------------------
 
-    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None, notice: bytes = b"") -> bool:
         check_identifier("room code", code)
         check_bytes("room data", data)
+        check_bytes("room notice", notice)
         race = race_argument(open_race)
         keys = [self.room_key(code), self.log_index_key(code)]
         args: list[bytes | str] = [code, data, race]
+        if notice:  # published by the creation's own script, only if it creates the room
+            args += [self.events_channel(code), notice]
         async with self._talking("create_room"):
             if self.replicas_ack:
                 created = await self._confirmed_script(code, self._create_room, keys, args)
