@@ -6,7 +6,7 @@ leaderboards carry only rows whose cards, status or rank changed, so ``moves`` c
 the time from a node's death to its racers playing again elsewhere.
 
     .venv/bin/python bench/nodes_bench.py [--rooms 10] [--racers 4] [--pace 4] [--duration 8] [--runs 2]
-        [--layouts one,two,split,half] [--cluster] [--tree before=/tmp/old --layouts one,two,two@before]
+        [--layouts one,two,split,half,affinity] [--cluster] [--tree before=/tmp/old --layouts one,two,two@before]
         [--profile DIR]
 
 Starts a redis-server (tests/redis_fixture.py; loopback, no disk). Each run starts fresh servers for
@@ -15,13 +15,16 @@ rooms of ``--racers`` racers and one spectator each, every racer playing random 
 ``--pace`` moves/s (each at its own phase) for ``--duration`` s. Layouts: ``one`` (all on one plain
 node), ``two`` (two ``--multi-node`` nodes, each room's racers alternately on A and B, its spectator
 on B), ``split`` (racers on A, spectators on B: B's CPU is the cost of applying another node's moves),
-``half`` (one plain node, half the rooms: the own load each node of ``two`` carries) and ``double`` (as
-``two`` with twice the rooms: each node carries the load ``one`` carries, so per-process fixed costs
-weigh on both alike; not in the default list). CPU is the server processes'
-user+system time over the measured window (/proc), divided by the moves acknowledged in it; Redis CPU
-likewise, the redis-server processes' (every master's on a cluster). ``--cluster`` adds a third layout,
-"two-cluster": the two nodes on a three-master Redis Cluster (tests/redis_cluster_fixture.py; sharded
-pub/sub), so Redis CPU per move on the cluster, pub/sub included, stands beside one Redis's. Then the
+``half`` (one plain node, half the rooms: the own load each node of ``two`` carries), ``affinity`` (two
+``--multi-node`` nodes, each room's racers and spectator all on one node, the rooms alternating
+between A and B: what HAProxy's ``balance url_param room`` does, docs/scaling.md "Room affinity")
+and ``double`` (as ``two`` with twice the rooms: each node carries the load ``one`` carries, so
+per-process fixed costs weigh on both alike). ``affinity`` and ``double`` are not in the default list.
+CPU is the server processes' user+system time over the measured window (/proc), divided by the moves
+acknowledged in it; Redis CPU likewise, the redis-server processes' (every master's on a cluster).
+``--cluster`` adds a layout, "two-cluster": the two nodes on a three-master Redis Cluster
+(tests/redis_cluster_fixture.py; sharded pub/sub), so Redis CPU per move on the cluster, pub/sub
+included, stands beside one Redis's. Then the
 failover: a room of two racers on node A, node A killed (SIGKILL), both racers reconnect to node B
 with their tokens; the time from the start of the reconnection to each racer's first acknowledged
 move there. Prints JSON (``--json FILE`` writes it too).
@@ -45,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +83,19 @@ def start_node(url: str, multi: bool, root: Path = ROOT) -> tuple[subprocess.Pop
     proc = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
     wait_healthy(proc, port)
     return proc, port
+
+
+def stop_nodes(procs: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM to each, then SIGKILL to any still running after 10 s: none is left behind."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -153,16 +170,26 @@ def py_spy(pid: int, seconds: float, output: Path, native: bool) -> subprocess.P
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int], redis_pids: list[int],
-                   rooms_count: int, args: argparse.Namespace, seed: int,
+def placement(kind: str, urls: list[str]) -> tuple[Callable[[int, int], str], Callable[[int], str]]:
+    """Where a layout puts racer i of room r, and room r's spectator: ``split`` every racer on A;
+    ``affinity`` the whole room on one node, room by room alternately; otherwise racer i on node
+    i % nodes. The spectator on the last node, but for ``affinity`` (its room's node)."""
+    if kind == "affinity":
+        return (lambda room, _i: urls[room % len(urls)]), (lambda room: urls[room % len(urls)])
+    racer_urls = urls[:1] if kind == "split" else urls
+    return (lambda _room, i: racer_urls[i % len(racer_urls)]), (lambda _room: urls[-1])
+
+
+async def load_run(racer_node: Callable[[int, int], str], spectator_node: Callable[[int], str], pids: list[int],
+                   redis_pids: list[int], rooms_count: int, args: argparse.Namespace, seed: int,
                    profile: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """Rooms of racers (racer i of each room on ``racer_nodes[i % len]``) and one spectator (on
-    ``spectator_node``) racing; CPU per move of the server processes ``pids``, each and together."""
+    """Rooms of racers (racer i of room r on ``racer_node(r, i)``) and one spectator each (on
+    ``spectator_node(r)``) racing; CPU per move of the server processes ``pids``, each and together."""
     rooms: list[tuple[list[Client], Client]] = []
     for r in range(rooms_count):
         racers = []
         for i in range(args.racers):
-            client = await Client.open(racer_nodes[i % len(racer_nodes)], f"r{r}.{i}")
+            client = await Client.open(racer_node(r, i), f"r{r}.{i}")
             await client.hello(f"r{r}.{i}")
             racers.append(client)
         await racers[0].send(p.CreateRoom(options=p.RoomOptions(max_racers=max(2, args.racers))))
@@ -171,7 +198,7 @@ async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int],
             await client.send(p.Join(code=code))
             await client.expect(p.Room)
             await client.send(p.Ready(ready=True))
-        spectator = await Client.open(spectator_node, f"s{r}")
+        spectator = await Client.open(spectator_node(r), f"s{r}")
         await spectator.hello(f"s{r}")
         await spectator.send(p.Join(code=code, role=p.SPECTATOR))
         await spectator.expect(p.Room)
@@ -183,16 +210,19 @@ async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int],
     acks: dict[tuple[str, int], float] = {}
     seen: dict[tuple[str, int], float] = {}
     counted = [0]
+    # Every race started before the clock runs: started one after another, 40 rooms' countdowns
+    # could outlast the warm-up and the window on a busy machine (their CPU then went unmeasured).
+    for racers, _spectator in rooms:
+        await racers[0].send(p.Start())
+    race_starts = [[await c.expect(p.RaceStart, timeout=30) for c in racers] for racers, _spectator in rooms]
     start = time.monotonic()
     window = [start + args.warmup, start + args.warmup + args.duration]
     until = window[1] + 0.5
     tasks: list[asyncio.Task[None]] = []
     watchers: list[asyncio.Task[None]] = []
-    for room_index, (racers, spectator) in enumerate(rooms):
-        await racers[0].send(p.Start())
-        starts = [await c.expect(p.RaceStart) for c in racers]
+    for room_index, ((racers, spectator), starts) in enumerate(zip(rooms, race_starts, strict=True)):
         # Timed: the racers on another node than the spectator's (on one node: all of them).
-        remote = {c.pid for i, c in enumerate(racers) if racer_nodes[i % len(racer_nodes)] != spectator_node}
+        remote = {c.pid for i, c in enumerate(racers) if racer_node(room_index, i) != spectator_node(room_index)}
         remote = remote or {c.pid for c in racers}
         watchers.append(asyncio.ensure_future(spectator_delays(spectator, remote, seen)))
         for i, (client, race_start) in enumerate(zip(racers, starts, strict=True)):
@@ -200,7 +230,9 @@ async def load_run(racer_nodes: list[str], spectator_node: str, pids: list[int],
             sub = random.Random(seed * 1000 + room_index * 10 + i)
             tasks.append(asyncio.ensure_future(
                 racer_loop(client, race_start.view, args.pace, until, acks, counted, window, sub)))  # fmt: skip
-    await asyncio.sleep(max(0.0, window[0] - time.monotonic()))
+    late = time.monotonic() - window[0]
+    assert late < 0, f"the racers were set going {late:.1f} s after the window opened: a longer --warmup"
+    await asyncio.sleep(-late)
     load_1min = os.getloadavg()[0]
     spies = []
     if profile is not None:  # --profile: each node sampled over the window, named PROFILE-nodeK.txt
@@ -281,10 +313,7 @@ async def failover(url: str) -> dict[str, Any]:
         return {"reconnect_to_first_ack_ms": [round(t, 1) for t in times],
                 "kill_to_last_ack_ms": round((time.monotonic() - killed) * 1000, 1)}  # fmt: skip
     finally:
-        for proc in (a, b):
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(10)
+        stop_nodes([a, b])
 
 
 def main() -> None:
@@ -296,7 +325,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--layouts", default="one,two,split,half",
-                        help="comma-separated, run in this order each run: one, two, split, half, double")  # fmt: skip
+                        help="comma-separated, run in this order each run: "
+                             "one, two, split, half, affinity, double")  # fmt: skip
     parser.add_argument("--cluster", action="store_true", help="also two nodes on a three-master Redis Cluster")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle cluster's own CPU is measured")
     parser.add_argument("--json", type=Path)
@@ -312,8 +342,10 @@ def main() -> None:
         TREES[name] = Path(where).resolve()
     for layout in args.layouts.split(","):
         kind, _, tree = layout.partition("@")
-        if kind not in ("one", "two", "split", "half", "double") or (tree and tree not in TREES):
-            parser.error(f"--layouts: {layout!r} is not one, two, split, half, double (or one @NAME of a --tree)")
+        if kind not in ("one", "two", "split", "half", "affinity", "double") or (tree and tree not in TREES):
+            parser.error(
+                f"--layouts: {layout!r} is not one, two, split, half, affinity, double (or one @NAME of a --tree)"
+            )
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     redis = RedisServer()
@@ -346,21 +378,19 @@ def main() -> None:
                 redis_pids = [server.process.pid for server in servers if server.process is not None]
                 kind, _, tree = layout.partition("@")
                 root = TREES[tree] if tree else ROOT
-                multi = kind not in ("one", "half")  # two, split, double: two --multi-node nodes
+                multi = kind not in ("one", "half")  # two, split, affinity, double: two --multi-node nodes
                 nodes = [start_node(url, multi, root) for _ in range(2 if multi else 1)]
                 urls = [f"ws://127.0.0.1:{port}" for _, port in nodes]
-                racer_nodes = urls[:1] if kind == "split" else urls  # split: racers on A, spectators on B
+                racer_node, spectator_node = placement(kind, urls)
                 rooms = {"half": max(1, args.rooms // 2), "double": 2 * args.rooms}.get(kind, args.rooms)
                 pids = [proc.pid for proc, _ in nodes]
                 profile = None if args.profile is None else str(args.profile / f"{layout}-run{run + 1}")
                 try:
                     figures = asyncio.run(
-                        load_run(racer_nodes, urls[-1], pids, redis_pids, rooms, args, run + 1, profile)
+                        load_run(racer_node, spectator_node, pids, redis_pids, rooms, args, run + 1, profile)
                     )
                 finally:
-                    for proc, _ in nodes:
-                        proc.terminate()
-                        proc.wait(10)
+                    stop_nodes([proc for proc, _ in nodes])
                 results[layout].append(figures)
                 print(layout, json.dumps(figures), file=sys.stderr)
         redis.command("FLUSHALL")
@@ -380,7 +410,8 @@ def main() -> None:
         if f"one{suffix}" not in results["medians"]:
             continue
         one = results["medians"][f"one{suffix}"]["cpu_us_per_move"]
-        for kind in ("two", "split", "half", "double"):  # None when the window was too short for the clock's ticks
+        # None when the window was too short for the clock's ticks
+        for kind in ("two", "split", "half", "affinity", "double"):
             if f"{kind}{suffix}" in results["medians"]:
                 other = results["medians"][f"{kind}{suffix}"]["cpu_us_per_move"]
                 ratio = round(other / one, 2) if one > 0 and other > 0 else None

@@ -90,7 +90,7 @@ class Bot:
 
     async def run(self) -> Results | None:
         """Race until the room is gone (or ``races`` are done); returns the last results seen."""
-        connection = Connection(self.url, self.name, bot=True, token_file=self.token_file)
+        connection = Connection(self.url, self.name, bot=True, token_file=self.token_file, room=self.code)
         connection.on_message = self._on_message
         self.connection = connection
         try:

@@ -7,6 +7,12 @@ says hello again with the token, so the server gives the same identity, seat and
 Moves are tracked by id until the server answers; after a resume the unanswered ones are sent
 again with the same ids (the server never applies an id twice).
 
+The WebSocket's URL names the room whenever it is known (``?room=CODE``: the room given to join
+or watch, the room the saved token was in, the room the connection is in at a reconnect), so a
+balancer that hashes on it (deploy/haproxy.cfg, ``balance url_param room``) sends every connection
+of a room to one node. A host learns its room only once the server created it: :meth:`Connection.follow_room`
+then reconnects naming it and resumes (docs/scaling.md, "Room affinity").
+
 Everything runs on the caller's asyncio loop (the Textual app's, the bot's).
 """
 
@@ -25,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from websockets.asyncio.client import ClientConnection, connect
@@ -42,11 +49,14 @@ from shared.protocol import (
     ClientMessage,
     Error,
     Hello,
+    Kicked,
+    Left,
     Move,
     MoveOk,
     MoveRejected,
     ProtocolError,
     RaceStart,
+    Room,
     ServerMessage,
     Shutdown,
     Sync,
@@ -70,6 +80,17 @@ CONNECTING = "connecting"
 CONNECTED = "connected"
 RECONNECTING = "reconnecting"
 CLOSED = "closed"
+
+
+def room_url(url: str, code: str | None) -> str:
+    """``url`` with its query's ``room`` parameter set to ``code`` (None: taken out), the rest of the
+    URL as given (path, other parameters, their encoding). The server ignores the query; a balancer
+    may hash on it. An empty path becomes ``/`` (what the request line says anyway)."""
+    parts = urlsplit(url)
+    query = [part for part in parts.query.split("&") if part and part.split("=", 1)[0] != "room"]
+    if code is not None:
+        query.append(f"room={code}")  # a room code is letters and digits: nothing to escape
+    return urlunsplit(parts._replace(path=parts.path or "/", query="&".join(query)))
 
 
 class ConnectionFailed(RuntimeError):
@@ -186,6 +207,7 @@ class Connection:
         bot: bool = False,
         token_file: TokenFile | None = None,
         resume: bool = True,
+        room: str | None = None,
         backoff_start: float = 0.2,
         backoff_max: float = 5.0,
         open_timeout: float = 5.0,
@@ -196,6 +218,9 @@ class Connection:
         self.token_file = token_file
         # ``resume`` False: a new identity, even if the token file holds one (saved over on welcome).
         self.token: str | None = token_file.load() if token_file and resume else None
+        # The room the URL names (?room=CODE): the one given, else the saved seat's; then the one
+        # this connection is in (a reconnect lands where the room is).
+        self.room = room if room is not None else (token_file.room() if token_file and resume else None)
         self.backoff_start = backoff_start
         self.backoff_max = backoff_max
         self.open_timeout = open_timeout
@@ -219,6 +244,9 @@ class Connection:
         self._sends: set[asyncio.Future[bool]] = set()
         self.resyncs = 0  # divergences found (each answered by a sync)
         self.busy_resends = 0  # moves sent again after a busy answer's retry_ms
+        self._following = False  # follow_room closed the socket: reconnect at once, and quietly
+        self._settled = asyncio.Event()  # set but while follow_room's reconnect is under way
+        self._settled.set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -270,8 +298,9 @@ class Connection:
     async def _loop(self) -> None:
         delay = self.backoff_start
         while not self._closing:
+            url = room_url(self.url, self.room)
             try:
-                async with connect(self.url, open_timeout=self.open_timeout, max_size=2**20, compression=None) as ws:
+                async with connect(url, open_timeout=self.open_timeout, max_size=2**20, compression=None) as ws:
                     self._ws = ws
                     await self._hello(ws)
                     delay = self.backoff_start
@@ -298,6 +327,9 @@ class Connection:
                 self._ws = None
             if self._closing:
                 return
+            if self._following:
+                self._following = False  # once: a reconnect that fails goes on as any other would
+                continue
             if self.welcome is None and self.reconnects >= 2:
                 # Never got in at all: say so rather than retrying forever in silence.
                 self._fatal = f"cannot connect to {self.url}: {detail}"
@@ -325,7 +357,9 @@ class Connection:
                 self.token = reply.token
                 if self.token_file is not None:
                     self.token_file.save(reply, self.url)
-                self._set_state(CONNECTED, "resumed" if reply.resumed else "")
+                # follow_room's reconnect is no news: the state stays "connected", nothing is said.
+                self._set_state(CONNECTED, "resumed" if reply.resumed and self._settled.is_set() else "")
+                self._settled.set()
                 self._first.set()
                 self._dispatch(reply)
                 try:
@@ -402,6 +436,12 @@ class Connection:
 
     def _deliver(self, msg: ServerMessage) -> None:
         msg = self._board(msg)
+        if isinstance(msg, Room):
+            self.room = msg.code
+        elif isinstance(msg, Welcome) and msg.room is not None:
+            self.room = msg.room
+        elif isinstance(msg, Left | Kicked) and msg.room == self.room:
+            self.room = None
         answer: MoveOk | MoveRejected | None = None
         if isinstance(msg, MoveOk | MoveRejected):
             answer = msg
@@ -423,10 +463,46 @@ class Connection:
         for pending in sorted(self._pending.values(), key=lambda p: p.id):
             await ws.send(encode(Move(id=pending.id, move=pending.entry)))
 
+    async def follow_room(self, code: str) -> bool:
+        """Reconnect naming room ``code`` in the URL, and resume: what the host does once the server
+        created its room, whose code it did not know when it connected. Behind a balancer hashing
+        on the room (docs/scaling.md, "Room affinity") the seat moves to the room's node, as any
+        resume on another node does. Quiet: the state stays "connected", and :meth:`send` waits for
+        the resume meanwhile. True once resumed; False when not connected (the next reconnect names
+        the room anyway) or when the reconnect failed (then it goes on as any reconnect does)."""
+        self.room = code
+        ws = self._ws
+        if ws is None or self.state != CONNECTED or self.token is None:
+            return False
+        resumed: asyncio.Future[ServerMessage] = asyncio.get_running_loop().create_future()
+        entry: tuple[Callable[[ServerMessage], bool], asyncio.Future[ServerMessage]] = (
+            lambda msg: isinstance(msg, Welcome),
+            resumed,
+        )
+        self._waiters.append(entry)
+        self._following = True
+        self._settled.clear()
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), CLOSE_TIMEOUT)
+            welcome = await asyncio.wait_for(resumed, self.open_timeout + CLOSE_TIMEOUT)
+        except TimeoutError:
+            return False
+        finally:
+            if not resumed.done():
+                resumed.cancel()
+            self._settled.set()
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+        return isinstance(welcome, Welcome) and welcome.resumed and welcome.room == code
+
     # ------------------------------------------------------------------ sending
 
     async def send(self, message: ClientMessage) -> bool:
         """Send now; False when not connected (the caller says so; moves use :meth:`move`)."""
+        if not self._settled.is_set():  # follow_room's reconnect: this goes to the new socket
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), self.open_timeout + CLOSE_TIMEOUT)
         ws = self._ws
         if ws is None or self.state != CONNECTED:
             return False

@@ -632,6 +632,8 @@ class RaceServer:
     # ================================================================ HTTP
 
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        # The query is ignored: clients name their room in it (?room=CODE) for a balancer to hash
+        # on (docs/scaling.md, "Room affinity"); any path takes the WebSocket.
         path = request.path.split("?", 1)[0]
         if path == "/healthz":
             cause = await self._ping_store()

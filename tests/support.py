@@ -210,7 +210,7 @@ class Client:
                 msg = await self._queue.get()
                 if msg is None:
                     raise ConnectionError(
-                        f"{self.label}: closed ({self.closed_code}) while waiting for {kind.__name__}"
+                        f"{self.label}: closed ({self.closed_code}) while waiting for {getattr(kind, '__name__', kind)}"
                     )
                 assert not (self.strict and self.diverged), f"{self.label}: the board diverged at {self.diverged[0]!r}"
                 if isinstance(msg, kind):

@@ -293,18 +293,22 @@ def test_nodes_bench_runs_another_tree_beside_this_one_and_profiles_each_node(tm
     root = BENCH.parent
     out = subprocess.run(
         [sys.executable, str(BENCH / "nodes_bench.py"), "--rooms", "1", "--racers", "2", "--duration", "1",
-         "--warmup", "0.5", "--runs", "1", "--tree", f"again={root}", "--layouts", "one,split,split@again,double",
+         "--warmup", "0.5", "--runs", "1", "--tree", f"again={root}",
+         "--layouts", "one,split,split@again,double,affinity",
          "--profile", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout)
-    assert set(figures["medians"]) == {"one", "split", "split@again", "double"}
+    assert set(figures["medians"]) == {"one", "split", "split@again", "double", "affinity"}
+    # affinity: each room on one node, the rooms alternating: the one room here sits on A, B idles
+    assert figures["affinity"][0]["moves_in_window"] > 0 and "cpu_ratio_affinity_over_one" in figures
     assert figures["split@again"][0]["moves_in_window"] > 0
     assert figures["double"][0]["moves_in_window"] > 0 and "cpu_ratio_double_over_one" in figures
     assert "remote_us_per_move_median@again" in figures and "cpu_ratio_split_over_one" in figures
     profiles = sorted(path.name for path in tmp_path.glob("*.txt"))
-    assert profiles == ["double-run1-node0.txt", "double-run1-node1.txt", "one-run1-node0.txt",
+    assert profiles == ["affinity-run1-node0.txt", "affinity-run1-node1.txt",
+                        "double-run1-node0.txt", "double-run1-node1.txt", "one-run1-node0.txt",
                         "split-run1-node0.txt", "split-run1-node1.txt",
                         "split@again-run1-node0.txt", "split@again-run1-node1.txt"]  # fmt: skip
     report = subprocess.run(

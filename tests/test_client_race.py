@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from support import FAST, SIZE, Client, board, fast_config, message, running_server, screen_text, until, url, view_game
 
-from client.bot import choose_move
+from client.bot import Bot, choose_move
+from client.connection import room_url
 from client.tui.practice import attach_hint, practice_config
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
 from client.widgets.board import PILE_KEYS
@@ -231,13 +232,15 @@ async def test_leak_proof_room_shows_spectators_boards_only_after_the_race(serve
 
 class DroppingProxy:
     """A TCP relay between the client and the server that can drop every connection and refuse
-    new ones for a while: from the client's side, the server dropped it."""
+    new ones for a while: from the client's side, the server dropped it. It keeps each
+    connection's request target (``/?room=CODE``), as a balancer would see it."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.refusing = False
         self.writers: list[asyncio.StreamWriter] = []
         self.server: asyncio.Server | None = None
+        self.targets: list[str] = []
 
     async def start(self) -> int:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -249,6 +252,9 @@ class DroppingProxy:
             return
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self.writers += [writer, up_writer]
+        request_line = await reader.readline()  # GET /?room=CODE HTTP/1.1
+        self.targets.append(request_line.decode().split(" ")[1])
+        up_writer.write(request_line)
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(Exception):
@@ -429,3 +435,72 @@ async def test_bots_race_in_a_hosted_room_from_their_views(server: RaceServer) -
         )
         assert all(r.cards > 1 for r in app.model.leaderboard.racers if r.bot)  # type: ignore[union-attr]
         await app.shutdown()
+
+
+def test_room_url_sets_the_room_parameter_and_keeps_the_rest_of_the_url() -> None:
+    assert room_url("ws://localhost:8765", "K7M3P") == "ws://localhost:8765/?room=K7M3P"
+    assert room_url("wss://h:9/plot?x=a%20b&room=OLD&y#top", "K7M3P") == "wss://h:9/plot?x=a%20b&y&room=K7M3P#top"
+    assert room_url("ws://h/?room=K7M3P&x=1", None) == "ws://h/?x=1"
+    assert room_url("ws://h:1/path?roomy=2", None) == "ws://h:1/path?roomy=2"  # only `room` itself
+
+
+async def test_the_host_reconnects_naming_its_new_room_unseen_and_the_room_races(
+    server: RaceServer, state_dir: Path
+) -> None:
+    """docs/scaling.md, "Room affinity": the host connects naming no room (it has none yet), and
+    once the server answers create_room it connects again with ?room=CODE and resumes: the lobby
+    stays on screen, nothing is said, the room works. A member's reconnection names its room too,
+    and so does a client started again (its token file's room)."""
+    proxy = DroppingProxy(server.port)
+    port = await proxy.start()
+    app = RaceApp(config(f"ws://127.0.0.1:{port}", HOST, "Ann", deal=77))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.model.room is not None, "the room")
+        code = app.model.room.code  # type: ignore[union-attr]
+        await until(lambda: proxy.targets == ["/", f"/?room={code}"], "the host's second connection, naming its room")
+        connection = app.connection
+        assert connection is not None
+        await until(lambda: connection.welcome is not None and connection.welcome.resumed, "the resume")
+        assert connection.welcome is not None and connection.welcome.room == code
+        assert connection.reconnects == 0 and app.connection_state == "connected"
+        text = screen_text(app)
+        assert f"Room {code} is open" in message(app) and "reconnect" not in text and "✗" not in text
+        (bob,) = await host_and_start(app, pilot, server, ["Bob"])
+        await pilot.press("space")
+        await until(lambda: app.model.seq == 1, "a first move")
+        proxy.drop_all()  # a member's reconnection names its room
+        await until(lambda: len(proxy.targets) == 3 and app.connection_state == "connected", "the reconnection")
+        assert proxy.targets[2] == f"/?room={code}"
+        await pilot.press("space")
+        await until(lambda: app.model.seq == 2, "a move after it")
+        await app.shutdown()
+    again = RaceApp(config(f"ws://127.0.0.1:{port}", HOST, "Ann"))  # started again: its token file's room
+    async with again.run_test(size=SIZE):
+        await until(lambda: again.model.phase == p.RACING and again.model.view is not None, "back in the race")
+        assert proxy.targets[3] == f"/?room={code}" and again.model.room.code == code  # type: ignore[union-attr]
+        await again.shutdown()
+    await bob.close()
+    await proxy.close()
+
+
+async def test_join_watch_and_bots_name_their_room_in_the_url(server: RaceServer) -> None:
+    host = await Client.open(server, "Host")
+    await host.hello("Host")
+    await host.send(p.CreateRoom(options=p.RoomOptions()))
+    code = (await host.expect(p.Room)).code
+    proxy = DroppingProxy(server.port)
+    base = f"ws://127.0.0.1:{await proxy.start()}/?other=1"  # a URL's own query is kept
+    for mode, name in ((JOIN, "Jo"), (WATCH, "Wat")):
+        app = RaceApp(config(base, mode, name, code=code))
+        async with app.run_test(size=SIZE):
+            await until(lambda: app.model.room is not None, f"{name} in the room")  # noqa: B023
+            await app.shutdown()
+    bot = Bot(base, code, name="Botty", speed=50, races=1)
+    racing = asyncio.ensure_future(bot.run())
+    await until(lambda: bot.model.room is not None, "the bot in the room")
+    racing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await racing
+    assert proxy.targets == [f"/?other=1&room={code}"] * 3
+    await host.close()
+    await proxy.close()

@@ -410,3 +410,23 @@ async def test_messages_are_answered_in_order_whatever_their_framing() -> None:
         assert answers() == ["pong 0", "pong 1", "pong 2", f"error {p.MALFORMED}", "pong 3", "pong 4", "pong 5"]
         assert server.stats.frames_in == 8  # the hello and the seven: each counted once, whichever path
         await client.close()
+
+
+async def test_any_path_and_room_parameter_is_accepted_and_changes_nothing() -> None:
+    """Clients name their room in the URL (``/?room=CODE``) for a balancer to hash on
+    (docs/scaling.md, "Room affinity"); the server ignores the query, whatever it holds: a room
+    that is not the one joined, a malformed value, an unknown path."""
+    async with running_server() as server:
+        racers, code = await make_room(server, ["Ann", "Bob"])
+        base = url(server)
+        for target in (f"/?room={code}", "/?room=NOPE1", "/?room=%ZZ%00<>&room=&x", "/any/path?room=" + "A" * 3000):
+            client = await Client.open(base + target, target[:20])
+            welcome = await client.hello("Spec")
+            assert welcome.room is None  # the URL joins nothing
+            await client.send(p.Join(code=code, role=p.SPECTATOR))
+            assert (await client.expect(p.Room)).code == code
+            await client.close()
+        await racers[0].send(p.Ready(ready=True))  # the room goes on undisturbed
+        await eventually(lambda: all(m.ready for m in server.core.rooms[code].members.values() if m.role == p.RACER), 5)
+        for client in racers:
+            await client.close()

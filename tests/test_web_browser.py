@@ -112,6 +112,13 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
         await expect(page.locator(f'#rooms-body tr[data-code="{code}"] td.name')).to_have_text("Ann")
         await link.click()
         await expect(page).to_have_url(f"http://127.0.0.1:{web.port}/watch/{code}")
+        # The list's socket names no room; the room's page names its room (docs/scaling.md, "Room affinity").
+
+        async def two_sockets() -> bool:
+            return len(watched.sockets) == 2
+
+        await until(two_sockets, "the room page's socket")
+        assert watched.sockets == [f"ws://127.0.0.1:{server.port}/", f"ws://127.0.0.1:{server.port}/?room={code}"]
         await expect(page.locator("#phase")).to_have_text("lobby")
         await expect(page.locator("#lobby li")).to_have_count(2)
         assert await page.locator("#lobby li strong").all_text_contents() == ["Ann", XSS_NAME]
@@ -339,6 +346,9 @@ async def test_the_page_reconnects_by_itself_after_the_server_restarts(browser: 
                 await expect(page.locator("#verdict")).to_have_attribute("data-ok", "true")
                 await expect(page.locator("#boards .board")).to_have_count(2)
                 assert watched.problems == []
+                # Every connection of the room's page, the reconnections too, named the room.
+                assert len(watched.sockets) >= 2
+                assert set(watched.sockets) == {f"ws://127.0.0.1:{port}/?room={code}"}
                 for client in back:
                     await client.close()
     finally:

@@ -81,11 +81,14 @@ async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float 
 
 
 class PageWatch:
-    """A page with every script error, console error and dialog recorded: none is expected."""
+    """A page with every script error, console error and dialog recorded: none is expected. The
+    URL of every WebSocket it opens is kept too (``sockets``)."""
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.problems: list[str] = []
+        self.sockets: list[str] = []
+        page.on("websocket", lambda socket: self.sockets.append(socket.url))
         page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
         page.on("console", lambda m: self.problems.append(f"console: {m.text}") if m.type == "error" else None)
         page.on("dialog", lambda dialog: self.problems.append(f"dialog: {dialog.message}"))

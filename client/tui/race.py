@@ -445,7 +445,8 @@ class RaceApp(App[int]):
         config = self.config
         token_file, resume = self._seat()
         self.token_file = token_file
-        connection = Connection(config.url, config.name, token_file=token_file, resume=resume)
+        # join and watch name their room in the URL from the start (?room=CODE: docs/scaling.md, "Room affinity").
+        connection = Connection(config.url, config.name, token_file=token_file, resume=resume, room=config.code)
         connection.on_message = self.on_server_message
         connection.on_state = self.on_connection_state
         connection.on_welcome = self.on_welcome
@@ -548,6 +549,10 @@ class RaceApp(App[int]):
                 return
             self.entered = True
             self.on_server_message(reply)
+            # Now that the room has a code, connect again naming it: a balancer hashing on the room
+            # puts this seat on the room's node, with everyone who joins it (docs/scaling.md, "Room
+            # affinity"). On one server it is a resume on the same one. The lobby stays on screen.
+            await connection.follow_room(reply.code)
             self.screen_.say(f"Room {reply.code} is open: friends join with  {plot_command()} join {reply.code}")
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)

@@ -17,6 +17,9 @@ const CODE_PATTERN = /^[23456789ABCDEFGHJKMNPQRSTUVWXYZ]{5}$/;
 
 const watchPath = location.pathname.match(/^\/watch\/([A-Z0-9]{5})$/);
 const CODE = watchPath ? watchPath[1] : null;
+// A room's page names its room in the WebSocket's URL (?room=CODE, the rest of the URL kept): a
+// balancer hashing on it puts every connection of a room on one node (docs/scaling.md, "Room affinity").
+const SOCKET_URL = CODE ? withRoom(WS_URL, CODE) : WS_URL;
 
 const RANKS = ["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"];
 const RANK_NAMES = ["Ace", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten", "Jack", "Queen", "King"];
@@ -24,6 +27,15 @@ const SUITS = ["♣", "♦", "♥", "♠"];
 const SUIT_NAMES = ["clubs", "diamonds", "hearts", "spades"];
 
 // ------------------------------------------------------------------ small helpers
+
+/** ``url`` with its query's ``room`` parameter set to ``code``; its other parameters as they are. */
+function withRoom(url, code) {
+  const parsed = new URL(url);
+  const query = parsed.search.slice(1).split("&").filter((part) => part && part.split("=")[0] !== "room");
+  query.push(`room=${code}`);
+  parsed.search = query.join("&");
+  return parsed.href;
+}
 
 /** An element with text children only: strings become text nodes, never markup. */
 function el(tag, props = {}, ...children) {
@@ -149,7 +161,7 @@ function connect() {
   setConn(attempt ? `reconnecting (attempt ${attempt})…` : "connecting…", attempt ? "down" : "connecting");
   let ws;
   try {
-    ws = new WebSocket(WS_URL);
+    ws = new WebSocket(SOCKET_URL);
   } catch (error) {
     setConn(`cannot open the connection: ${error.message}`, "down");
     scheduleReconnect();
