@@ -1729,7 +1729,7 @@ class RaceServer:
             if self.nodes is not None:
                 self.nodes.noticed(1)
             if not record.options.private and record.members:
-                await self.store.set_listed(code, True)
+                self._room_op(code, "listed", True)  # next in the room's queue, retried there on failure
             self._execute(list(save.then))
         else:  # created by someone else meanwhile
             self._save_conflict(code, None, 1)

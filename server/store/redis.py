@@ -605,11 +605,19 @@ class RedisStore(Store):
         ttl_ms = self._player_ttl_ms if ttl_s is None else milliseconds(check_seconds(ttl_s) or 0.0)
         async with self._talking("put_player"):
             token_key = self.token_key(token_hash)
-            if ttl_ms > 0:
-                await self._redis.set(token_key, player_id, px=ttl_ms)
+            set_token: list[Any] = ["SET", token_key, player_id, *(("PX", ttl_ms) if ttl_ms > 0 else ())]
+            keys = [self.player_key(player_id)]
+            args: list[bytes | str | int] = [token_hash, data, ttl_ms]
+            if self.replicas_ack:
+                # A token is told to its client only once replicas hold it and the record naming it
+                # (each step's WAIT on its own master's connection): it survives a failover.
+                await self._with_wait(token_key, [set_token], f"player {player_id}'s token")
+                old = await self._confirmed_script(self._put_player, keys, args, f"player {player_id}'s write")
             else:
-                await self._redis.set(token_key, player_id)
-            old = await self._put_player(keys=[self.player_key(player_id)], args=[token_hash, data, ttl_ms])
+                await self._redis.execute_command(*set_token)
+                old = await self._put_player(keys=keys, args=args)
+            # The old token's key is tidied without WAIT: lost, it stays harmless (the record no
+            # longer names it, so player_by_token refuses it).
             if isinstance(old, bytes) and old != token_hash.encode():
                 await self._retire_token(keys=[self.token_key(old.decode())], args=[player_id])
 
@@ -644,7 +652,7 @@ class RedisStore(Store):
             args += [self.events_channel(code), notice]
         async with self._talking("create_room"):
             if self.replicas_ack:
-                created = await self._confirmed_script(code, self._create_room, keys, args)
+                created = await self._confirmed_script(self._create_room, keys, args, f"room {code}'s write")
             else:
                 created = await self._create_room(keys=keys, args=args)
             if created == 1:  # a new room starts unlisted, even if an earlier one of this code was listed
@@ -678,7 +686,9 @@ class RedisStore(Store):
             args += [self.events_channel(code), notice]
         async with self._talking("save_room"):
             if self.replicas_ack:
-                version = await self._confirmed_script(code, self._save_room, [self.room_key(code)], args)
+                version = await self._confirmed_script(
+                    self._save_room, [self.room_key(code)], args, f"room {code}'s write"
+                )
             else:
                 version = await self._save_room(keys=[self.room_key(code)], args=args)
         return int(cast(int, version)) or None
@@ -686,17 +696,24 @@ class RedisStore(Store):
     async def delete_room(self, code: str) -> None:
         if not is_identifier(code):
             return
+        keys = [self.room_key(code), self.log_index_key(code)]
         async with self._talking("delete_room"):
-            await self._delete_room(keys=[self.room_key(code), self.log_index_key(code)])
-            await self._redis.zrem(self._listed_key, code)
+            if self.replicas_ack:
+                await self._confirmed_script(self._delete_room, keys, [], f"room {code}'s deletion")
+                await self._with_wait(self._listed_key, [["ZREM", self._listed_key, code]], f"room {code}'s listing")
+            else:
+                await self._delete_room(keys=keys)
+                await self._redis.zrem(self._listed_key, code)
 
     async def set_listed(self, code: str, listed: bool) -> None:
         check_identifier("room code", code)
+        key = self._listed_key
+        change: list[Any] = ["ZADD", key, "NX", repr(time.time()), code] if listed else ["ZREM", key, code]
         async with self._talking("set_listed"):
-            if listed:
-                await self._redis.zadd(self._listed_key, {code: time.time()}, nx=True)
+            if self.replicas_ack:
+                await self._with_wait(key, [change], f"room {code}'s listing")
             else:
-                await self._redis.zrem(self._listed_key, code)
+                await self._redis.execute_command(*change)
 
     async def listed_rooms(self) -> list[str]:
         async with self._talking("listed_rooms"):
@@ -725,11 +742,12 @@ class RedisStore(Store):
         if ttl is not None and ttl <= 0:
             await self.delete_room(code)
             return
+        keys, args = [self.room_key(code), self.log_index_key(code)], [-1 if ttl is None else milliseconds(ttl)]
         async with self._talking("expire_room"):
-            await self._expire_room(
-                keys=[self.room_key(code), self.log_index_key(code)],
-                args=[-1 if ttl is None else milliseconds(ttl)],
-            )
+            if self.replicas_ack:
+                await self._confirmed_script(self._expire_room, keys, args, f"room {code}'s expiry")
+            else:
+                await self._expire_room(keys=keys, args=args)
 
     # Move logs ---------------------------------------------------------------
 
@@ -1007,35 +1025,35 @@ class RedisStore(Store):
         it: what is read here survives the master's loss. StoreUnavailable if they do not confirm
         in time (the caller retries, as after any failed read)."""
         fence = ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS]
-        replies = await self._with_wait(code, [*reads, fence], f"room {code}'s read")
+        replies = await self._with_wait(self.room_key(code), [*reads, fence], f"room {code}'s read")
         return replies[: len(reads)]
 
-    async def _confirmed_script(self, code: str, script: AsyncScript, keys: list[str], args: list[Any]) -> object:
-        """A room script and WAIT on one connection to the room's master (the script loaded there
-        first if that master lacks it); its reply once ``replicas_ack`` replicas hold its effect.
-        StoreUnavailable if they do not confirm in time: the write's outcome is then unknown (it
-        may have landed on the master), as after a dropped connection."""
+    async def _confirmed_script(self, script: AsyncScript, keys: list[str], args: list[Any], what: str) -> object:
+        """A script and WAIT on one connection to the master of its keys' slot (the script loaded
+        there first if that master lacks it); its reply once ``replicas_ack`` replicas hold its
+        effect. StoreUnavailable if they do not confirm in time: the write's outcome is then
+        unknown (it may have landed on the master), as after a dropped connection."""
         call = ["EVALSHA", script.sha, len(keys), *keys, *args]
         try:
-            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+            return (await self._with_wait(keys[0], [call], what))[0]
         except redis.exceptions.NoScriptError:  # refused before it ran: load it on that master, once
             if isinstance(self._redis, RedisCluster):
-                node = self._redis.get_node_from_key(self.room_key(code))
+                node = self._redis.get_node_from_key(keys[0])
                 await self._redis.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
             else:
                 await self._redis.script_load(script.script)
-            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+            return (await self._with_wait(keys[0], [call], what))[0]
 
-    async def _with_wait(self, code: str, commands: list[list[Any]], what: str) -> list[object]:
-        """``commands`` then WAIT on one connection to the master holding room ``code``'s slot (the
-        one Redis, or the cluster's master): their replies (an error reply raised), once
+    async def _with_wait(self, key: str, commands: list[list[Any]], what: str) -> list[object]:
+        """``commands`` then WAIT on one connection to the master holding ``key``'s slot (the one
+        Redis, or the cluster's master): their replies (an error reply raised), once
         ``replicas_ack`` replicas confirmed; StoreUnavailable if they did not in time."""
         commands = [*commands, ["WAIT", self.replicas_ack, self._wait_ms]]
         if isinstance(self._redis, RedisCluster):
             await self._redis.initialize()  # the slot map (a no-op once read)
-            node = self._redis.get_node_from_key(self.room_key(code))
+            node = self._redis.get_node_from_key(key)
             if node is None:
-                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for room {code}")
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for {what}")
             replies = await self._node_pipeline(node, commands)
         else:
             packed = b"".join(pack_command([command_part(part) for part in command]) for command in commands)
