@@ -51,8 +51,16 @@ def under(frames: Frames, function: str, file: str = "") -> Frames:
 ENGINE = "shared/engine.py"
 
 
+# The shell's timer callbacks: a room's own wake-up, and the node's shared leaderboard tick.
+TIMERS = ("_on_timer", "_on_leaderboard_timer")
+
+
+def ticking(frames: Frames) -> bool:
+    return any(has(frames, timer, "server/app.py") for timer in TIMERS)
+
+
 def tick_part(frames: Frames) -> str:
-    below = under(frames, "_on_timer", "server/app.py")
+    below = next((b for timer in TIMERS if (b := under(frames, timer, "server/app.py"))), ())
     if has(below, "_rows"):
         return "tick: leaderboard rows (rank, build)"
     if has(below, "_leaderboard_update"):
@@ -63,7 +71,7 @@ def tick_part(frames: Frames) -> str:
         return "tick: frames encoded"
     if in_file(below, "websockets/") or has(below, "_deliver") or has(below, "publish", "server/fanout.py"):
         return "tick: frames written to connections"
-    if has(below, "_next_wake") or has(below, "_deadlines"):
+    if has(below, "_next_wake") or has(below, "_deadlines") or has(below, "_schedule_leaderboard"):
         return "tick: deadline table, next wake-up"
     if has(below, "_wake"):
         return "tick: timer rescheduled"
@@ -88,7 +96,7 @@ def remote_part(frames: Frames) -> str:
 PARTS: list[tuple[str | Callable[[Frames], str], Callable[[Frames], bool]]] = [
     (remote_part, lambda f: has(f, "_on_node_messages", "server/app.py")),
     ("pub/sub: read and parse (hiredis, messages)", lambda f: has(f, "_read", "server/nodes.py")),
-    (tick_part, lambda f: has(f, "_on_timer", "server/app.py")),
+    (tick_part, ticking),
     ("heartbeats, liveness, sweeps", lambda f: has(f, "_beat", "server/nodes.py") or in_file(f, "server/nodes.py")),
     ("own racers: the group commit to Redis", lambda f: in_file(f, "server/store/") or in_file(f, "redis/")),
     ("own racers: frames in, moves (core)", lambda f: in_file(f, "websockets/") or in_file(f, "server/core/")),

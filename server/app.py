@@ -52,6 +52,7 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    LeaderboardTick,
     ListRooms,
     LoadRoom,
     LogReloaded,
@@ -80,6 +81,7 @@ from server.core.events import (
     Tick,
     TokenLooked,
     Wake,
+    WakeLeaderboards,
 )
 from server.core.records import (
     LogEntry,
@@ -334,6 +336,7 @@ class RaceServer:
         self._server: Server | None = None
         self._closing = False
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._leaderboard_timer: asyncio.TimerHandle | None = None  # the node's shared leaderboard tick
         self._tasks: set[asyncio.Task[None]] = set()
         self._room_ops: dict[str, deque[RoomOp]] = {}
         self._room_workers: dict[str, asyncio.Task[None]] = {}
@@ -599,6 +602,9 @@ class RaceServer:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        if self._leaderboard_timer is not None:
+            self._leaderboard_timer.cancel()
+            self._leaderboard_timer = None
         if self._buffer_watch is not None:
             self._buffer_watch.cancel()
         if self._store_watch is not None:
@@ -892,6 +898,8 @@ class RaceServer:
                 self._enqueue_append(effect)
             elif isinstance(effect, Wake):
                 self._wake(effect.code, effect.at_ms)
+            elif isinstance(effect, WakeLeaderboards):
+                self._wake_leaderboards(effect.at_ms)
             elif isinstance(effect, SaveRoom):
                 self._queued_races[effect.code] = open_race_of(effect.record)
                 epoch = self._room_epochs.get(effect.code, 0)
@@ -994,6 +1002,20 @@ class RaceServer:
             self._held_ticks.add(code)  # dispatched once the race record is stored (_room_worker)
             return
         self._dispatch(Tick(code, now_ms()))
+
+    def _wake_leaderboards(self, at_ms: int | None) -> None:
+        """One timer for every room's leaderboard (docs/architecture.md, "Leaderboards")."""
+        if self._leaderboard_timer is not None:
+            self._leaderboard_timer.cancel()
+            self._leaderboard_timer = None
+        if at_ms is None or self._closing:
+            return
+        delay = max(0.0, (at_ms - now_ms()) / 1000)
+        self._leaderboard_timer = asyncio.get_running_loop().call_later(delay, self._on_leaderboard_timer)
+
+    def _on_leaderboard_timer(self) -> None:
+        self._leaderboard_timer = None
+        self._dispatch(LeaderboardTick(now_ms()))
 
     def _race_unstored(self, code: str) -> bool:
         """A save waiting in the room's queue opens a race the store does not have yet."""

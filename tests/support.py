@@ -292,6 +292,19 @@ def view_game(view: View) -> Game:
     return game
 
 
+def toggling_moves(deal: int = DEAL) -> tuple[list[str], str]:
+    """Moves that reach a position with a foundation move, and that move: playing it and undoing
+    it changes the cards shown every move."""
+    game = Game(deal)
+    opening: list[str] = []
+    while True:
+        home = next((m for m in game.legal_moves() if ">f" in m), None)
+        if home is not None:
+            return opening, home
+        opening.append("stock>waste")
+        game.play("stock>waste")
+
+
 def latest(client: Client, kind: type[M]) -> M:
     """The last message of this type the client has received so far."""
     for msg in reversed(client.messages):

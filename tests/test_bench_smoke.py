@@ -227,6 +227,15 @@ def test_metrics_bench_times_what_metrics_add_to_a_move() -> None:
         assert isinstance(figures[key], float), key
 
 
+def test_leaderboard_ticks_simulates_the_nodes_load_on_the_core() -> None:
+    """bench/leaderboard_ticks.py, small: every racer moves, and the node's leaderboards tick on the
+    shared tick alone (at most one per 100-ms slot), no room needing a wake-up of its own for them."""
+    figures = load("leaderboard_ticks").simulate(rooms=3, racers=4, pace=2.0, seconds=2.0)
+    assert figures["moves"] == 3 * 4 * 2 * 2
+    assert figures["room_ticks_per_s"] == 0.0 and 0 < figures["shared_ticks_per_s"] <= 10.5
+    assert figures["core_us_per_move"] > 0
+
+
 def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
     import urllib.error
     import urllib.request

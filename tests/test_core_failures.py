@@ -13,7 +13,19 @@ from typing import Any
 
 import msgspec
 import pytest
-from support import Client, SeededEntropy, Shell, eventually, fast_config, lobby, make_room, pid, racing, running_server
+from support import (
+    Client,
+    SeededEntropy,
+    Shell,
+    eventually,
+    fast_config,
+    lobby,
+    make_room,
+    pid,
+    racing,
+    running_server,
+    toggling_moves,
+)
 
 from server.core import CoreConfig, ServerCore
 from server.core.deadlines import Due
@@ -31,6 +43,7 @@ from server.core.events import (
     SavePlayer,
     Send,
     Wake,
+    WakeLeaderboards,
 )
 from server.core.race import PHASE_TRANSITIONS
 from server.core.records import LogEntry
@@ -830,6 +843,57 @@ def stored_entries(game: Game, count: int) -> list[LogEntry]:
     return entries
 
 
+def test_a_shared_leaderboard_tick_that_raises_rebuilds_the_rooms_it_ticked_and_the_rest_tick_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The node's leaderboard tick is one event for every room due: a room whose tick raises is
+    rebuilt from the store with every room that ticked before it in that event (their frames were
+    dropped with the event's effects); the rooms not reached keep their due and tick at once, in
+    the next shared tick (not put off to the next slot); the rebuilt rooms tick again on later
+    changes."""
+    shell = Shell()
+    rooms = [racing(shell, (f"Ann{i}", f"Bob{i}")) for i in range(3)]
+    shell.advance(shell.config.leaderboard_interval_ms)  # past the race start's leaderboards
+    opening, home = toggling_moves()
+    for conns, _ in rooms:
+        for move_id, move in enumerate([*opening, home], start=1):
+            assert isinstance(shell.move(conns[0], move_id, move), p.MoveOk)
+    edge = shell.leaderboard_wake
+    assert edge is not None and edge > shell.now
+    due = [code for code, at in shell.core._leaderboards.items() if at == edge]
+    assert sorted(due) == sorted(code for _, code in rooms)
+    bobs = {code: conns[1] for conns, code in rooms}
+    for conn in bobs.values():
+        shell.take(conn)
+    real_rows = ServerCore._rows
+    calls = {"n": 0}
+
+    def failing_rows(core: ServerCore, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second room's tick
+            raise RuntimeError("injected failure")
+        return real_rows(core, *args, **kwargs)
+
+    start = len(shell.effects)
+    with monkeypatch.context() as patch:
+        patch.setattr(ServerCore, "_rows", failing_rows)
+        shell.advance(edge - shell.now)  # the shared tick, then the next one at once for the room not reached
+    failures = notes(shell, "core_failed", start)
+    assert len(failures) == 1 and failures[0].fields["rooms"] == sorted(due[:2]), failures
+    assert {e.code for e in shell.effects[start:] if isinstance(e, LoadRoom)} == set(due[:2])
+    # The room not reached got its leaderboard (the next shared tick); the rebuilt ones a snapshot.
+    got = {code: [m for m in shell.take(conn) if isinstance(m, p.Leaderboard)] for code, conn in bobs.items()}
+    assert [b.partial for b in got[due[2]]] == [True]
+    assert all(got[code] and not got[code][-1].partial for code in due[:2])
+    # The rebuilt rooms tick again: a change goes out with the next shared tick.
+    for conns, code in rooms:
+        assert shell.core.rooms[code].phase == p.RACING
+        assert isinstance(shell.move(conns[0], len(opening) + 2, "undo"), p.MoveOk)
+    shell.advance(shell.config.leaderboard_interval_ms)
+    for code, conn in bobs.items():
+        assert len([b for b in shell.take(conn) if isinstance(b, p.Leaderboard)]) == 1, code
+
+
 def test_one_read_of_the_subscription_is_one_core_event_for_every_racer_in_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Several nodes: the entries one read of the subscription brought, for racers of two rooms, reach
     the core as one RemoteBatch. Each racer's run is played as a RemoteMoves would be (a gap re-reads
@@ -858,8 +922,11 @@ def test_one_read_of_the_subscription_is_one_core_event_for_every_racer_in_it(mo
     assert rooms[code].race.racers[ann].log_length == 3  # type: ignore[union-attr]
     assert rooms[other].race.racers[cy].game.entries == [e.move for e in cys]  # type: ignore[union-attr]
     assert [(r.code, r.player_id) for r in shell.reloads] == [(code, bob)]
+    # One wake-up decision each at most for the three runs: each room's own, and the node's
+    # shared leaderboard tick.
     wakes = [e.code for e in effects if isinstance(e, Wake)]
-    assert sorted(wakes) == sorted({code, other})  # one each at most, for the three runs
+    assert len(wakes) == len(set(wakes)) and set(wakes) <= {code, other}
+    assert sum(isinstance(e, WakeLeaderboards) for e in effects) <= 1
     shell.run(LogReloaded(code, number, bob, list(shell.logs[(code, number, bob)]), shell.now))
     assert rooms[code].race.racers[bob].log_length == 3  # type: ignore[union-attr]
 

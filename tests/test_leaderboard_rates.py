@@ -9,11 +9,11 @@ server with real WebSocket clients."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import replace
 
 from support import (
-    DEAL,
     FAST,
     Client,
     Shell,
@@ -24,14 +24,14 @@ from support import (
     racing,
     running_server,
     start_race,
+    toggling_moves,
     view_game,
 )
 from support import pid as pid_of
 
 from server.core import CoreConfig
-from server.core.events import Send
+from server.core.events import LeaderboardTick, Send, Tick
 from shared import protocol as p
-from shared.engine import Game
 
 # The default sends spectators leaderboards as often as racers; these tests take the slower
 # spectators' rate a host sets for large audiences (--spectator-hz 5).
@@ -46,19 +46,6 @@ def figures(board: p.Leaderboard | None) -> Figures:
     """What a leaderboard shows for each racer, in rank order (moves and times lag by design)."""
     assert board is not None
     return [(r.player_id, r.cards, r.status, r.rank, r.connected) for r in board.racers]
-
-
-def toggling_moves(deal: int = DEAL) -> tuple[list[str], str]:
-    """Moves that reach a position with a foundation move, and that move: playing it and undoing
-    it changes the cards shown every move."""
-    game = Game(deal)
-    opening: list[str] = []
-    while True:
-        home = next((m for m in game.legal_moves() if ">f" in m), None)
-        if home is not None:
-            return opening, home
-        opening.append("stock>waste")
-        game.play("stock>waste")
 
 
 def boards_of(shell: Shell, conn: int) -> list[p.Leaderboard]:
@@ -86,8 +73,7 @@ def test_spectators_get_fewer_leaderboards_and_the_same_figures() -> None:
     shell.move(conns[0], move_id, home)
     move_id += 1
     shell.advance(racer_ms)
-    # (Whole: the spectators' feed had no audience when the race began, so its first is whole.)
-    assert [b.partial for b in boards_of(shell, watcher)] == [False]
+    assert len(boards_of(shell, watcher)) == 1
     boards_of(shell, conns[1])
     # Ann's cards change with every move for 3 s: one move every 20 ms.
     window_ms = 3000
@@ -170,9 +156,12 @@ def test_moves_that_change_nothing_a_row_shows_need_no_tick_and_the_whole_board_
         game.play("stock>waste")
     home = next(m for m in game.legal_moves() if ">f" in m)
     game.play(home)
+    feeds = (room.race.racers_feed, room.race.spectators_feed)
     for move_id, move in enumerate(opening, start=1):
         assert isinstance(shell.move(conns[0], move_id, move), p.MoveOk)
-        assert not room.race.lb_dirty and room.wake_at is not None  # the whole one's deadline only
+        # The whole one's deadline only, on the node's shared leaderboard tick.
+        whole_at = min(shell.core._slot(f.full_ms) for f in feeds) + shell.config.leaderboard_full_ms
+        assert not room.race.lb_dirty and shell.core._leaderboards[code] == whole_at == shell.leaderboard_wake
         shell.advance(20)
     assert boards_of(shell, conns[1]) == [] and boards_of(shell, watcher) == []
     last_whole = room.race.racers_feed.full_ms
@@ -187,6 +176,71 @@ def test_moves_that_change_nothing_a_row_shows_need_no_tick_and_the_whole_board_
     for conn in (conns[1], watcher):
         rows = [r for b in boards_of(shell, conn) for r in b.racers]
         assert [(r.player_id, r.cards) for r in rows] == [(ann, game.foundation_cards)], rows
+
+
+def advance_counting(shell: Shell, ms: int) -> tuple[list[int], int]:
+    """``Shell.advance``, counting what fired: the times of the node's shared leaderboard ticks, and
+    the number of rooms' own wake-ups."""
+    target = shell.now + ms
+    shared: list[int] = []
+    rooms = 0
+    while (wake := shell.next_wake(target, shell.now)) is not None:
+        shell.now = wake.now
+        if isinstance(wake, LeaderboardTick):
+            shared.append(wake.now)
+        elif isinstance(wake, Tick):
+            rooms += 1
+        shell.run(wake)
+    shell.now = target
+    return shared, rooms
+
+
+def test_the_rooms_of_a_node_share_one_leaderboard_tick() -> None:
+    """Every room's leaderboard ticks on the node's shared tick: one event for all the rooms due,
+    not a timer and an event per room. Changes in rooms at different phases, after a quiet spell
+    or while changes keep coming, go out together on the edges of the interval's slots: one tick
+    per slot for the node, each room at most once per interval, no change waiting longer than one."""
+    shell = Shell()
+    interval = shell.config.leaderboard_interval_ms
+    rooms = [racing(shell, (f"Ann{i}", f"Bob{i}")) for i in range(3)]
+    opening, home = toggling_moves()
+    for conns, _ in rooms:
+        for move_id, move in enumerate(opening, start=1):
+            assert isinstance(shell.move(conns[0], move_id, move), p.MoveOk)
+    shell.advance(shell.config.leaderboard_full_ms + interval)  # the whole ones the opening owes
+    for conns, _ in rooms:
+        boards_of(shell, conns[1])
+    move_id = len(opening) + 1
+    shell.advance(interval // 3)  # off a slot's edge
+    for conns, _ in rooms:
+        assert isinstance(shell.move(conns[0], move_id, home), p.MoveOk)
+    # After a quiet spell: at the slot's edge, one shared tick for the three rooms.
+    edge = shell.now - shell.now % interval + interval
+    assert shell.leaderboard_wake == edge
+    shared, own = advance_counting(shell, edge - shell.now)
+    assert shared == [edge] and own == 0
+    assert [len(boards_of(shell, conns[1])) for conns, _ in rooms] == [1, 1, 1]
+    # Then each room's racer sends a card home or takes it back every 20 ms, the rooms 6 ms apart.
+    moved: list[int] = []
+    for step in range(50):
+        for conns, _ in rooms:
+            ticks, own = advance_counting(shell, 6)
+            shared += ticks
+            assert own == 0  # a leaderboard needs no room's own wake-up
+            move_id += 1
+            assert isinstance(shell.move(conns[0], move_id, "undo" if step % 2 == 0 else home), p.MoveOk)
+            moved.append(shell.now)
+        shared += advance_counting(shell, 2)[0]
+    shared += advance_counting(shell, interval)[0]
+    later = shared[1:]
+    assert all(t % interval == 0 for t in shared), shared  # on the slots' edges ...
+    assert all(b - a == interval for a, b in itertools.pairwise(shared)), shared  # ... one per slot
+    assert later[0] - interval < moved[0] and later[-1] - interval < moved[-1] <= later[-1]
+    # Each tick served every room (a tick whose slot saw an even number of toggles finds its
+    # cards where they were: nothing to send), and every change went out by the next tick.
+    counts = [len(boards_of(shell, conns[1])) for conns, _ in rooms]
+    assert all(len(later) - 1 <= count <= len(later) for count in counts), (counts, len(later))
+    assert all(0 < min(t for t in later if t >= at) - at <= interval for at in moved)
 
 
 # Racers at 10 Hz, spectators at 2.5 Hz: rates a loaded machine still tells apart. The server runs

@@ -267,6 +267,7 @@ def test_countdown_then_race_start_with_commitment_and_own_view_only() -> None:
     spec_start = shell.last(spectator, p.RaceStart)
     assert isinstance(spec_start, p.RaceStart) and spec_start.view is None
     assert start.commitment == spec_start.commitment and not start.chosen_deal
+    shell.advance(shell.config.leaderboard_interval_ms)  # the race's first leaderboard: the node's next tick
     board = shell.leaderboards[spectator]
     assert [r.name for r in board.racers] == ["Ann", "Bob", "Cy"]
 

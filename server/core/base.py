@@ -14,6 +14,7 @@ from server.core.events import (
     SaveRoom,
     Send,
     Wake,
+    WakeLeaderboards,
 )
 from server.core.records import (
     LogEntry,
@@ -53,9 +54,21 @@ class CoreBase:
         self._loading: dict[str, Loading] = {}  # room code -> what waits for the room to be loaded
         self._out: list[Effect] = []
         self._touched: set[str] = set()
+        self._now = 0  # the time of the event being handled
+        # The node's shared leaderboard tick (deadlines.py): each racing room's next leaderboard
+        # due, the earliest the shell was told (None: no timer), and when this event is the shared
+        # tick (its timer spent), its time and the rooms that ticked in it.
+        self._leaderboards: dict[str, int] = {}
+        self._leaderboard_wake: int | None = None
+        self._shared_tick_at: int | None = None
+        self._ticked: set[str] = set()
 
     def _finish(self) -> list[Effect]:
+        leaderboards = self._leaderboard_wake
         for code in sorted(self._touched):
+            due = self._schedule_leaderboard(code, self._now)
+            if due is not None and (leaderboards is None or due < leaderboards):
+                leaderboards = due
             room = self.rooms.get(code)
             if room is None:
                 continue
@@ -67,6 +80,15 @@ class CoreBase:
             if wake != room.wake_at:
                 room.wake_at = wake
                 self._out.append(Wake(code, wake))
+        if self._shared_tick_at is not None:  # the shared tick: the next is the earliest left
+            for code in self._ticked:
+                self._schedule_leaderboard(code, self._shared_tick_at, ticked=True)
+            self._ticked = set()
+            self._shared_tick_at = None
+            leaderboards = min(self._leaderboards.values(), default=None)
+        if leaderboards != self._leaderboard_wake:
+            self._leaderboard_wake = leaderboards
+            self._out.append(WakeLeaderboards(leaderboards))
         out, self._out = self._out, []
         return out
 
@@ -142,6 +164,12 @@ class CoreBase:
 
         @abstractmethod  # deadlines.py
         def _next_wake(self, room: RoomState) -> int | None: ...
+
+        @abstractmethod  # deadlines.py
+        def _schedule_leaderboard(self, code: str, now: int, ticked: bool = False) -> int | None: ...
+
+        @abstractmethod  # deadlines.py
+        def _slot(self, at: int) -> int: ...
 
         @abstractmethod  # loading.py
         def _loading_answer(self, code: str, player_id: str) -> None: ...

@@ -1,6 +1,13 @@
 """Time: one table of a room's deadlines (:meth:`DeadlinesMixin._deadlines`) feeds both the tick,
 which fires those that are due, and the room's next wake-up, the earliest of them. A deadline
-added here is therefore both scheduled and handled, or neither."""
+added here is therefore both scheduled and handled, or neither.
+
+Leaderboards are not in that table: they tick on the node's shared leaderboard tick (one timer and
+one event for every room whose leaderboard is due, ``LeaderboardTick``), not on one timer per room.
+A room's leaderboard due (:meth:`DeadlinesMixin._leaderboard_due`) feeds both that tick and the
+node's next one, the earliest of every room's. The intervals count in whole slots of
+``leaderboard_interval_ms`` (from the epoch), and every room ticks on the slots' edges: the node
+ticks at most once per slot, whatever its rooms, and a change waits less than one slot."""
 
 from __future__ import annotations
 
@@ -20,7 +27,6 @@ class Due(enum.Enum):
     RACER_WRITE = "racer_write"  # a racer's failed write: retry after the back-off, or give up
     FORFEIT = "forfeit"  # a racer disconnected past the grace period resigns
     TIME_LIMIT = "time_limit"  # the race's time limit
-    LEADERBOARD = "leaderboard"  # a changed leaderboard: the racers' and the spectators' feeds due now
     BOARDS = "boards"  # spectators' delayed boards reveal the next entries
     MEMBER_GONE = "member_gone"  # a disconnected member (not racing) is removed
     IDLE = "idle"  # a lobby or finished room nobody touches closes
@@ -53,9 +59,6 @@ class DeadlinesMixin(CoreBase):
                     table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))
             if race.record.ends_at is not None and not race.ending:
                 table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
-            leaderboard_at = self._leaderboard_due(race)
-            if leaderboard_at is not None:
-                table.append(Deadline(leaderboard_at, Due.LEADERBOARD))
             reveal = self._next_reveal(room)
             if reveal is not None:
                 table.append(Deadline(reveal, Due.BOARDS))
@@ -87,41 +90,82 @@ class DeadlinesMixin(CoreBase):
         if self.rooms.get(code) is room and room.phase == p.RACING:
             self._check_race_over(room, now)
 
+    def _slot(self, at: int) -> int:
+        """The start of the leaderboard slot ``at`` falls in: an interval counted from a slot's start
+        ends on a later slot's edge, where every room of the node ticks (one shared tick)."""
+        interval = self.config.leaderboard_interval_ms
+        return at - at % interval if interval > 0 else at
+
     def _leaderboard_due(self, race: RaceState) -> int | None:
         """The room's next leaderboard tick. While figures change, one at most every
-        ``leaderboard_interval_ms``: each compares them for the racers, and for the spectators once
-        their own interval has run since their last frame (so both share the tick and its rows).
-        Otherwise: changes the spectators are still owed, and each audience's whole leaderboard
-        ``leaderboard_full_ms`` after its last while rows lag."""
+        ``leaderboard_interval_ms`` (counted from the slot of the last): each compares them for the
+        racers, and for the spectators once their own interval has run since their last frame (so
+        both share the tick and its rows). Otherwise: changes the spectators are still owed, and
+        each audience's whole leaderboard ``leaderboard_full_ms`` after its last while rows lag.
+        A time already past goes on the next slot's edge (:meth:`_schedule_leaderboard`)."""
         config = self.config
         if race.lb_dirty:
-            return race.lb_checked_ms + config.leaderboard_interval_ms
+            return self._slot(race.lb_checked_ms) + config.leaderboard_interval_ms
         dues: list[int] = []
         for feed, interval in (
             (race.racers_feed, config.leaderboard_interval_ms),
             (race.spectators_feed, config.spectator_leaderboard_interval_ms),
         ):
             if feed.behind:
-                dues.append(feed.sent_ms + interval)
+                dues.append(self._slot(feed.sent_ms) + interval)
             elif feed.stale:  # never sooner than the feed's interval after its last frame either
-                dues.append(max(feed.full_ms + config.leaderboard_full_ms, feed.sent_ms + interval))
+                dues.append(
+                    max(self._slot(feed.full_ms) + config.leaderboard_full_ms, self._slot(feed.sent_ms) + interval)
+                )
         return min(dues) if dues else None
+
+    def _schedule_leaderboard(self, code: str, now: int, ticked: bool = False) -> int | None:
+        """Keep the room's leaderboard due in the node's schedule (none once it is not racing). A
+        due already past that was not scheduled so (a change after a quiet spell) waits for the
+        next slot's edge, the shared tick of every room; one scheduled so waits for its tick (a
+        late timer: not put off again). ``ticked``: the room ticked at ``now`` in this event, so its
+        next is at least a slot later (whatever the feeds say: a shared tick never spins on a room)."""
+        room = self.rooms.get(code)
+        race = room.race if room is not None else None
+        due = self._leaderboard_due(race) if room is not None and race is not None and room.phase == p.RACING else None
+        if due is None:
+            self._leaderboards.pop(code, None)
+            return None
+        if due <= now:
+            scheduled = self._leaderboards.get(code)
+            if ticked or scheduled is None or scheduled > now:
+                due = self._slot(now) + self.config.leaderboard_interval_ms
+        self._leaderboards[code] = due
+        return due
+
+    def _leaderboard_ticks(self, now: int) -> None:
+        """The node's shared leaderboard tick: every room whose leaderboard is due by now ticks, in
+        this one event (should one raise, it and the rooms that ticked before it are rebuilt from
+        the store, the error state; the others tick in the next one, at once). Nothing else of a
+        room changes here, so its deadline table is not walked again."""
+        self._leaderboard_wake = None  # this wake is spent; _finish schedules the next
+        self._shared_tick_at = now
+        for code in [code for code, at in self._leaderboards.items() if at <= now]:
+            self._ticked.add(code)
+            room = self.rooms.get(code)
+            if room is not None and room.race is not None and room.phase == p.RACING:
+                self._leaderboard_tick(room, room.race, now)
 
     def _leaderboard_tick(self, room: RoomState, race: RaceState, now: int) -> None:
         """The room's leaderboard tick: each audience whose feed is due gets the rows changed since
         its own last frame, in one frame (the rows are ranked once for both); the spectators'
         changes wait for the first tick their interval allows."""
         config = self.config
-        dirty = race.lb_dirty and now >= race.lb_checked_ms + config.leaderboard_interval_ms
+        dirty = race.lb_dirty and now >= self._slot(race.lb_checked_ms) + config.leaderboard_interval_ms
         rows: list[p.LeaderboardRow] | None = None
         for audience, feed, interval in (
             (Audience.RACERS, race.racers_feed, config.leaderboard_interval_ms),
             (Audience.SPECTATORS, race.spectators_feed, config.spectator_leaderboard_interval_ms),
         ):
-            whole_due = feed.stale and now >= feed.full_ms + config.leaderboard_full_ms
+            whole_due = feed.stale and now >= self._slot(feed.full_ms) + config.leaderboard_full_ms
             if not (dirty or feed.behind or whole_due):
                 continue
-            if now < feed.sent_ms + interval:
+            if now < self._slot(feed.sent_ms) + interval:
                 feed.behind = True
                 continue
             players = room.audience_ids(audience)
@@ -164,9 +208,6 @@ class DeadlinesMixin(CoreBase):
         elif due is Due.TIME_LIMIT:
             if room.phase == p.RACING and race is not None:
                 self._end_race(room, now, "time")
-        elif due is Due.LEADERBOARD:
-            if room.phase == p.RACING and race is not None:
-                self._leaderboard_tick(room, race, now)
         elif due is Due.BOARDS:
             if room.phase == p.RACING and race is not None:
                 boards = self._boards_message(room, now, advance=True)

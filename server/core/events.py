@@ -124,7 +124,18 @@ class LogReloaded(msgspec.Struct, frozen=True):
 
 
 class Tick(msgspec.Struct, frozen=True):
+    """The room's wake-up (``Wake``): its deadlines due by now fire (its leaderboard's are not in
+    them: ``LeaderboardTick``)."""
+
     code: str
+    now: int
+
+
+class LeaderboardTick(msgspec.Struct, frozen=True):
+    """The node's shared leaderboard tick (``WakeLeaderboards``): the leaderboard of every room
+    due by now, in one event (one timer, one event per tick for all of the node's rooms, not one
+    per room)."""
+
     now: int
 
 
@@ -222,6 +233,7 @@ Event = (
     | MovePersistFailed
     | LogReloaded
     | Tick
+    | LeaderboardTick
     | Disconnected
     | DealFound
     | BlockedChecked
@@ -360,6 +372,13 @@ class Wake(msgspec.Struct, frozen=True):
     at_ms: int | None
 
 
+class WakeLeaderboards(msgspec.Struct, frozen=True):
+    """Hand the core LeaderboardTick at ``at_ms`` (replaces any earlier one; None: none). One for
+    the whole node: the earliest leaderboard due of any room."""
+
+    at_ms: int | None
+
+
 class DropRoom(msgspec.Struct, frozen=True):
     """The core forgot this room (closed or emptied): drop its timer."""
 
@@ -416,6 +435,7 @@ Effect = (
     | PersistMove
     | ReloadLog
     | Wake
+    | WakeLeaderboards
     | DropRoom
     | FindDeal
     | CheckBlocked

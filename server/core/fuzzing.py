@@ -79,7 +79,6 @@ from server.core.events import (
     SavePlayer,
     SaveRoom,
     SetListed,
-    Tick,
     TokenLooked,
 )
 from server.core.machine import CoreConfig, Entropy, ServerCore
@@ -1202,15 +1201,10 @@ class FuzzDriver:
     def advance(self, ms: int) -> None:
         """Let time pass, firing the rooms' wakes in order, as the shell's timers would."""
         target = self.clock_ms + ms
-        while True:
-            due = [(at, code) for code, at in self.runner.wakes.items() if at <= target]
-            if not due:
-                break
-            at, code = min(due)
-            del self.runner.wakes[code]
-            self.clock_ms = max(self.clock_ms, at)
+        while (wake := self.runner.next_wake(target, self.clock_ms)) is not None:
+            self.clock_ms = wake.now
             self.counts["ticks"] += 1
-            self.dispatch(Tick(code, self.clock_ms))
+            self.dispatch(wake)
         self.clock_ms = target
 
     def _restart(self) -> None:

@@ -27,6 +27,7 @@ from server.core.events import (
     Effect,
     Event,
     HelloEvent,
+    LeaderboardTick,
     LogReloaded,
     MovePersisted,
     MovePersistFailed,
@@ -84,6 +85,7 @@ class ServerCore(
     def handle(self, event: Event) -> list[Effect]:
         self._out = []
         self._touched = set()
+        self._now = event.now
         subjects, before = self._before(event)
         try:
             self._dispatch(event)
@@ -98,6 +100,8 @@ class ServerCore(
             self._move_persisted(event)
         elif isinstance(event, Tick):
             self._tick(event.code, event.now)
+        elif isinstance(event, LeaderboardTick):
+            self._leaderboard_ticks(event.now)
         elif isinstance(event, RemoteBatch):
             for run in event.runs:
                 self._remote_moves(run)
@@ -197,7 +201,7 @@ class ServerCore(
         self, event: Event, exc: Exception, subjects: set[str], before: dict[str, dict[str, LogSnapshot | None]]
     ) -> list[Effect]:
         self._out = []  # nothing half-done goes out
-        rooms = sorted((subjects | self._touched) & set(self.rooms))
+        rooms = sorted((subjects | self._touched | self._ticked) & set(self.rooms))
         now = getattr(event, "now", 0)
         self._note(
             "core_failed",

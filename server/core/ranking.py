@@ -54,7 +54,7 @@ class RankingMixin(CoreBase):
         them (``partial``), None when none did; the whole one when the feed sent none yet in this
         race or its last whole one is ``leaderboard_full_ms`` old."""
         sent = feed.sent
-        whole = not sent or now - feed.full_ms >= self.config.leaderboard_full_ms
+        whole = not sent or now - self._slot(feed.full_ms) >= self.config.leaderboard_full_ms
         changed: list[p.LeaderboardRow] = []
         for row in rows:
             figures = (row.cards, row.status, row.rank, row.connected)

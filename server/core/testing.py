@@ -38,6 +38,7 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    LeaderboardTick,
     ListRooms,
     LoadRoom,
     LookupToken,
@@ -60,6 +61,7 @@ from server.core.events import (
     Tick,
     TokenLooked,
     Wake,
+    WakeLeaderboards,
 )
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from shared import protocol as p
@@ -98,12 +100,14 @@ class EffectExecutor(abc.ABC):
     executor's owner calls as sockets open and end); ``conns_of`` binds each player to its open
     connections, in binding order. A Reply or Bind for a connection that has ended is dropped, as
     server/app.py drops them; a Send goes to every connection bound to each player. ``wakes``
-    holds each room's next wake-up (the owner fires them as Tick events)."""
+    holds each room's next wake-up (the owner fires them as Tick events), ``leaderboard_wake``
+    the node's shared leaderboard tick (a LeaderboardTick): :meth:`next_wake`."""
 
     def __init__(self) -> None:
         self.live_conns: set[int] = set()
         self.conns_of: dict[str, list[int]] = {}
         self.wakes: dict[str, int] = {}
+        self.leaderboard_wake: int | None = None
 
     # -------------------------------------------------------------- connections
 
@@ -147,6 +151,8 @@ class EffectExecutor(abc.ABC):
                 self.wakes.pop(effect.code, None)
             else:
                 self.wakes[effect.code] = effect.at_ms
+        elif isinstance(effect, WakeLeaderboards):
+            self.leaderboard_wake = effect.at_ms
         elif isinstance(effect, SaveRoom):
             self.save_room(effect)
         elif isinstance(effect, Note):
@@ -179,6 +185,22 @@ class EffectExecutor(abc.ABC):
             self.wakes.pop(effect.code, None)
         else:
             assert_never(effect)
+
+    def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | None:
+        """The earliest wake due by ``until``, taken off the schedule, as the event that fires it at
+        its time (``clock``, the owner's, if later). At one time a room's own deadlines come first."""
+        due = [(at, 0, code) for code, at in self.wakes.items() if at <= until]
+        if self.leaderboard_wake is not None and self.leaderboard_wake <= until:
+            due.append((self.leaderboard_wake, 1, ""))
+        if not due:
+            return None
+        at, shared, code = min(due)
+        at = max(at, clock)
+        if shared:
+            self.leaderboard_wake = None
+            return LeaderboardTick(at)
+        del self.wakes[code]
+        return Tick(code, at)
 
     # -------------------------------------------------------------- each executor's own part
 
@@ -421,14 +443,9 @@ class Shell(EffectExecutor):
     def advance(self, ms: int) -> None:
         """Let time pass, firing room wakes in order, as the shell's timers would."""
         target = self.now + ms
-        while True:
-            due = [(at, code) for code, at in self.wakes.items() if at <= target]
-            if not due:
-                break
-            at, code = min(due)
-            del self.wakes[code]
-            self.now = max(self.now, at)
-            self.run(Tick(code, self.now))
+        while (wake := self.next_wake(target, self.now)) is not None:
+            self.now = wake.now
+            self.run(wake)
         self.now = target
 
     # -------------------------------------------------------------- client actions
