@@ -95,7 +95,7 @@ from server.core.records import (
 )
 from server.fanout import Fanout, LocalFanout
 from server.limits import AddressLimits, LimitsConfig, address_key
-from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
+from server.store.base import AppendRequest, AppendResult, LogLength, Store, StoreUnavailable
 from server.winnable import DealFinder, SearchOutcome, WinnableConfig
 from shared import protocol as p
 
@@ -157,6 +157,16 @@ class QueuedSave:
         if older.epoch != self.epoch or not older.then:
             return self
         return replace(self, then=older.then + self.then)
+
+
+def counted_logs(record: RoomRecord) -> tuple[LogLength, ...]:
+    """The logs a finished race's results count, each as long as the ending node's copy held it:
+    several nodes, the save lands only if the store's logs hold exactly these (another node's
+    entry stored but not yet heard here refuses it, and the room is read back, logs and all)."""
+    race = record.race
+    if race is None or race.log_lengths is None or record.phase != p.RESULTS:
+        return ()
+    return tuple(LogLength(race.number, pid, length) for pid, length in race.log_lengths.items())
 
 
 TURN_GAP_S = 0.05  # turns with moves further apart than this are not one backlog (busy_turn_streak)
@@ -1706,8 +1716,9 @@ class RaceServer:
                 return
         # Several nodes: the new version's notice goes out with the save, in its script.
         notice = b"" if self.nodes is None else self.nodes.version_notice(version + 1)
+        logs = () if self.nodes is None else counted_logs(record)
         try:
-            new = await self.store.save_room(code, data, version, open_race=race, notice=notice)
+            new = await self.store.save_room(code, data, version, open_race=race, notice=notice, logs=logs)
         except StoreUnavailable:
             self._store_versions[code] = None
             self._uncertain_saves[code] = (version, data)

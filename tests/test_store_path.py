@@ -33,7 +33,7 @@ from support import (
 )
 
 from server.core.records import decode_entry, decode_room
-from server.store.base import AppendRequest, AppendResult, StoreUnavailable
+from server.store.base import AppendRequest, AppendResult, LogLength, StoreUnavailable
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
@@ -502,12 +502,19 @@ class ResultsSaveFails(MemoryStore):
         self.failures = 0
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
+        self,
+        code: str,
+        data: bytes,
+        expected_version: int,
+        *,
+        open_race: int | None = None,
+        notice: bytes = b"",
+        logs: Sequence[LogLength] = (),
     ) -> int | None:
         if self.down and decode_room(data).phase == p.RESULTS:
             self.failures += 1
             raise StoreUnavailable("injected: the store is down")
-        return await super().save_room(code, data, expected_version, open_race=open_race, notice=notice)
+        return await super().save_room(code, data, expected_version, open_race=open_race, notice=notice, logs=logs)
 
 
 async def test_results_wait_for_their_save_through_a_store_outage_and_go_out_once() -> None:

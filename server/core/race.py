@@ -186,6 +186,7 @@ class RaceMixin(CoreBase):
         race = room.race
         assert race is not None
         race.record.ended_at = now
+        race.record.log_lengths = {pid: racer.log_length for pid, racer in race.racers.items()}
         race.final_rows = self._rows(race, final=True)
         self._set_phase(room, p.RESULTS)
         room.last_activity_ms = now

@@ -43,12 +43,20 @@ from server.store.base import (
     DEFAULT_PLAYER_TTL,
     AppendRequest,
     AppendResult,
+    LogLength,
     Store,
     StoreUnavailable,
     check_identifier,
     is_identifier,
 )
-from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
+from server.store.memory import (
+    check_bytes,
+    check_count,
+    check_log_lengths,
+    check_open_race,
+    check_request,
+    check_seconds,
+)
 
 # One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
 # optionally a channel and a notice). 1 appended (and the notice published on the channel, if
@@ -118,14 +126,19 @@ if ARGV[5] and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return 1
 """
 
-# KEYS: room. ARGV: expected version, data, open race ('' for none)[, channel, notice]. The new
-# version, or 0 on a mismatch or a missing room. HSET keeps the key's time to live: saving does not
-# extend an expiring room. The notice (several nodes: the new version) is published on the channel
-# in the same step, and only if the save lands: no committed change goes unannounced because a
-# separate publish failed, and none is announced that did not land.
+# KEYS: room[, move logs]. ARGV: expected version, data, open race ('' for none)[, channel,
+# notice[, each log's expected length]]. The new version, or 0 on a mismatch (of the version or a
+# log's length) or a missing room. HSET keeps the key's time to live: saving does not extend an
+# expiring room. The notice (several nodes: the new version) is published on the channel in the
+# same step, and only if the save lands: no committed change goes unannounced because a separate
+# publish failed, and none is announced that did not land. The logs (several nodes: the save that
+# ends a race) share the room's hash tag, so its slot.
 SAVE_ROOM = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+for i = 2, #KEYS do
+  if redis.call('LLEN', KEYS[i]) ~= tonumber(ARGV[i + 4]) then return 0 end
+end
 local new = tonumber(version) + 1
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', new)
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'race') else redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
@@ -673,24 +686,31 @@ class RedisStore(Store):
         return as_bytes(data), int(version)
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
+        self,
+        code: str,
+        data: bytes,
+        expected_version: int,
+        *,
+        open_race: int | None = None,
+        notice: bytes = b"",
+        logs: Sequence[LogLength] = (),
     ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
         check_bytes("room notice", notice)
         race = race_argument(open_race)
-        if not is_identifier(code):
+        check_log_lengths(logs)
+        if not is_identifier(code) or not all(is_identifier(log.player_id) for log in logs):
             return None
+        keys = [self.room_key(code), *(self.log_key(code, log.race, log.player_id) for log in logs)]
         args: list[bytes | int | str] = [expected_version, data, race]
-        if notice:  # published by the save's own script, only if it lands
-            args += [self.events_channel(code), notice]
+        if notice or logs:  # the notice is published by the save's own script, only if it lands
+            args += [self.events_channel(code), notice, *(log.length for log in logs)]
         async with self._talking("save_room"):
             if self.replicas_ack:
-                version = await self._confirmed_script(
-                    self._save_room, [self.room_key(code)], args, f"room {code}'s write"
-                )
+                version = await self._confirmed_script(self._save_room, keys, args, f"room {code}'s write")
             else:
-                version = await self._save_room(keys=[self.room_key(code)], args=args)
+                version = await self._save_room(keys=keys, args=args)
         return int(cast(int, version)) or None
 
     async def delete_room(self, code: str) -> None:
