@@ -386,3 +386,65 @@ async def test_a_node_stays_alive_when_one_master_loses_its_liveness_keys(
         assert await store.nodes_alive(["alive"]) == set()
     finally:
         await store.close()
+
+
+async def test_a_dead_master_fails_no_command_on_the_healthy_masters(
+    replicated_cluster: LocalRedisCluster, replicated_cluster_url: str
+) -> None:
+    """A master killed and not yet replaced: every command to it fails, and redis-py's cluster
+    client then closed its connections to every master (its way of re-reading the slot map),
+    failing what was in flight on the healthy ones, and re-read the command table on the map's
+    first master, often the dead one, failing again. During a failover that failed appends in
+    rooms on healthy masters, and the liveness keys' renewals: a node's heartbeats publish to
+    every master every half second, so its renewals failed for the whole failover, the keys
+    lapsed and the other nodes took a live node for dead (the flaky failover race). Now, until
+    the replica is promoted, beside a publish and an append to the dead master each round:
+    appends and reads in a room on a healthy master succeed, every renewal lands on the healthy
+    masters, and the liveness read answers "alive" while a master is unknown."""
+    ttl_ms = 3000
+    store = RedisStore(replicated_cluster_url)
+    watcher = RedisStore(replicated_cluster_url)
+    keys = store.node_keys("racing")
+    holders = {key: replicated_cluster.master_of(key) for key in keys}
+    dead = holders[keys[0]]
+    replica = replicated_cluster.replica_of(dead)
+    healthy = [key for key in keys if holders[key] is not dead]
+    assert healthy and len(healthy) < len(keys)
+    rooms = [f"RM{n:03d}" for n in range(200)]
+    doomed = next(code for code in rooms if replicated_cluster.master_of(store.room_key(code)) is dead)
+    living = next(code for code in rooms if replicated_cluster.master_of(store.room_key(code)) is not dead)
+    try:
+        for code in (doomed, living):
+            assert await store.create_room(code, b"room", open_race=1)
+        await store.mark_alive("racing", ttl_ms)
+        channel = store.beat_channel("racing", f"127.0.0.1:{dead.port}")
+        assert channel is not None
+        dead.kill()
+        rounds = 0
+        while not is_master(replica) or rounds < 12:
+            published, doomed_append, renewed, alive, living_append, living_log = await asyncio.gather(
+                store.publish([(channel, b"beat")]),
+                store.append_moves([request(doomed, 1000 + rounds)]),
+                store.mark_alive("racing", ttl_ms),
+                watcher.nodes_alive(["racing"]),
+                store.append_moves([request(living, rounds)]),
+                watcher.load_moves(living, 1, "p1"),
+                return_exceptions=True,
+            )
+            assert isinstance(published, StoreUnavailable) or published is None
+            assert isinstance(doomed_append, StoreUnavailable | list)
+            assert living_append == [AppendResult.APPENDED], f"round {rounds}: {living_append!r}"
+            assert isinstance(living_log, list) and len(living_log) in (rounds, rounds + 1), living_log
+            assert renewed is None, f"renewal {rounds} failed: {renewed!r}"
+            assert alive == {"racing"}, f"liveness read {rounds}: {alive!r}"
+            for key in healthy:  # each renewal landed on the healthy masters: nearly a whole ttl left
+                left = holders[key].command("PTTL", key)
+                assert isinstance(left, int) and left > ttl_ms - 1500, (key, left)
+            rounds += 1
+            await asyncio.sleep(0.1)
+    finally:
+        await store.close()
+        await watcher.close()
+        await until(lambda: is_master(replica), 30, "the replica promoted")
+        await asyncio.to_thread(dead.start)  # back as the new master's replica
+        await asyncio.to_thread(replicated_cluster.wait_replicated)
