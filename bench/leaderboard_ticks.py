@@ -1,14 +1,14 @@
 """The room core under the nodes bench's load, on the test shell's simulated clock: how many tick
-events a node handles per second, and the core's CPU per move (docs/benchmarks.md, "One leaderboard
-tick per node").
+events a node handles per second, the core's CPU per move, and how long a card sent home takes to
+show on the room's spectator's leaderboard (docs/benchmarks.md, "One leaderboard tick per node").
 
     .venv/bin/python bench/leaderboard_ticks.py                    # 40 rooms x 8 racers x 2 moves/s, 20 s
     PYTHONPATH=/tmp/old .venv/bin/python bench/leaderboard_ticks.py  # another checkout's core, the same load
 
 Each room has its racers and one spectator; each racer plays a legal move (a card home half the
 times one is there) every 1/pace s at its own phase, as bench/nodes_bench.py's racers do. The
-counts are exact (no sockets, no event loop: the shell fires the core's wake-ups in time order);
-the CPU is ``ServerCore.handle``'s own (process time), without the shell's timers and frames,
+counts and delays are exact (no sockets, no event loop: the shell fires the core's wake-ups in time
+order, on time); the CPU is ``ServerCore.handle``'s own (process time), without the shell's timers and frames,
 which the shared tick saves as well. Prints one JSON line.
 """
 
@@ -21,6 +21,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from nodes_bench import percentile  # the nodes bench's, whose delays these set beside
+
 from server.core import CoreConfig
 from server.core.events import Effect, Event
 from server.core.testing import Shell, lobby, pid
@@ -31,11 +33,27 @@ def simulate(rooms: int, racers: int, pace: float, seconds: float, seed: int = 7
     shell = Shell(CoreConfig())
     rng = random.Random(seed)
     members: list[tuple[list[int], str]] = []
+    spectators: set[int] = set()
     for r in range(rooms):
         conns, code = lobby(shell, tuple(f"R{r}x{i}" for i in range(racers)))
         spectator = shell.hello(f"S{r}")
         shell.send(spectator, p.Join(code=code, role=p.SPECTATOR))
         members.append((conns, code))
+        spectators.add(spectator)
+    # Cards sent home, by player, waiting to show on the spectator's leaderboard: (when, cards).
+    waiting: dict[str, list[tuple[int, int]]] = {}
+    delays: list[int] = []
+    deliver = shell.deliver
+
+    def watch(conn: int, player_id: str | None, message: p.ServerMessage) -> None:
+        if conn in spectators and isinstance(message, p.Leaderboard):
+            for row in message.racers:
+                changes = waiting.get(row.player_id)
+                while changes and changes[0][1] <= row.cards:  # no undo: cards only grow
+                    delays.append(shell.now - changes.pop(0)[0])
+        deliver(conn, player_id, message)
+
+    shell.deliver = watch  # type: ignore[method-assign]
     for conns, _ in members:
         shell.send(conns[0], p.Start())
     shell.advance(shell.config.countdown_ms + 1000)
@@ -54,6 +72,7 @@ def simulate(rooms: int, racers: int, pace: float, seconds: float, seed: int = 7
 
     core.handle = timed  # type: ignore[method-assign]
     step = round(1000 / pace)
+    start = shell.now + step  # delays are timed after every racer's first move
     # Each racer's next move: (when, its connection, its room, its player id), in time order.
     plan: list[tuple[int, int, str, str]] = [
         (shell.now + rng.randrange(step), conn, code, pid(shell, conn)) for conns, code in members for conn in conns
@@ -72,8 +91,12 @@ def simulate(rooms: int, racers: int, pace: float, seconds: float, seed: int = 7
         if legal:
             move = rng.choice(home) if home and rng.random() < 0.5 else rng.choice(legal)
             ids[conn] = ids.get(conn, 0) + 1
+            game = room.race.racers[player].game
+            cards = game.foundation_cards
             shell.move(conn, ids[conn], move)
             moves += 1
+            if game.foundation_cards > cards and at >= start:
+                waiting.setdefault(player, []).append((shell.now, game.foundation_cards))
         shell.inbox.clear()
         shell.effects.clear()
         next_at = (at + step, conn, code, player)
@@ -90,6 +113,10 @@ def simulate(rooms: int, racers: int, pace: float, seconds: float, seed: int = 7
         "room_ticks_per_s": round(events["Tick"] / seconds, 1),
         "shared_ticks_per_s": round(events["LeaderboardTick"] / seconds, 1),
         "events_per_move": round(sum(events.values()) / max(1, moves), 2),
+        "cards_home_timed": len(delays),
+        "spectator_delay_ms_p50": percentile([float(d) for d in delays], 0.5),
+        "spectator_delay_ms_p99": percentile([float(d) for d in delays], 0.99),
+        "spectator_delay_ms_max": max(delays, default=None),
     }
 
 

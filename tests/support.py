@@ -80,9 +80,11 @@ __all__ = [
 
 
 async def eventually(
-    check: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0, interval: float = 0.02, what: str = ""
+    check: Callable[[], bool | Awaitable[bool]], timeout: float = 15.0, interval: float = 0.02, what: str = ""
 ) -> None:
-    """Poll ``check`` (a plain or an async predicate) until it holds; fail after ``timeout`` seconds."""
+    """Poll ``check`` (a plain or an async predicate) until it holds; fail after ``timeout`` seconds.
+    The default deadline is generous: a deadline, not a timing, and a 2-core machine running
+    other suites beside this one (a landing beside other work) took over 5 s for a few checks."""
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -95,7 +97,7 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-def eventually_sync(check: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02, what: str = "") -> None:
+def eventually_sync(check: Callable[[], bool], timeout: float = 15.0, interval: float = 0.02, what: str = "") -> None:
     """``eventually`` outside an event loop (a subprocess, a file)."""
     deadline = time.monotonic() + timeout
     while not check():
@@ -202,7 +204,7 @@ class Client:
     async def send_raw(self, data: bytes | str) -> None:
         await self.ws.send(data)
 
-    async def expect(self, kind: type[M], timeout: float = 5.0) -> M:
+    async def expect(self, kind: type[M], timeout: float = 15.0) -> M:
         """The next message of this type (others are skipped, but stay recorded)."""
 
         async def wait() -> M:
@@ -499,7 +501,7 @@ def message(app: Any) -> str:
     return str(app.screen.query_one("#message").render())
 
 
-async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+async def until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
     """``eventually``, in the argument order the client tests use."""
     await eventually(condition, timeout, what=what)
 

@@ -295,6 +295,9 @@ async def test_a_real_spectator_converges_at_its_own_rate_while_racers_keep_thei
         # Bounded by the rate (half a second of slack for delivery jitter on a busy machine).
         assert to_spectator <= (span + 0.5) * 1000 / core.spectator_leaderboard_interval_ms + 1, to_spectator
         assert to_bob <= (span + 0.5) * 1000 / core.leaderboard_interval_ms + 1, to_bob
-        assert to_bob > to_spectator >= 1, (to_bob, to_spectator)
+        # Not strictly more: a tick that finds the toggled card back where it was sends nothing,
+        # so on a busy machine the racers' count fell to the spectator's (7 and 7) in a few runs,
+        # before the node-wide tick as after it. The bounds above hold each audience to its rate.
+        assert to_bob >= to_spectator >= 1, (to_bob, to_spectator)
         for client in (*racers, watcher):
             await client.close()

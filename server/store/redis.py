@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -43,12 +43,20 @@ from server.store.base import (
     DEFAULT_PLAYER_TTL,
     AppendRequest,
     AppendResult,
+    LogLength,
     Store,
     StoreUnavailable,
     check_identifier,
     is_identifier,
 )
-from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
+from server.store.memory import (
+    check_bytes,
+    check_count,
+    check_log_lengths,
+    check_open_race,
+    check_request,
+    check_seconds,
+)
 
 # One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
 # optionally a channel and a notice). 1 appended (and the notice published on the channel, if
@@ -103,26 +111,34 @@ return results
 """
 )
 
-# KEYS: room, log index. ARGV: code, data, open race ('' for none). 1 created; 0 the code is
-# taken. Leftover logs of an earlier room with this code (there should be none) are cleared. The
-# listing lives in another slot: create_room unlists the code in a second call.
+# KEYS: room, log index. ARGV: code, data, open race ('' for none)[, channel, notice]. 1 created;
+# 0 the code is taken. Leftover logs of an earlier room with this code (there should be none) are
+# cleared. The notice (several nodes: a room stored again after it vanished, version 1) is
+# published in the same step, only if the room is created, as SAVE_ROOM's. The listing lives in
+# another slot: create_room unlists the code in a second call.
 CREATE_ROOM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', 1)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
+if ARGV[5] and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return 1
 """
 
-# KEYS: room. ARGV: expected version, data, open race ('' for none)[, channel, notice]. The new
-# version, or 0 on a mismatch or a missing room. HSET keeps the key's time to live: saving does not
-# extend an expiring room. The notice (several nodes: the new version) is published on the channel
-# in the same step, and only if the save lands: no committed change goes unannounced because a
-# separate publish failed, and none is announced that did not land.
+# KEYS: room[, move logs]. ARGV: expected version, data, open race ('' for none)[, channel,
+# notice[, each log's expected length]]. The new version, or 0 on a mismatch (of the version or a
+# log's length) or a missing room. HSET keeps the key's time to live: saving does not extend an
+# expiring room. The notice (several nodes: the new version) is published on the channel in the
+# same step, and only if the save lands: no committed change goes unannounced because a separate
+# publish failed, and none is announced that did not land. The logs (several nodes: the save that
+# ends a race) share the room's hash tag, so its slot.
 SAVE_ROOM = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+for i = 2, #KEYS do
+  if redis.call('LLEN', KEYS[i]) ~= tonumber(ARGV[i + 4]) then return 0 end
+end
 local new = tonumber(version) + 1
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', new)
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'race') else redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
@@ -254,6 +270,54 @@ def race_argument(open_race: int | None) -> str:
 APPEND_RESULTS = {1: AppendResult.APPENDED, 0: AppendResult.LENGTH_MISMATCH, -1: AppendResult.NO_SUCH_RACE}
 
 
+class IsolatingCluster(RedisCluster):
+    """redis-py's cluster client, except that one master's failure does not fail the others.
+
+    On a command or pipeline that fails (a dropped connection, CLUSTERDOWN, repeated MOVED)
+    redis-py calls ``aclose()``, which disconnects every connection to every master at once,
+    commands in flight on healthy masters included, to make itself read the slot map again.
+    During one master's failover (~2.5 s) the nodes' heartbeats, appends and re-reads to it
+    fail every few tens of milliseconds, so the other masters' writes kept failing with them:
+    measured, 180 of 1,330 appends to rooms on healthy masters failed in the 4 s after a
+    master was killed. Here those calls only ask for the slot map to be read again before the
+    next command; that re-read keeps the live masters' connections (it lets commands in
+    flight finish and reconnects lazily) and drops the dead master's. ``shut()`` closes for
+    real."""
+
+    _commands_known = False  # the command table (COMMAND) read: it does not change with the map
+
+    async def aclose(self) -> None:
+        self._initialize = True
+
+    async def initialize(
+        self,
+        additional_startup_nodes_info: list[tuple[str, int]] | None = None,
+        last_failed_node_name: str | None = None,
+    ) -> IsolatingCluster:
+        """The first time as redis-py does; afterwards only the slot map is read again. redis-py
+        re-reads the command table too, on the first master of the new map, which during a
+        failover is often the dead one (the map names it until its replica is promoted): the
+        re-read failed, and redis-py then closed every connection to every master."""
+        if not self._commands_known:
+            await super().initialize(additional_startup_nodes_info, last_failed_node_name)
+            self._commands_known = True
+            return self
+        if self._initialize:
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                if self._initialize:
+                    await self.nodes_manager.initialize(
+                        additional_startup_nodes_info=additional_startup_nodes_info,
+                        last_failed_node_name=last_failed_node_name,
+                    )
+                    self._initialize = False
+        return self
+
+    async def shut(self) -> None:
+        await super().aclose()
+
+
 class RedisStore(Store):
     """A store on one Redis (or Valkey) server, or on a Redis Cluster (a ``redis+cluster://`` URL).
     Connects lazily; ``await ping()`` to check it answers.
@@ -290,6 +354,7 @@ class RedisStore(Store):
         self.replicas_ack = replicas_ack
         self._wait_ms = milliseconds(replicas_timeout)
         self._map_refresh: asyncio.Task[None] | None = None
+        self._liveness_nodes: dict[str, ClusterNode] = {}  # master address -> mark_alive's own connection
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
         self._where = redact_url(url)
@@ -305,7 +370,7 @@ class RedisStore(Store):
             try:
                 if not urlsplit(url).hostname:
                     raise ValueError("no host")
-                self._redis = RedisCluster.from_url(
+                self._redis = IsolatingCluster.from_url(
                     f"{CLUSTER_SCHEMES[scheme]}://{rest}",
                     max_connections=max_connections,
                     socket_timeout=socket_timeout,
@@ -340,7 +405,9 @@ class RedisStore(Store):
         self._append_move_text = APPEND_MOVE.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else APPEND_MOVE
         self._append_move = self._redis.register_script(self._append_move_text)
         self._append_moves = self._redis.register_script(APPEND_MOVES)
-        self._create_room = self._redis.register_script(CREATE_ROOM)
+        self._create_room = self._redis.register_script(
+            CREATE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else CREATE_ROOM
+        )
         self._save_room = self._redis.register_script(
             SAVE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else SAVE_ROOM
         )
@@ -450,40 +517,106 @@ class RedisStore(Store):
 
     async def mark_alive(self, node: str, ttl_ms: int) -> None:
         """This node is alive for ``ttl_ms`` more (its liveness keys; renewed by its heartbeat;
-        on a cluster one pipeline per master, side by side). StoreUnavailable if none was renewed."""
+        on a cluster one pipeline per master, side by side, on the liveness connections).
+        StoreUnavailable if none was renewed."""
         keys = self.node_keys(node)
         async with self._talking("mark_alive"):
             if not isinstance(self._redis, RedisCluster):
                 await self._redis.set(keys[0], b"1", px=ttl_ms)
                 return
-            # One pipeline per master, each on its own (the cluster client's pipeline fails, and
-            # retries, as a whole when one master is down): the live masters' keys are renewed.
-            await self._redis.initialize()
-            by_node: dict[str, tuple[ClusterNode, list[list[Any]]]] = {}
-            for key in keys:
-                master = self._redis.get_node_from_key(key)
-                if master is not None:
-                    by_node.setdefault(master.name, (master, []))[1].append(["SET", key, b"1", "PX", ttl_ms])
-            outcomes = await asyncio.gather(
-                *(self._node_pipeline(master, commands) for master, commands in by_node.values()),
-                return_exceptions=True,
+            # A master that hangs must not hold the next renewal of the others past the keys' life.
+            outcomes = await self._on_each_master(
+                keys, lambda key: ["SET", key, b"1", "PX", ttl_ms], timeout_s=min(1.0, ttl_ms / 3000)
             )
-            renewed = [o for o in outcomes if not isinstance(o, BaseException)]
-            if not renewed:
-                failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+            if not any(isinstance(replies, list) for replies in outcomes.values()):
+                failed = next(iter(outcomes.values()), None)
                 raise StoreUnavailable(f"the Redis Cluster at {self._where} renewed no liveness key: {failed!r}")
 
     async def nodes_alive(self, nodes: Sequence[str]) -> set[str]:
         """Which of these nodes renewed a liveness key in time (one round trip; on a cluster one
-        per master: a node is alive while any of its keys is)."""
+        per master, side by side: a node is alive while any of its keys is). On a cluster a node
+        none of whose keys was found counts as alive too unless every master answered: during a
+        failover the keys of the master being replaced are unknown, not gone."""
         if not nodes:
             return set()
         keyed = [(node, key) for node in nodes for key in self.node_keys(node)]
-        async with self._talking("nodes_alive"), self._redis.pipeline(transaction=False) as pipe:
-            for _node, key in keyed:
-                pipe.exists(key)
-            found = await pipe.execute()
-        return {node for (node, _key), exists in zip(keyed, found, strict=True) if exists}
+        async with self._talking("nodes_alive"):
+            if not isinstance(self._redis, RedisCluster):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for _node, key in keyed:
+                        pipe.exists(key)
+                    found = await pipe.execute()
+                return {node for (node, _key), exists in zip(keyed, found, strict=True) if exists}
+            outcomes = await self._on_each_master(
+                [key for _node, key in keyed], lambda key: ["EXISTS", key], timeout_s=1.0
+            )
+            found_keys: set[str] = set()
+            for master_keys, replies in outcomes.items():
+                if isinstance(replies, list):
+                    found_keys.update(key for key, exists in zip(master_keys, replies, strict=True) if exists == 1)
+            if not found_keys and all(isinstance(replies, BaseException) for replies in outcomes.values()):
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} answered no liveness read")
+            unanswered = any(not isinstance(replies, list) for replies in outcomes.values())
+            return {node for node, key in keyed if key in found_keys or unanswered}
+
+    async def _on_each_master(
+        self, keys: Sequence[str], command: Callable[[str], list[Any]], *, timeout_s: float
+    ) -> dict[tuple[str, ...], list[object] | BaseException]:
+        """One command per key, one pipeline per master holding some of them, side by side, on
+        the liveness connections: {the keys of one master: their replies, or why that master
+        failed}. A reply that is an error (MOVED after a failover, CLUSTERDOWN) fails its master,
+        and so does a pipeline taking longer than ``timeout_s``.
+
+        Why connections of their own: the cluster client closes every connection it has, to every
+        master, when a command or pipeline to one master fails (redis-py re-reads the slot map
+        that way). During a master's failover the heartbeats' publishes to it fail every half
+        second, and renewals on the healthy masters, sharing those connections, failed with
+        them: for as long as the failover took, longer than the keys live under a busy CPU,
+        and the other nodes took this one for dead. These connections are touched by nothing
+        else, so only the failed master's renewals fail."""
+        assert isinstance(self._redis, RedisCluster)
+        if not self._redis.get_nodes():  # never read the slot map yet; afterwards the cached map serves
+            await self._redis.initialize()
+        by_master: dict[str, tuple[ClusterNode, list[str]]] = {}
+        for key in keys:
+            master = self._redis.get_node_from_key(key)
+            if master is not None:
+                by_master.setdefault(master.name, (master, []))[1].append(key)
+
+        async def on_master(master: ClusterNode, master_keys: list[str]) -> list[object]:
+            connection = self._liveness_node(master)
+            stack = [PipelineCommand(position, *command(key)) for position, key in enumerate(master_keys)]
+            try:
+                await asyncio.wait_for(connection.execute_pipeline(stack), timeout_s)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError, TimeoutError):
+                self._refresh_slot_map()
+                raise
+            replies = [entry.result for entry in stack]
+            for reply in replies:
+                if isinstance(reply, BaseException):
+                    self._refresh_slot_map()
+                    raise reply
+            return replies
+
+        results = await asyncio.gather(
+            *(on_master(master, master_keys) for master, master_keys in by_master.values()), return_exceptions=True
+        )
+        return {
+            tuple(master_keys): result
+            for (_master, master_keys), result in zip(by_master.values(), results, strict=True)
+        }
+
+    def _liveness_node(self, master: ClusterNode) -> ClusterNode:
+        """This store's own connection to a master for the liveness keys (``_on_each_master``: why),
+        made with the cluster client's settings for that master; one per master address."""
+        node = self._liveness_nodes.get(master.name)
+        if node is None:
+            settings = {k: v for k, v in master.connection_kwargs.items() if k not in ("host", "port")}
+            node = ClusterNode(
+                master.host, master.port, max_connections=2, connection_class=master.connection_class, **settings
+            )
+            self._liveness_nodes[master.name] = node
+        return node
 
     def deal_lease_key(self, code: str, race: int) -> str:
         """Which node searches the winnable deal of a room's race (several nodes: one at a time)."""
@@ -586,7 +719,11 @@ class RedisStore(Store):
                 self._map_refresh.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._map_refresh
-            await self._redis.aclose()
+            await asyncio.gather(*(node.disconnect() for node in self._liveness_nodes.values()))
+            if isinstance(self._redis, IsolatingCluster):
+                await self._redis.shut()
+            else:
+                await self._redis.aclose()
 
     # Players -----------------------------------------------------------------
 
@@ -600,11 +737,19 @@ class RedisStore(Store):
         ttl_ms = self._player_ttl_ms if ttl_s is None else milliseconds(check_seconds(ttl_s) or 0.0)
         async with self._talking("put_player"):
             token_key = self.token_key(token_hash)
-            if ttl_ms > 0:
-                await self._redis.set(token_key, player_id, px=ttl_ms)
+            set_token: list[Any] = ["SET", token_key, player_id, *(("PX", ttl_ms) if ttl_ms > 0 else ())]
+            keys = [self.player_key(player_id)]
+            args: list[bytes | str | int] = [token_hash, data, ttl_ms]
+            if self.replicas_ack:
+                # A token is told to its client only once replicas hold it and the record naming it
+                # (each step's WAIT on its own master's connection): it survives a failover.
+                await self._with_wait(token_key, [set_token], f"player {player_id}'s token")
+                old = await self._confirmed_script(self._put_player, keys, args, f"player {player_id}'s write")
             else:
-                await self._redis.set(token_key, player_id)
-            old = await self._put_player(keys=[self.player_key(player_id)], args=[token_hash, data, ttl_ms])
+                await self._redis.execute_command(*set_token)
+                old = await self._put_player(keys=keys, args=args)
+            # The old token's key is tidied without WAIT: lost, it stays harmless (the record no
+            # longer names it, so player_by_token refuses it).
             if isinstance(old, bytes) and old != token_hash.encode():
                 await self._retire_token(keys=[self.token_key(old.decode())], args=[player_id])
 
@@ -628,15 +773,18 @@ class RedisStore(Store):
 
     # Rooms -------------------------------------------------------------------
 
-    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None, notice: bytes = b"") -> bool:
         check_identifier("room code", code)
         check_bytes("room data", data)
+        check_bytes("room notice", notice)
         race = race_argument(open_race)
         keys = [self.room_key(code), self.log_index_key(code)]
         args: list[bytes | str] = [code, data, race]
+        if notice:  # published by the creation's own script, only if it creates the room
+            args += [self.events_channel(code), notice]
         async with self._talking("create_room"):
             if self.replicas_ack:
-                created = await self._confirmed_script(code, self._create_room, keys, args)
+                created = await self._confirmed_script(self._create_room, keys, args, f"room {code}'s write")
             else:
                 created = await self._create_room(keys=keys, args=args)
             if created == 1:  # a new room starts unlisted, even if an earlier one of this code was listed
@@ -657,38 +805,54 @@ class RedisStore(Store):
         return as_bytes(data), int(version)
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
+        self,
+        code: str,
+        data: bytes,
+        expected_version: int,
+        *,
+        open_race: int | None = None,
+        notice: bytes = b"",
+        logs: Sequence[LogLength] = (),
     ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
         check_bytes("room notice", notice)
         race = race_argument(open_race)
-        if not is_identifier(code):
+        check_log_lengths(logs)
+        if not is_identifier(code) or not all(is_identifier(log.player_id) for log in logs):
             return None
+        keys = [self.room_key(code), *(self.log_key(code, log.race, log.player_id) for log in logs)]
         args: list[bytes | int | str] = [expected_version, data, race]
-        if notice:  # published by the save's own script, only if it lands
-            args += [self.events_channel(code), notice]
+        if notice or logs:  # the notice is published by the save's own script, only if it lands
+            args += [self.events_channel(code), notice, *(log.length for log in logs)]
         async with self._talking("save_room"):
             if self.replicas_ack:
-                version = await self._confirmed_script(code, self._save_room, [self.room_key(code)], args)
+                version = await self._confirmed_script(self._save_room, keys, args, f"room {code}'s write")
             else:
-                version = await self._save_room(keys=[self.room_key(code)], args=args)
+                version = await self._save_room(keys=keys, args=args)
         return int(cast(int, version)) or None
 
     async def delete_room(self, code: str) -> None:
         if not is_identifier(code):
             return
+        keys = [self.room_key(code), self.log_index_key(code)]
         async with self._talking("delete_room"):
-            await self._delete_room(keys=[self.room_key(code), self.log_index_key(code)])
-            await self._redis.zrem(self._listed_key, code)
+            if self.replicas_ack:
+                await self._confirmed_script(self._delete_room, keys, [], f"room {code}'s deletion")
+                await self._with_wait(self._listed_key, [["ZREM", self._listed_key, code]], f"room {code}'s listing")
+            else:
+                await self._delete_room(keys=keys)
+                await self._redis.zrem(self._listed_key, code)
 
     async def set_listed(self, code: str, listed: bool) -> None:
         check_identifier("room code", code)
+        key = self._listed_key
+        change: list[Any] = ["ZADD", key, "NX", repr(time.time()), code] if listed else ["ZREM", key, code]
         async with self._talking("set_listed"):
-            if listed:
-                await self._redis.zadd(self._listed_key, {code: time.time()}, nx=True)
+            if self.replicas_ack:
+                await self._with_wait(key, [change], f"room {code}'s listing")
             else:
-                await self._redis.zrem(self._listed_key, code)
+                await self._redis.execute_command(*change)
 
     async def listed_rooms(self) -> list[str]:
         async with self._talking("listed_rooms"):
@@ -717,11 +881,12 @@ class RedisStore(Store):
         if ttl is not None and ttl <= 0:
             await self.delete_room(code)
             return
+        keys, args = [self.room_key(code), self.log_index_key(code)], [-1 if ttl is None else milliseconds(ttl)]
         async with self._talking("expire_room"):
-            await self._expire_room(
-                keys=[self.room_key(code), self.log_index_key(code)],
-                args=[-1 if ttl is None else milliseconds(ttl)],
-            )
+            if self.replicas_ack:
+                await self._confirmed_script(self._expire_room, keys, args, f"room {code}'s expiry")
+            else:
+                await self._expire_room(keys=keys, args=args)
 
     # Move logs ---------------------------------------------------------------
 
@@ -999,35 +1164,35 @@ class RedisStore(Store):
         it: what is read here survives the master's loss. StoreUnavailable if they do not confirm
         in time (the caller retries, as after any failed read)."""
         fence = ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS]
-        replies = await self._with_wait(code, [*reads, fence], f"room {code}'s read")
+        replies = await self._with_wait(self.room_key(code), [*reads, fence], f"room {code}'s read")
         return replies[: len(reads)]
 
-    async def _confirmed_script(self, code: str, script: AsyncScript, keys: list[str], args: list[Any]) -> object:
-        """A room script and WAIT on one connection to the room's master (the script loaded there
-        first if that master lacks it); its reply once ``replicas_ack`` replicas hold its effect.
-        StoreUnavailable if they do not confirm in time: the write's outcome is then unknown (it
-        may have landed on the master), as after a dropped connection."""
+    async def _confirmed_script(self, script: AsyncScript, keys: list[str], args: list[Any], what: str) -> object:
+        """A script and WAIT on one connection to the master of its keys' slot (the script loaded
+        there first if that master lacks it); its reply once ``replicas_ack`` replicas hold its
+        effect. StoreUnavailable if they do not confirm in time: the write's outcome is then
+        unknown (it may have landed on the master), as after a dropped connection."""
         call = ["EVALSHA", script.sha, len(keys), *keys, *args]
         try:
-            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+            return (await self._with_wait(keys[0], [call], what))[0]
         except redis.exceptions.NoScriptError:  # refused before it ran: load it on that master, once
             if isinstance(self._redis, RedisCluster):
-                node = self._redis.get_node_from_key(self.room_key(code))
+                node = self._redis.get_node_from_key(keys[0])
                 await self._redis.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
             else:
                 await self._redis.script_load(script.script)
-            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+            return (await self._with_wait(keys[0], [call], what))[0]
 
-    async def _with_wait(self, code: str, commands: list[list[Any]], what: str) -> list[object]:
-        """``commands`` then WAIT on one connection to the master holding room ``code``'s slot (the
-        one Redis, or the cluster's master): their replies (an error reply raised), once
+    async def _with_wait(self, key: str, commands: list[list[Any]], what: str) -> list[object]:
+        """``commands`` then WAIT on one connection to the master holding ``key``'s slot (the one
+        Redis, or the cluster's master): their replies (an error reply raised), once
         ``replicas_ack`` replicas confirmed; StoreUnavailable if they did not in time."""
         commands = [*commands, ["WAIT", self.replicas_ack, self._wait_ms]]
         if isinstance(self._redis, RedisCluster):
             await self._redis.initialize()  # the slot map (a no-op once read)
-            node = self._redis.get_node_from_key(self.room_key(code))
+            node = self._redis.get_node_from_key(key)
             if node is None:
-                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for room {code}")
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for {what}")
             replies = await self._node_pipeline(node, commands)
         else:
             packed = b"".join(pack_command([command_part(part) for part in command]) for command in commands)
