@@ -95,7 +95,7 @@ from server.core.records import (
 )
 from server.fanout import Fanout, LocalFanout
 from server.limits import AddressLimits, LimitsConfig, address_key
-from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
+from server.store.base import AppendRequest, AppendResult, LogLength, Store, StoreUnavailable
 from server.winnable import DealFinder, SearchOutcome, WinnableConfig
 from shared import protocol as p
 
@@ -148,6 +148,25 @@ class QueuedSave:
     record: RoomRecord
     epoch: int
     commands: int = 0  # several nodes: the room commands (their numbers) up to here are in this save
+    then: tuple[Send, ...] = ()  # sent once this save has landed (SaveRoom.then)
+
+    def replacing(self, older: QueuedSave) -> QueuedSave:
+        """This save in place of an older one of the same room that has not landed: it carries the
+        older one's messages too, unless a read-back came between (the older was made on a copy
+        the read-back replaced, and the read-back sent the stored room's own)."""
+        if older.epoch != self.epoch or not older.then:
+            return self
+        return replace(self, then=older.then + self.then)
+
+
+def counted_logs(record: RoomRecord) -> tuple[LogLength, ...]:
+    """The logs a finished race's results count, each as long as the ending node's copy held it:
+    several nodes, the save lands only if the store's logs hold exactly these (another node's
+    entry stored but not yet heard here refuses it, and the room is read back, logs and all)."""
+    race = record.race
+    if race is None or race.log_lengths is None or record.phase != p.RESULTS:
+        return ()
+    return tuple(LogLength(race.number, pid, length) for pid, length in race.log_lengths.items())
 
 
 TURN_GAP_S = 0.05  # turns with moves further apart than this are not one backlog (busy_turn_streak)
@@ -894,7 +913,7 @@ class RaceServer:
             elif isinstance(effect, SaveRoom):
                 self._queued_races[effect.code] = open_race_of(effect.record)
                 epoch = self._room_epochs.get(effect.code, 0)
-                self._room_op(effect.code, "save", QueuedSave(effect.record, epoch, self._commands))
+                self._room_op(effect.code, "save", QueuedSave(effect.record, epoch, self._commands, effect.then))
             elif isinstance(effect, Note):
                 log_event(NOTE_LEVELS[effect.level], effect.event, **effect.fields)
             elif isinstance(effect, Bind):
@@ -1199,7 +1218,9 @@ class RaceServer:
                 continue
             if isinstance(message, RoomVersion):
                 known = self._store_versions.get(code)
-                if known is None or known < message.version:
+                # Version 1 of a room held here is never news: another node stored it again after it
+                # vanished (a room's creation is not announced), its versions counting from 1 again.
+                if known is None or known < message.version or (message.version == 1 and known != 1):
                     self._request_refresh(code)
                 continue
             try:
@@ -1579,7 +1600,9 @@ class RaceServer:
     def _room_op(self, code: str, kind: str, value: object) -> None:
         ops = self._room_ops.setdefault(code, deque())
         if kind == "save" and ops and ops[-1][0] == "save":
-            ops[-1] = (kind, value)  # latest wins (the worker takes an op off the queue before running it)
+            # Latest wins (the worker takes an op off the queue before running it).
+            assert isinstance(value, QueuedSave) and isinstance(ops[-1][1], QueuedSave)
+            ops[-1] = (kind, value.replacing(ops[-1][1]))
         else:
             ops.append((kind, value))
         if code not in self._room_workers:
@@ -1617,8 +1640,12 @@ class RaceServer:
                             value.set_exception(exc)  # the reader answers its client
                         continue
                     log_event(logging.WARNING, "room_write_failed", room=code, op=kind, error=str(exc), retry=True)
-                    if not (kind == "save" and ops and ops[0][0] == "save"):
-                        ops.appendleft((kind, value))  # a newer save, if queued, replaces this one
+                    if kind == "save" and ops and ops[0][0] == "save":
+                        newer = ops[0][1]  # a newer save, queued, replaces this one
+                        assert isinstance(newer, QueuedSave) and isinstance(value, QueuedSave)
+                        ops[0] = (kind, newer.replacing(value))
+                    else:
+                        ops.appendleft((kind, value))
                     await backoff.wait()
                     continue
                 except Exception as exc:
@@ -1677,7 +1704,7 @@ class RaceServer:
         if version is None:
             loaded = await self.store.load_room(code)
             if loaded is None:
-                await self._recreate_room(code, record, data, race)
+                await self._recreate_room(code, save, data, race)
                 return
             uncertain = self._uncertain_saves.pop(code, None)
             if uncertain is not None and loaded[0] == uncertain[1]:
@@ -1689,8 +1716,9 @@ class RaceServer:
                 return
         # Several nodes: the new version's notice goes out with the save, in its script.
         notice = b"" if self.nodes is None else self.nodes.version_notice(version + 1)
+        logs = () if self.nodes is None else counted_logs(record)
         try:
-            new = await self.store.save_room(code, data, version, open_race=race, notice=notice)
+            new = await self.store.save_room(code, data, version, open_race=race, notice=notice, logs=logs)
         except StoreUnavailable:
             self._store_versions[code] = None
             self._uncertain_saves[code] = (version, data)
@@ -1703,10 +1731,11 @@ class RaceServer:
                 if pending:
                     self._uncommitted[code] = pending
                 self.nodes.noticed(1)
+            self._execute(list(save.then))  # landed: what waited for it goes out (the results)
             return
         loaded = await self.store.load_room(code)
         if loaded is None:
-            await self._recreate_room(code, record, data, race)
+            await self._recreate_room(code, save, data, race)
         else:
             self._save_conflict(code, version, loaded[1])
 
@@ -1720,17 +1749,21 @@ class RaceServer:
         self._save_conflicts.add(code)
         log_event(logging.ERROR, "room_save_conflict", room=code, expected=expected, found=found)
 
-    async def _recreate_room(self, code: str, record: RoomRecord, data: bytes, race: int | None) -> None:
+    async def _recreate_room(self, code: str, save: QueuedSave, data: bytes, race: int | None) -> None:
         """The room vanished from the store while this process still holds it (a finished room
         expired, or someone deleted it): store it afresh rather than lose it."""
         log_event(logging.WARNING, "room_recreated", room=code)
-        if await self.store.create_room(code, data, open_race=race):
+        record = save.record
+        # Several nodes: version 1's notice goes out with the creation, in its script (as a save's).
+        notice = b"" if self.nodes is None else self.nodes.version_notice(1)
+        if await self.store.create_room(code, data, open_race=race, notice=notice):
             self._store_versions[code] = 1
             self._stored_races[code] = race
             if self.nodes is not None:
-                await self.nodes.publish([(code, self.nodes.room_version(1))])
+                self.nodes.noticed(1)
             if not record.options.private and record.members:
-                await self.store.set_listed(code, True)
+                self._room_op(code, "listed", True)  # next in the room's queue, retried there on failure
+            self._execute(list(save.then))
         else:  # created by someone else meanwhile
             self._save_conflict(code, None, 1)
 

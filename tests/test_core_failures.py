@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 from support import (
     Client,
@@ -539,6 +540,66 @@ def test_store_reads_that_fail_are_answered_store_unavailable() -> None:
 
 def shared_shell() -> Shell:
     return Shell(CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000, shared_rooms=True, node_id="a"))
+
+
+def results_of(shell: Shell, conn: int) -> list[p.Results]:
+    return [m for m in shell.inbox[conn] if isinstance(m, p.Results)]
+
+
+def test_results_go_out_only_once_the_save_that_ends_the_race_has_landed() -> None:
+    """Every accepted change is persisted before it is announced: the race's results wait for the
+    save that ends the race (SaveRoom.then), and go out with it once it lands, to every member."""
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    shell.hold_saves = True
+    start = len(shell.effects)
+    for n, conn in enumerate(conns):
+        shell.move(conn, 100 + n, "resign")
+    assert shell.core.rooms[code].phase == p.RESULTS
+    sent = [e for e in shell.effects[start:] if isinstance(e, Send) and isinstance(e.message, p.Results)]
+    assert sent == [] and all(results_of(shell, c) == [] for c in conns)
+    [save] = [s for s in shell.held_saves if s.record.phase == p.RESULTS]
+    assert [type(e.message) for e in save.then] == [p.Results]
+    assert shell.rooms[code].phase == p.RACING  # not stored yet
+    shell.land_saves()
+    assert shell.rooms[code].phase == p.RESULTS
+    got = [results_of(shell, c) for c in conns]
+    assert all(len(r) == 1 for r in got) and got[0] == got[1]
+    assert {row.player_id: row.status for row in got[0][0].racers} == {pid(shell, c): "resigned" for c in conns}
+
+
+def test_a_node_whose_results_save_loses_sends_the_stored_results_not_its_own() -> None:
+    """Several nodes: this node ends the race, but another node's save of the race's end lands first,
+    from a copy that differs (Bob resumed there; this node still has him away). This node's save
+    loses the compare-and-set and is dropped with its results; its members get the results the
+    read-back finds in the store, once."""
+    shell = shared_shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    shell.disconnect(conns[1])  # away here, within his grace
+    shell.hold_saves = True
+    shell.send(conns[0], p.EndRace())
+    [own] = [s for s in shell.held_saves if s.record.phase == p.RESULTS]
+    [own_results] = [e.message for e in own.then]
+    assert isinstance(own_results, p.Results) and results_of(shell, conns[0]) == []
+    assert not next(r for r in own_results.racers if r.player_id == bob).connected
+    # The other node's end of the race is the one stored: Bob connected there.
+    members = [
+        msgspec.structs.replace(m, left_ms=None, node="b", claim=m.claim + 1) if m.player_id == bob else m
+        for m in own.record.members
+    ]
+    stored = msgspec.structs.replace(own.record, members=members, version=own.record.version + 5)
+    shell.rooms[code] = stored
+    shell.held_saves.clear()  # this node's save lost the compare-and-set: the shell drops it
+    race = stored.race
+    assert race is not None
+    logs = {r.player_id: list(shell.logs[(code, race.number, r.player_id)]) for r in race.racers}
+    shell.run(RoomChanged(code, stored, logs, shell.now))
+    [results] = results_of(shell, conns[0])
+    assert results != own_results
+    assert next(r for r in results.racers if r.player_id == bob).connected
+    assert next(r for r in results.racers if r.player_id == ann).connected
+    assert shell.core.rooms[code].phase == p.RESULTS
 
 
 def test_a_room_read_back_while_its_own_racer_s_move_lands_keeps_that_move() -> None:

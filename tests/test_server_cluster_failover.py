@@ -86,6 +86,14 @@ def request(code: str, length: int) -> AppendRequest:
     return AppendRequest(code, 1, "p1", length, b"entry %d" % length)
 
 
+def player_on(cluster: LocalRedisCluster, store: RedisStore, master: RedisServer, tag: str) -> tuple[str, str]:
+    """A player id and a token hash whose keys (the record, the token) both live on ``master``."""
+    ids = (f"{tag}{n}" for n in range(10_000))
+    player = next(i for i in ids if cluster.master_of(store.player_key(i)) is master)
+    token = next(i for i in ids if cluster.master_of(store.token_key(i)) is master)
+    return player, token
+
+
 async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_confirm_it(
     replicated_cluster: LocalRedisCluster, replicated_cluster_url: str
 ) -> None:
@@ -93,8 +101,9 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
     cannot come back for the rest of the stream). Without replicas_ack the master acknowledges
     an append the replica never gets, and a failover to that replica loses it. With replicas_ack=1
     the same append is not acknowledged (StoreUnavailable: unconfirmed), nor is a read of the log
-    (its fence is not confirmed either); room saves and reads likewise. Once the shard has a
-    replica in sync again, reads and appends are confirmed again."""
+    (its fence is not confirmed either); room saves and reads likewise, and a player's token and
+    record (put_player: the token a welcome would carry). Once the shard has a replica in sync
+    again, reads and appends are confirmed again."""
     code = "WAITS"
     plain = RedisStore(replicated_cluster_url)
     confirming = RedisStore(replicated_cluster_url, replicas_ack=1, replicas_timeout=0.3)
@@ -103,6 +112,10 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
         assert await confirming.append_moves([request(code, 0)]) == [AppendResult.APPENDED]
         master = replicated_cluster.master_of(plain.room_key(code))
         replica = replicated_cluster.replica_of(master)
+        kept, kept_token = player_on(replicated_cluster, plain, master, "kept")
+        lost, lost_token = player_on(replicated_cluster, plain, master, "lost")
+        refused, refused_token = player_on(replicated_cluster, plain, master, "refused")
+        await confirming.put_player(kept, kept_token, b"kept")  # confirmed: the replica holds it
         # WAIT 1 answered: the replica holds entry 0.
         with stopped(replica):
             master.command("CLIENT", "KILL", "TYPE", "replica")  # what it was sent so far, it gets
@@ -118,6 +131,11 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
                 await confirming.save_room(code, b"room v3", 2, open_race=1)
             with pytest.raises(StoreUnavailable, match="replicas confirmed room WAITS's read"):
                 await confirming.load_room(code)
+            # A player's token: acknowledged (plain), or refused for want of a replica (confirming).
+            await plain.put_player(lost, lost_token, b"lost")
+            with pytest.raises(StoreUnavailable, match=f"replicas confirmed player {refused}'s token"):
+                await confirming.put_player(refused, refused_token, b"refused")
+            assert await plain.player_by_token(lost_token) == lost
             master.kill()  # the master dies with entries 1 and 2 its replica never received
         replica.command("CLUSTER", "FAILOVER", "TAKEOVER")
         await until(lambda: is_master(replica), 15, "the replica promoted")
@@ -133,6 +151,9 @@ async def test_an_acknowledged_append_is_lost_in_a_failover_unless_replicas_conf
         # Entry 1 and version 2 were acknowledged (plain) and are gone; entry 2 and version 3 never were.
         assert await plain.load_moves(code, 1, "p1") == [b"entry 0"]
         assert await plain.load_room(code) == (b"room", 1)
+        # The acknowledged token is gone: its racer could not resume. The confirmed one is there.
+        assert await plain.player_by_token(lost_token) is None and await plain.get_player(lost) is None
+        assert await plain.player_by_token(kept_token) == kept and await plain.get_player(kept) == b"kept"
 
         async def refused_for_want_of_replicas() -> bool:  # once its slot map names the new master
             try:
@@ -187,9 +208,22 @@ async def test_replicas_ack_on_one_redis_with_a_replica(own_redis_server: RedisS
                     await store.load_logs(code, 1, [("p1", 0)])
                 with pytest.raises(StoreUnavailable, match="replicas confirmed room WAITR's write"):
                     await store.save_room(code, b"room v2", 1, open_race=1)
+                # Every other write something depends on: a token, the listing, expiry, deletion.
+                with pytest.raises(StoreUnavailable, match="replicas confirmed player p9's token"):
+                    await store.put_player("p9", "t9", b"player")
+                with pytest.raises(StoreUnavailable, match="replicas confirmed room WAITR's listing"):
+                    await store.set_listed(code, True)
+                with pytest.raises(StoreUnavailable, match="replicas confirmed room WAITR's expiry"):
+                    await store.expire_room(code, 60)
+                with pytest.raises(StoreUnavailable, match="replicas confirmed room GONE's deletion"):
+                    await store.delete_room("GONE")
             await eventually(lambda: in_sync(own_redis_server, replica), 10, what="the replica caught up")
             assert await store.load_logs(code, 1, [("p1", 1)]) == [[b"entry 1", b"entry 2"]]
             assert await store.load_room(code) == (b"room v2", 2)  # it had landed; now it is confirmed
+            await store.put_player("p9", "t9", b"player")  # confirmed now, as are the others
+            await store.set_listed(code, True)
+            await store.expire_room(code, None)
+            assert await store.player_by_token("t9") == "p9" and await store.listed_rooms() == [code]
     finally:
         await store.close()
 

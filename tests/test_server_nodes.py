@@ -37,7 +37,8 @@ from support import (
 from winnable_sources import gated_random_deal
 
 from server.app import RaceServer
-from server.core.records import decode_room, open_race_of
+from server.core.records import LogEntry, decode_room, encode_record, open_race_of
+from server.store.base import AppendRequest, AppendResult
 from server.store.redis import RedisStore
 from server.winnable import WinnableConfig
 from shared import protocol as p
@@ -501,6 +502,129 @@ async def test_a_node_hears_the_other_nodes_messages_in_order_and_in_batches(red
     finally:
         await link.close()
         await store.close()
+
+
+async def settled(a: RaceServer, b: RaceServer, code: str, phase: str) -> bool:
+    """The stored room is in ``phase`` and both nodes hold its latest version, with no room write or
+    read-back of theirs pending: nothing more is on its way to the members."""
+    assert isinstance(a.store, RedisStore)
+    stored = await a.store.load_room(code)
+    return (
+        stored is not None
+        and decode_room(stored[0]).phase == phase
+        and all(n._store_versions.get(code) == stored[1] and code not in n._room_workers for n in (a, b))
+    )
+
+
+async def duel(a: RaceServer, b: RaceServer) -> tuple[str, list[Client]]:
+    """A room with a racer and a spectator on each node (ann hosts on A, bob on B), through to the
+    race's start: its code and [ann, bob, sam (spectator on A), eve (spectator on B)]."""
+    ann, sam = await hello(a, "ann"), await hello(a, "sam")
+    bob, eve = await hello(b, "bob"), await hello(b, "eve")
+    await ann.send(p.CreateRoom(options=p.RoomOptions()))
+    code = (await ann.expect(p.Room)).code
+    await bob.send(p.Join(code=code))
+    for client in (bob, sam, eve):
+        if client is not bob:
+            await client.send(p.Join(code=code, role=p.SPECTATOR))
+        await client.expect(p.Room)
+    await bob.send(p.Ready(ready=True))
+    await eventually(lambda: any(m.ready for m in latest(ann, p.Room).members if m.player_id == bob.pid), what="ready")
+    await ann.send(p.Start())
+    clients = [ann, bob, sam, eve]
+    for client in clients:
+        await client.expect(p.RaceStart)
+    return code, clients
+
+
+async def test_both_nodes_end_a_race_at_once_and_every_member_gets_one_and_the_same_results(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The racer on each node resigns at the same moment: each node sees the race over when the
+    other's entry reaches it, and both end it; one save wins the compare-and-set. Every member, on
+    either node, gets exactly one results message, the same everywhere: a node sends results only
+    once its save has landed, and the node whose save lost sends the stored ones it reads back
+    (docs/scaling.md, "Room changes"). Several rooms at once, so that some end on both nodes."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    async with node(redis_url) as a, node(redis_url) as b:
+        rooms = [await duel(a, b) for _ in range(6)]
+        caplog.clear()
+        await asyncio.gather(*(c.send(p.Move(id=1, move="resign")) for _code, clients in rooms for c in clients[:2]))
+        for _code, clients in rooms:
+            for client in clients:
+                await client.expect(p.Results, timeout=10)
+        for code, clients in rooms:
+            await eventually(functools.partial(settled, a, b, code, p.RESULTS), what=f"room {code} settled")
+            for client in clients:  # a pong after every frame the node had for the client
+                await client.send(p.Ping(t=7))
+                await client.expect(p.Pong)
+            frames = [[f for f in c.frames if isinstance(p.decode_server(f), p.Results)] for c in clients]
+            assert all(len(got) == 1 for got in frames), (code, [len(got) for got in frames])
+            assert all(got == frames[0] for got in frames), code
+            for client in clients:
+                await client.close()
+        lost = sum(r.getMessage() == "room_save_lost" for r in caplog.records)
+        logging.getLogger(__name__).info("results_race rooms=%d saves_lost=%d", len(rooms), lost)
+
+
+async def test_a_room_stored_again_after_it_vanished_is_announced_to_the_other_node(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The room vanishes from the store under two nodes holding it (deleted, or expired); the next
+    change on node A stores it afresh at version 1, and the creation's own script announces it:
+    node B, which knew a higher version, reads it back and shows the change."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    async with node(redis_url) as a, node(redis_url) as b:
+        host, guest = await hello(a, "host"), await hello(b, "guest")
+        await host.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await host.expect(p.Room)).code
+        await guest.send(p.Join(code=code))
+        await guest.expect(p.Room)
+        await eventually(lambda: guest.pid in {m.player_id for m in latest(host, p.Room).members}, what="on A")
+        assert isinstance(a.store, RedisStore)
+        await a.store.delete_room(code)
+        await host.send(p.Kick(player_id=guest.pid))  # node A's change: the room is stored again
+        kicked = await guest.expect(p.Kicked)
+        assert kicked.reason == "removed"
+        assert any(r.getMessage() == "room_recreated" for r in caplog.records)
+        stored = await a.store.load_room(code)
+        assert stored is not None and stored[1] == 1
+        assert [m.player_id for m in decode_room(stored[0]).members] == [host.pid]
+        for client in (host, guest):
+            await client.close()
+
+
+async def test_a_race_ended_before_another_node_s_entry_arrived_counts_it_in_the_results(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bob's node has stored his resign (acknowledged), but node A has not heard it yet (here: it is
+    never published) when the host on A ends the race. A's save of the race's end names the log
+    lengths its results count; Bob's log is longer, so the save is refused: A reads the room back,
+    logs and all, ends the race again (the host's command replayed), and every member, on either
+    node, gets the same results, Bob's resign counted."""
+    caplog.set_level(logging.INFO, logger="plot.server")
+    async with node(redis_url) as a, node(redis_url) as b:
+        clients, starts = await spread_room(a, b)
+        host, bob = clients[0], clients[2]
+        code = latest(host, p.Room).code
+        assert isinstance(a.store, RedisStore)
+        race = starts[0].race
+        await eventually(functools.partial(settled, a, b, code, p.RACING), what="the race's start settled")
+        entry = encode_record(LogEntry(move="resign", t_ms=500, id=77))
+        stored = await a.store.append_moves([AppendRequest(code, race, bob.pid, 0, entry)])  # no notice
+        assert stored == [AppendResult.APPENDED]
+        caplog.clear()
+        await host.send(p.EndRace())
+        results = [await c.expect(p.Results, timeout=10) for c in clients]
+        assert all(r == results[0] for r in results), results
+        row = next(r for r in results[0].racers if r.player_id == bob.pid)
+        assert row.moves == 1 and row.status == "resigned"
+        assert any(r.getMessage() == "room_save_lost" for r in caplog.records)
+        for client in clients:
+            await client.send(p.Ping(t=1))
+            await client.expect(p.Pong)
+            assert sum(isinstance(m, p.Results) for m in client.messages) == 1, client.label
+            await client.close()
 
 
 async def test_a_node_left_with_no_member_of_a_room_releases_it(redis_url: str) -> None:

@@ -20,7 +20,7 @@ from redis_fixture import RedisServer, free_port
 from support import eventually
 
 from server.store import MemoryStore, RedisStore, Store, StoreUnavailable, open_store
-from server.store.base import AppendRequest, AppendResult
+from server.store.base import AppendRequest, AppendResult, LogLength
 
 APPENDED, LENGTH_MISMATCH, NO_SUCH_RACE = AppendResult.APPENDED, AppendResult.LENGTH_MISMATCH, AppendResult.NO_SUCH_RACE
 
@@ -172,6 +172,23 @@ async def test_save_room_is_a_compare_and_set_on_the_version(store: Store) -> No
     assert await store.load_room("ROOM") == (b"v3", 3)
     assert await store.save_room("NOPE", b"x", 1) is None
     assert await store.load_room("NOPE") is None  # a failed save creates nothing
+
+
+async def test_save_room_with_logs_lands_only_if_each_log_holds_exactly_its_length(store: Store) -> None:
+    """The save that ends a race names each racer's log length its results count (several nodes):
+    a log longer (another node stored an entry meanwhile) or shorter refuses it; a log never
+    written holds 0."""
+    await store.create_room("ROOM", b"v1", open_race=3)
+    assert await store.append_moves([AppendRequest("ROOM", 3, "p1", 0, b"m0")]) == [APPENDED]
+    assert await store.save_room("ROOM", b"short", 1, logs=[LogLength(3, "p1", 0)]) is None
+    assert await store.save_room("ROOM", b"long", 1, logs=[LogLength(3, "p1", 2)]) is None
+    assert await store.save_room("ROOM", b"other race", 1, logs=[LogLength(2, "p1", 1)]) is None
+    assert await store.load_room("ROOM") == (b"v1", 1)
+    counted = [LogLength(3, "p1", 1), LogLength(3, "p2", 0)]
+    assert await store.save_room("ROOM", b"ended", 1, notice=b"", logs=counted) == 2
+    assert await store.load_room("ROOM") == (b"ended", 2)
+    with pytest.raises(ValueError, match="log length"):
+        await store.save_room("ROOM", b"x", 2, logs=[LogLength(3, "p1", -1)])
 
 
 async def test_concurrent_saves_of_one_version_have_exactly_one_winner(make_store: StoreFactory) -> None:
@@ -761,11 +778,14 @@ async def test_an_append_s_notice_is_published_only_when_the_entry_lands(any_red
 async def test_a_room_save_s_notice_is_published_only_when_the_save_lands(any_redis_url: str) -> None:
     """Several nodes: a room change's new version is announced by the save's own script, so a
     committed change cannot go unannounced because a separate publish failed, and a save the
-    compare-and-set refused is never announced; on a cluster with SPUBLISH on the room's master."""
+    compare-and-set refused is never announced; on a cluster with SPUBLISH on the room's master.
+    The same for a room created again after it vanished (create_room's notice): announced only
+    if this creation made it."""
     store = RedisStore(any_redis_url, namespace="savenotice")
     pubsub = await room_channel_listener(store, "ROOM")
     try:
-        await store.create_room("ROOM", b"v1", open_race=None)
+        assert await store.create_room("ROOM", b"v1", open_race=None, notice=b"version 1")
+        assert not await store.create_room("ROOM", b"taken", notice=b"taken: must not be heard")
         assert await store.save_room("ROOM", b"v2", 1, notice=b"version 2") == 2
         assert await store.save_room("ROOM", b"stale", 1, notice=b"stale: must not be heard") is None
         assert await store.save_room("ROOM", b"v3", 2) == 3  # no notice: nothing published
@@ -775,10 +795,12 @@ async def test_a_room_save_s_notice_is_published_only_when_the_save_lands(any_re
             message = await pubsub.get_message(timeout=2)
             assert message is not None, heard
             heard.append(message["data"])
-        assert heard == [b"version 2", b"version 4"]
+        assert heard == [b"version 1", b"version 2", b"version 4"]
         assert await store.load_room("ROOM") == (b"v4", 4)
         with pytest.raises(TypeError, match="room notice must be bytes"):
             await store.save_room("ROOM", b"v5", 4, notice="text")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="room notice must be bytes"):
+            await store.create_room("OTHER", b"v1", notice="text")  # type: ignore[arg-type]
     finally:
         await store.close_subscriber(pubsub)
         await store.close()

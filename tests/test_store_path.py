@@ -33,7 +33,7 @@ from support import (
 )
 
 from server.core.records import decode_entry, decode_room
-from server.store.base import AppendRequest, AppendResult, StoreUnavailable
+from server.store.base import AppendRequest, AppendResult, LogLength, StoreUnavailable
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
@@ -491,3 +491,52 @@ async def test_a_failed_append_is_retried_after_the_core_s_back_off_alone(redis_
     # ...and it is the only one: with the shell's second back-off the gaps grew by 50, 100, 200,
     # 400 and 800 ms on top (a spread of 0.75 s).
     assert max(gaps) - min(gaps) < 0.3, gaps
+
+
+class ResultsSaveFails(MemoryStore):
+    """The save that ends a race fails (StoreUnavailable: its outcome unknown) while ``down``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+        self.failures = 0
+
+    async def save_room(
+        self,
+        code: str,
+        data: bytes,
+        expected_version: int,
+        *,
+        open_race: int | None = None,
+        notice: bytes = b"",
+        logs: Sequence[LogLength] = (),
+    ) -> int | None:
+        if self.down and decode_room(data).phase == p.RESULTS:
+            self.failures += 1
+            raise StoreUnavailable("injected: the store is down")
+        return await super().save_room(code, data, expected_version, open_race=open_race, notice=notice, logs=logs)
+
+
+async def test_results_wait_for_their_save_through_a_store_outage_and_go_out_once() -> None:
+    """The race ends while the store is down: the save that ends it is retried, and the results go
+    out once it lands, exactly once, never before (every accepted change is stored before it is
+    announced)."""
+    store = ResultsSaveFails()
+    async with running_server(store, fast_config()) as server:
+        clients, code = await make_room(server, ["Ann", "Bob"])
+        await start_race(clients)
+        for n, client in enumerate(clients):
+            await client.send(p.Move(id=100 + n, move="resign"))
+        await eventually(lambda: store.failures >= 2, what="the results save retried")
+        await eventually(lambda: all(latest(c, p.Room).phase == p.RESULTS for c in clients), what="results phase")
+        assert not any(isinstance(m, p.Results) for c in clients for m in c.messages)
+        store.down = False
+        got = [await c.expect(p.Results) for c in clients]
+        assert got[0] == got[1]
+        loaded = await store.load_room(code)
+        assert loaded is not None and decode_room(loaded[0]).phase == p.RESULTS
+        for client in clients:
+            await client.send(p.Ping(t=1))
+            await client.expect(p.Pong)
+            assert sum(isinstance(m, p.Results) for m in client.messages) == 1
+            await client.close()

@@ -74,7 +74,8 @@ class CoreBase:
                 continue
             if room.needs_save:
                 room.needs_save = False
-                self._out.append(SaveRoom(code, self._record(room)))
+                then, room.after_save = tuple(room.after_save), []
+                self._out.append(SaveRoom(code, self._record(room), then))
             wake = self._next_wake(room)
             if wake != room.wake_at:
                 room.wake_at = wake

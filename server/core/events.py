@@ -328,10 +328,14 @@ class CreateRoomRecord(msgspec.Struct, frozen=True):
 
 
 class SaveRoom(msgspec.Struct, frozen=True):
-    """Write-behind with compare-and-set: the latest record of a room wins."""
+    """Write-behind with compare-and-set: the latest record of a room wins. ``then``: messages that
+    go out only once this save (or a later one of the same room that replaced it) has landed, never
+    before (a race's results); dropped if it loses the compare-and-set or is made stale by a
+    read-back, whose rebuild sends the stored room's own instead."""
 
     code: str
     record: RoomRecord
+    then: tuple[Send, ...] = ()
 
 
 class SetListed(msgspec.Struct, frozen=True):

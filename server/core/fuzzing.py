@@ -474,8 +474,12 @@ class EffectRunner(EffectExecutor):
             created = run_now(self.store.create_room(effect.code, data, open_race=open_race_of(effect.record)))
             if created and not effect.record.options.private and effect.record.members:
                 run_now(self.store.set_listed(effect.code, True))
-            return
-        run_now(self.store.save_room(effect.code, data, loaded[1], open_race=open_race_of(effect.record)))
+            landed = created
+        else:
+            version = run_now(self.store.save_room(effect.code, data, loaded[1], open_race=open_race_of(effect.record)))
+            landed = version is not None
+        if landed:  # what waited for the save goes out once it has landed (as server/app.py does)
+            self.execute_all(effect.then)
 
     def _find_deal(self, effect: FindDeal) -> None:
         deal = None if self._fault("no_deal") else self.rng.randrange(2**32, 2**64)

@@ -8,6 +8,7 @@ from server.core.events import (
     DealFound,
     ExpireRoom,
     FindDeal,
+    Send,
 )
 from server.core.records import (
     RaceRecord,
@@ -185,6 +186,7 @@ class RaceMixin(CoreBase):
         race = room.race
         assert race is not None
         race.record.ended_at = now
+        race.record.log_lengths = {pid: racer.log_length for pid, racer in race.racers.items()}
         race.final_rows = self._rows(race, final=True)
         self._set_phase(room, p.RESULTS)
         room.last_activity_ms = now
@@ -198,7 +200,10 @@ class RaceMixin(CoreBase):
             ranking=[row.player_id for row in race.final_rows],
         )
         self._changed(room)
-        self._send(room.member_ids(), self._results(room))
+        # Sent once the save that ends the race has landed: on several nodes another node may end it
+        # too, and only the copy the store keeps is announced (a lost save's node reads it back and
+        # sends the stored results instead; docs/scaling.md, "Room changes").
+        room.after_save.append(Send(room.member_ids(), self._results(room)))
 
     def _check_race_over(self, room: RoomState, now: int) -> None:
         race = room.race

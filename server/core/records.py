@@ -52,6 +52,9 @@ class RaceRecord(msgspec.Struct, kw_only=True):
     ends_at: int | None  # server ms, with a time limit
     racers: list[RacerInfo]  # in seat order; a racer who left stays here (the ranking keeps them)
     ended_at: int | None = None  # set when the race is over (results)
+    # Set with ended_at: each racer's log length the results count. Several nodes: the save that
+    # ends the race lands only if the logs hold exactly these (Store.save_room's ``logs``).
+    log_lengths: dict[str, int] | None = None
 
 
 class RoomRecord(msgspec.Struct, kw_only=True):

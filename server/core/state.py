@@ -7,6 +7,7 @@ import secrets
 from collections import deque
 from dataclasses import dataclass, field
 
+from server.core.events import Send
 from server.core.records import (
     PlayerRecord,
     RaceRecord,
@@ -310,6 +311,8 @@ class RoomState:
     search: int = 0  # the deal search in flight (phase dealing), 0: none
     snapshot_dirty: bool = False  # members have not yet seen the latest spectator count
     snapshot_last_ms: int = 0  # when the last coalesced snapshot went out
+    # Messages for the room's next save to carry (SaveRoom.then): sent once it has landed.
+    after_save: list[Send] = field(default_factory=list)
 
     @property
     def leak_proof(self) -> bool:

@@ -262,7 +262,8 @@ class Shell(EffectExecutor):
     in ``assert_never``, as server/app.py's does). Store failures are the tests' to make:
     ``hold_persists`` keeps move writes back (``held``, ``release``), ``reloads`` records log
     re-reads (a test answers them with LogReloaded), ``hold_loads`` keeps room loads back,
-    ``store_down`` fails token lookups, room loads and room listings."""
+    ``store_down`` fails token lookups, room loads and room listings; ``hold_saves`` keeps room
+    saves back (``held_saves``, ``land_saves``)."""
 
     def __init__(self, config: CoreConfig | None = None, entropy: Entropy | None = None) -> None:
         super().__init__()
@@ -281,6 +282,8 @@ class Shell(EffectExecutor):
         self.reloads: list[ReloadLog] = []
         self.hold_loads = False
         self.held_loads: list[LoadRoom] = []
+        self.hold_saves = False  # room saves wait in ``held_saves`` until land_saves() (or a test drops them)
+        self.held_saves: list[SaveRoom] = []
         self.store_down = False
         self.dropped: list[int] = []  # droppable frames counted
         self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
@@ -348,7 +351,20 @@ class Shell(EffectExecutor):
             self.run(RoomCreated(effect.conn, effect.record, self.now))
 
     def save_room(self, effect: SaveRoom) -> None:
+        if self.hold_saves:
+            self.held_saves.append(effect)
+        else:
+            self.land_save(effect)
+
+    def land_save(self, effect: SaveRoom) -> None:
+        """The save lands: stored, then what waited for it goes out (as server/app.py does)."""
         self.rooms[effect.code] = effect.record
+        self.apply(list(effect.then))
+
+    def land_saves(self) -> None:
+        held, self.held_saves = self.held_saves, []
+        for effect in held:
+            self.land_save(effect)
 
     def set_listed(self, effect: SetListed) -> None:
         if effect.listed:

@@ -67,6 +67,14 @@ class AppendResult(enum.Enum):
 StoreObserver = Callable[[str, float, bool], None]
 
 
+class LogLength(msgspec.Struct, frozen=True):
+    """A move log's length a room save expects (save_room's ``logs``)."""
+
+    race: int
+    player_id: str
+    length: int
+
+
 class AppendRequest(msgspec.Struct, frozen=True):  # a struct: one per move, cheap to build
     """One entry of a batch for :meth:`Store.append_moves`: a compare-and-set on one move log."""
 
@@ -109,10 +117,12 @@ class Store(abc.ABC):
     # Rooms -----------------------------------------------------------------
 
     @abc.abstractmethod
-    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None, notice: bytes = b"") -> bool:
         """Store a new room at version 1; False if the code is taken.
 
-        ``open_race``: the race whose move logs accept appends (None: no race is open)."""
+        ``open_race``: the race whose move logs accept appends (None: no race is open).
+        ``notice`` (several nodes: a room stored again after it vanished): published on the room's
+        channel in the same step, and only if the room is created (as save_room's)."""
 
     @abc.abstractmethod
     async def load_room(self, code: str) -> tuple[bytes, int] | None:
@@ -120,9 +130,18 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
+        self,
+        code: str,
+        data: bytes,
+        expected_version: int,
+        *,
+        open_race: int | None = None,
+        notice: bytes = b"",
+        logs: Sequence[LogLength] = (),
     ) -> int | None:
-        """Compare-and-set: replace the room if its version is ``expected_version``.
+        """Compare-and-set: replace the room if its version is ``expected_version`` and each of
+        ``logs`` holds exactly its length (several nodes: the save that ends a race, whose results
+        count those entries, is refused if another node stored more meanwhile).
 
         ``notice`` (several nodes): published on the room's channel in the same step as the save,
         and only if it lands (empty: nothing published; the in-memory store has no channels).

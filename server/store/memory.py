@@ -19,6 +19,7 @@ from server.store.base import (
     DEFAULT_PLAYER_TTL,
     AppendRequest,
     AppendResult,
+    LogLength,
     Store,
     StoreUnavailable,
     check_identifier,
@@ -56,6 +57,13 @@ def check_count(kind: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{kind} must be an int, not {type(value).__name__}")
     return value
+
+
+def check_log_lengths(logs: Sequence[LogLength]) -> None:
+    """save_room's ``logs``: whole lengths, 0 or more."""
+    for log in logs:
+        if check_count("log length", log.length) < 0:
+            raise ValueError(f"log length must be 0 or more, not {log.length}")
 
 
 def check_open_race(value: object) -> int | None:
@@ -165,9 +173,10 @@ class MemoryStore(Store):
 
     # Rooms -------------------------------------------------------------------
 
-    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None, notice: bytes = b"") -> bool:
         check_identifier("room code", code)
         check_bytes("room data", data)
+        check_bytes("room notice", notice)  # checked as Redis's is; one process has no one to tell
         check_open_race(open_race)
         self._begin()
         if code in self._rooms:
@@ -182,15 +191,25 @@ class MemoryStore(Store):
         return None if room is None else (room.data, room.version)
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
+        self,
+        code: str,
+        data: bytes,
+        expected_version: int,
+        *,
+        open_race: int | None = None,
+        notice: bytes = b"",
+        logs: Sequence[LogLength] = (),
     ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
         check_bytes("room notice", notice)  # checked as Redis's is; one process has no one to tell
         check_open_race(open_race)
+        check_log_lengths(logs)
         self._begin()
         room = self._rooms.get(code) if is_identifier(code) else None
         if room is None or room.version != expected_version:
+            return None
+        if any(len(room.logs.get((log.race, log.player_id), ())) != log.length for log in logs):
             return None
         room.data = data  # the deadline, if any, stays: saving does not extend a room's life
         room.open_race = open_race

@@ -43,12 +43,20 @@ from server.store.base import (
     DEFAULT_PLAYER_TTL,
     AppendRequest,
     AppendResult,
+    LogLength,
     Store,
     StoreUnavailable,
     check_identifier,
     is_identifier,
 )
-from server.store.memory import check_bytes, check_count, check_open_race, check_request, check_seconds
+from server.store.memory import (
+    check_bytes,
+    check_count,
+    check_log_lengths,
+    check_open_race,
+    check_request,
+    check_seconds,
+)
 
 # One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
 # optionally a channel and a notice). 1 appended (and the notice published on the channel, if
@@ -103,26 +111,34 @@ return results
 """
 )
 
-# KEYS: room, log index. ARGV: code, data, open race ('' for none). 1 created; 0 the code is
-# taken. Leftover logs of an earlier room with this code (there should be none) are cleared. The
-# listing lives in another slot: create_room unlists the code in a second call.
+# KEYS: room, log index. ARGV: code, data, open race ('' for none)[, channel, notice]. 1 created;
+# 0 the code is taken. Leftover logs of an earlier room with this code (there should be none) are
+# cleared. The notice (several nodes: a room stored again after it vanished, version 1) is
+# published in the same step, only if the room is created, as SAVE_ROOM's. The listing lives in
+# another slot: create_room unlists the code in a second call.
 CREATE_ROOM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('DEL', key) end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', 1)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
+if ARGV[5] and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return 1
 """
 
-# KEYS: room. ARGV: expected version, data, open race ('' for none)[, channel, notice]. The new
-# version, or 0 on a mismatch or a missing room. HSET keeps the key's time to live: saving does not
-# extend an expiring room. The notice (several nodes: the new version) is published on the channel
-# in the same step, and only if the save lands: no committed change goes unannounced because a
-# separate publish failed, and none is announced that did not land.
+# KEYS: room[, move logs]. ARGV: expected version, data, open race ('' for none)[, channel,
+# notice[, each log's expected length]]. The new version, or 0 on a mismatch (of the version or a
+# log's length) or a missing room. HSET keeps the key's time to live: saving does not extend an
+# expiring room. The notice (several nodes: the new version) is published on the channel in the
+# same step, and only if the save lands: no committed change goes unannounced because a separate
+# publish failed, and none is announced that did not land. The logs (several nodes: the save that
+# ends a race) share the room's hash tag, so its slot.
 SAVE_ROOM = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+for i = 2, #KEYS do
+  if redis.call('LLEN', KEYS[i]) ~= tonumber(ARGV[i + 4]) then return 0 end
+end
 local new = tonumber(version) + 1
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', new)
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'race') else redis.call('HSET', KEYS[1], 'race', ARGV[3]) end
@@ -389,7 +405,9 @@ class RedisStore(Store):
         self._append_move_text = APPEND_MOVE.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else APPEND_MOVE
         self._append_move = self._redis.register_script(self._append_move_text)
         self._append_moves = self._redis.register_script(APPEND_MOVES)
-        self._create_room = self._redis.register_script(CREATE_ROOM)
+        self._create_room = self._redis.register_script(
+            CREATE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else CREATE_ROOM
+        )
         self._save_room = self._redis.register_script(
             SAVE_ROOM.replace("'PUBLISH'", "'SPUBLISH'") if self.cluster else SAVE_ROOM
         )
@@ -719,11 +737,19 @@ class RedisStore(Store):
         ttl_ms = self._player_ttl_ms if ttl_s is None else milliseconds(check_seconds(ttl_s) or 0.0)
         async with self._talking("put_player"):
             token_key = self.token_key(token_hash)
-            if ttl_ms > 0:
-                await self._redis.set(token_key, player_id, px=ttl_ms)
+            set_token: list[Any] = ["SET", token_key, player_id, *(("PX", ttl_ms) if ttl_ms > 0 else ())]
+            keys = [self.player_key(player_id)]
+            args: list[bytes | str | int] = [token_hash, data, ttl_ms]
+            if self.replicas_ack:
+                # A token is told to its client only once replicas hold it and the record naming it
+                # (each step's WAIT on its own master's connection): it survives a failover.
+                await self._with_wait(token_key, [set_token], f"player {player_id}'s token")
+                old = await self._confirmed_script(self._put_player, keys, args, f"player {player_id}'s write")
             else:
-                await self._redis.set(token_key, player_id)
-            old = await self._put_player(keys=[self.player_key(player_id)], args=[token_hash, data, ttl_ms])
+                await self._redis.execute_command(*set_token)
+                old = await self._put_player(keys=keys, args=args)
+            # The old token's key is tidied without WAIT: lost, it stays harmless (the record no
+            # longer names it, so player_by_token refuses it).
             if isinstance(old, bytes) and old != token_hash.encode():
                 await self._retire_token(keys=[self.token_key(old.decode())], args=[player_id])
 
@@ -747,15 +773,18 @@ class RedisStore(Store):
 
     # Rooms -------------------------------------------------------------------
 
-    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None) -> bool:
+    async def create_room(self, code: str, data: bytes, *, open_race: int | None = None, notice: bytes = b"") -> bool:
         check_identifier("room code", code)
         check_bytes("room data", data)
+        check_bytes("room notice", notice)
         race = race_argument(open_race)
         keys = [self.room_key(code), self.log_index_key(code)]
         args: list[bytes | str] = [code, data, race]
+        if notice:  # published by the creation's own script, only if it creates the room
+            args += [self.events_channel(code), notice]
         async with self._talking("create_room"):
             if self.replicas_ack:
-                created = await self._confirmed_script(code, self._create_room, keys, args)
+                created = await self._confirmed_script(self._create_room, keys, args, f"room {code}'s write")
             else:
                 created = await self._create_room(keys=keys, args=args)
             if created == 1:  # a new room starts unlisted, even if an earlier one of this code was listed
@@ -776,38 +805,54 @@ class RedisStore(Store):
         return as_bytes(data), int(version)
 
     async def save_room(
-        self, code: str, data: bytes, expected_version: int, *, open_race: int | None = None, notice: bytes = b""
+        self,
+        code: str,
+        data: bytes,
+        expected_version: int,
+        *,
+        open_race: int | None = None,
+        notice: bytes = b"",
+        logs: Sequence[LogLength] = (),
     ) -> int | None:
         check_bytes("room data", data)
         check_count("expected version", expected_version)
         check_bytes("room notice", notice)
         race = race_argument(open_race)
-        if not is_identifier(code):
+        check_log_lengths(logs)
+        if not is_identifier(code) or not all(is_identifier(log.player_id) for log in logs):
             return None
+        keys = [self.room_key(code), *(self.log_key(code, log.race, log.player_id) for log in logs)]
         args: list[bytes | int | str] = [expected_version, data, race]
-        if notice:  # published by the save's own script, only if it lands
-            args += [self.events_channel(code), notice]
+        if notice or logs:  # the notice is published by the save's own script, only if it lands
+            args += [self.events_channel(code), notice, *(log.length for log in logs)]
         async with self._talking("save_room"):
             if self.replicas_ack:
-                version = await self._confirmed_script(code, self._save_room, [self.room_key(code)], args)
+                version = await self._confirmed_script(self._save_room, keys, args, f"room {code}'s write")
             else:
-                version = await self._save_room(keys=[self.room_key(code)], args=args)
+                version = await self._save_room(keys=keys, args=args)
         return int(cast(int, version)) or None
 
     async def delete_room(self, code: str) -> None:
         if not is_identifier(code):
             return
+        keys = [self.room_key(code), self.log_index_key(code)]
         async with self._talking("delete_room"):
-            await self._delete_room(keys=[self.room_key(code), self.log_index_key(code)])
-            await self._redis.zrem(self._listed_key, code)
+            if self.replicas_ack:
+                await self._confirmed_script(self._delete_room, keys, [], f"room {code}'s deletion")
+                await self._with_wait(self._listed_key, [["ZREM", self._listed_key, code]], f"room {code}'s listing")
+            else:
+                await self._delete_room(keys=keys)
+                await self._redis.zrem(self._listed_key, code)
 
     async def set_listed(self, code: str, listed: bool) -> None:
         check_identifier("room code", code)
+        key = self._listed_key
+        change: list[Any] = ["ZADD", key, "NX", repr(time.time()), code] if listed else ["ZREM", key, code]
         async with self._talking("set_listed"):
-            if listed:
-                await self._redis.zadd(self._listed_key, {code: time.time()}, nx=True)
+            if self.replicas_ack:
+                await self._with_wait(key, [change], f"room {code}'s listing")
             else:
-                await self._redis.zrem(self._listed_key, code)
+                await self._redis.execute_command(*change)
 
     async def listed_rooms(self) -> list[str]:
         async with self._talking("listed_rooms"):
@@ -836,11 +881,12 @@ class RedisStore(Store):
         if ttl is not None and ttl <= 0:
             await self.delete_room(code)
             return
+        keys, args = [self.room_key(code), self.log_index_key(code)], [-1 if ttl is None else milliseconds(ttl)]
         async with self._talking("expire_room"):
-            await self._expire_room(
-                keys=[self.room_key(code), self.log_index_key(code)],
-                args=[-1 if ttl is None else milliseconds(ttl)],
-            )
+            if self.replicas_ack:
+                await self._confirmed_script(self._expire_room, keys, args, f"room {code}'s expiry")
+            else:
+                await self._expire_room(keys=keys, args=args)
 
     # Move logs ---------------------------------------------------------------
 
@@ -1118,35 +1164,35 @@ class RedisStore(Store):
         it: what is read here survives the master's loss. StoreUnavailable if they do not confirm
         in time (the caller retries, as after any failed read)."""
         fence = ["SET", self.fence_key(code), b"1", "PX", FENCE_TTL_MS]
-        replies = await self._with_wait(code, [*reads, fence], f"room {code}'s read")
+        replies = await self._with_wait(self.room_key(code), [*reads, fence], f"room {code}'s read")
         return replies[: len(reads)]
 
-    async def _confirmed_script(self, code: str, script: AsyncScript, keys: list[str], args: list[Any]) -> object:
-        """A room script and WAIT on one connection to the room's master (the script loaded there
-        first if that master lacks it); its reply once ``replicas_ack`` replicas hold its effect.
-        StoreUnavailable if they do not confirm in time: the write's outcome is then unknown (it
-        may have landed on the master), as after a dropped connection."""
+    async def _confirmed_script(self, script: AsyncScript, keys: list[str], args: list[Any], what: str) -> object:
+        """A script and WAIT on one connection to the master of its keys' slot (the script loaded
+        there first if that master lacks it); its reply once ``replicas_ack`` replicas hold its
+        effect. StoreUnavailable if they do not confirm in time: the write's outcome is then
+        unknown (it may have landed on the master), as after a dropped connection."""
         call = ["EVALSHA", script.sha, len(keys), *keys, *args]
         try:
-            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+            return (await self._with_wait(keys[0], [call], what))[0]
         except redis.exceptions.NoScriptError:  # refused before it ran: load it on that master, once
             if isinstance(self._redis, RedisCluster):
-                node = self._redis.get_node_from_key(self.room_key(code))
+                node = self._redis.get_node_from_key(keys[0])
                 await self._redis.execute_command("SCRIPT LOAD", script.script, target_nodes=node)
             else:
                 await self._redis.script_load(script.script)
-            return (await self._with_wait(code, [call], f"room {code}'s write"))[0]
+            return (await self._with_wait(keys[0], [call], what))[0]
 
-    async def _with_wait(self, code: str, commands: list[list[Any]], what: str) -> list[object]:
-        """``commands`` then WAIT on one connection to the master holding room ``code``'s slot (the
-        one Redis, or the cluster's master): their replies (an error reply raised), once
+    async def _with_wait(self, key: str, commands: list[list[Any]], what: str) -> list[object]:
+        """``commands`` then WAIT on one connection to the master holding ``key``'s slot (the one
+        Redis, or the cluster's master): their replies (an error reply raised), once
         ``replicas_ack`` replicas confirmed; StoreUnavailable if they did not in time."""
         commands = [*commands, ["WAIT", self.replicas_ack, self._wait_ms]]
         if isinstance(self._redis, RedisCluster):
             await self._redis.initialize()  # the slot map (a no-op once read)
-            node = self._redis.get_node_from_key(self.room_key(code))
+            node = self._redis.get_node_from_key(key)
             if node is None:
-                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for room {code}")
+                raise StoreUnavailable(f"the Redis Cluster at {self._where} has no master for {what}")
             replies = await self._node_pipeline(node, commands)
         else:
             packed = b"".join(pack_command([command_part(part) for part in command]) for command in commands)
