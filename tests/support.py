@@ -84,16 +84,22 @@ async def eventually(
 ) -> None:
     """Poll ``check`` (a plain or an async predicate) until it holds; fail after ``timeout`` seconds.
     The default deadline is generous: a deadline, not a timing, and a 2-core machine running
-    other suites beside this one (a landing beside other work) took over 5 s for a few checks."""
+    other suites beside this one (a landing beside other work) took over 5 s for a few checks.
+    A check that raises AssertionError (``latest`` finding no such message yet) is false for now;
+    the last such error is the cause of the failure at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
+        failed: AssertionError | None = None
+        try:
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+        except AssertionError as error:
+            failed, result = error, False
         if result:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition still false after {timeout} s" + (f": {what}" if what else ""))
+            raise AssertionError(f"condition still false after {timeout} s" + (f": {what}" if what else "")) from failed
         await asyncio.sleep(interval)
 
 
