@@ -164,8 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     number("--port", "PLOT_PORT", int, 8765, 0, "port, 1 to 65535; 0: any free port [PLOT_PORT] (8765)",
            high=65535, metavar="PORT")  # fmt: skip
     add("--redis", default=_env("REDIS_URL"), metavar="URL", help="Redis URL, e.g. redis://127.0.0.1:6379/0, "
-        "or redis+cluster://host:port for a Redis Cluster [REDIS_URL]; without it the embedded in-memory store "
-        "is used")  # fmt: skip
+        "or redis+cluster://host:port[,host:port...] for a Redis Cluster [REDIS_URL]; without it the embedded "
+        "in-memory store is used")  # fmt: skip
     add("--multi-node", action="store_true", default=None, help="share rooms with the other plot-server "
         "nodes on the same Redis or Redis Cluster: any node serves any racer (needs --redis) "
         "[PLOT_MULTI_NODE=1] (off)")  # fmt: skip
@@ -276,8 +276,16 @@ def check_redis_url(url: str) -> str:
         shown = url if parts.password is None else "(a URL with a password)"
         raise ConfigError(
             f"--redis / REDIS_URL {shown!r}: expected redis://host:port/db, rediss://, unix:///path "
-            "or redis+cluster://host:port"
+            "or redis+cluster://host:port[,host:port...]"
         )
+    if parts.scheme.endswith("+cluster"):  # one or more seeds, host:port,host:port
+        from server.store.redis import split_cluster_url  # only a Redis deployment needs redis-py
+
+        try:
+            split_cluster_url(url)
+        except ValueError as error:
+            raise ConfigError(f"--redis / REDIS_URL: {error} in the {parts.scheme}:// URL") from None
+        return url
     try:
         port = parts.port
     except ValueError:

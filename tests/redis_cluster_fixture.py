@@ -99,6 +99,14 @@ class LocalRedisCluster:
             raise RedisServerError("the cluster has not been started yet")
         return f"redis+cluster://127.0.0.1:{port}"
 
+    @property
+    def seeds_url(self) -> str:
+        """A URL naming every running node, as a deployment lists its seeds."""
+        ports = [node.port for node in self.nodes if node.running]
+        if not ports:
+            raise RedisServerError("the cluster has not been started yet")
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in ports)
+
     def start(self, timeout: float = START_TIMEOUT) -> None:
         for node in self.nodes:
             node.start()
@@ -164,15 +172,21 @@ class LocalRedisCluster:
         """The master holding ``key``'s slot now, as the first running node's slot map says."""
         asked = next(node for node in self.nodes if node.running)
         slot = asked.command("CLUSTER", "KEYSLOT", key)
+        assert isinstance(slot, int)
+        return self.master_of_slot(slot)
+
+    def master_of_slot(self, slot: int) -> ClusterNodeServer:
+        """The master holding ``slot`` now, as the first running node's slot map says."""
+        asked = next(node for node in self.nodes if node.running)
         slots = asked.command("CLUSTER", "SLOTS")
-        assert isinstance(slot, int) and isinstance(slots, list)
+        assert isinstance(slots, list)
         for entry in slots:
             assert isinstance(entry, list) and isinstance(entry[0], int) and isinstance(entry[1], int)
             if entry[0] <= slot <= entry[1]:
                 holder = entry[2]
                 assert isinstance(holder, list)
                 return next(node for node in self.nodes if node.port == holder[1])
-        raise RedisServerError(f"no master holds the slot of {key!r}")
+        raise RedisServerError(f"no master holds slot {slot}")
 
     def replica_of(self, master: ClusterNodeServer) -> ClusterNodeServer:
         """A running replica of ``master`` (as the replica's own ROLE says)."""

@@ -14,7 +14,7 @@ from redis_fixture import RedisServer, free_port
 from support import eventually, health, log_lines, server_process
 from websockets.asyncio.client import connect
 
-from server.cli import NUMBERS, ConfigError, build_parser, config_from_args, main
+from server.cli import NUMBERS, ConfigError, build_parser, check_redis_url, config_from_args, main
 from shared import protocol as p
 
 
@@ -40,6 +40,8 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--redis", "nonsense"], None, "--redis / REDIS_URL 'nonsense': expected redis://"),
         ([], {"REDIS_URL": "http://x"}, "REDIS_URL 'http://x': expected redis://"),
         (["--redis", "redis://:6379"], None, "no usable host and port"),
+        (["--redis", "redis+cluster://10.0.0.5:7000,10.0.0.6:port"], None, "the port in '10.0.0.6:port' is not"),
+        ([], {"REDIS_URL": "redis+cluster://10.0.0.5:7000,,10.0.0.6:7000"}, "no host in the redis+cluster:// URL"),
         ([], {"PLOT_RATE": "fast"}, "PLOT_RATE 'fast': expected a number"),
         ([], {"PLOT_LOG_LEVEL": "loud"}, "PLOT_LOG_LEVEL 'loud'"),
         (["--tls-cert", "/no/such.pem", "--tls-key", "/no/such.key"], None, "'/no/such.pem': no such file"),
@@ -78,6 +80,12 @@ def test_flags_win_over_variables_and_defaults_hold(monkeypatch: pytest.MonkeyPa
     assert config.port == 9001 and config.core.grace_ms == 5000
     with pytest.raises(ConfigError, match="--port '65536': must be 0 to 65535"):
         config_from_args(build_parser().parse_args(["--port", "65536"]))
+
+
+def test_a_cluster_url_may_name_several_seeds() -> None:
+    seeds = "redis+cluster://10.0.0.5:7000,10.0.0.6:7000,[::1]:7001"
+    assert check_redis_url(seeds) == seeds
+    config_from_args(build_parser().parse_args(["--redis", seeds]))  # accepted: no ConfigError
 
 
 def test_leaderboard_rates_become_the_cores_intervals(monkeypatch: pytest.MonkeyPatch) -> None:

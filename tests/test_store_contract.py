@@ -891,12 +891,27 @@ async def test_rooms_spread_over_the_cluster_s_masters(redis_cluster: Any, redis
         ("redis+cluster://", "no host"),
         ("redis+cluster://racer:hunter2@127.0.0.1:7000/3", "db"),
         ("redis+cluster://127.0.0.1:port", "integer"),
+        ("redis+cluster://racer:hunter2@127.0.0.1:7000,127.0.0.1:x", "integer"),
+        ("redis+cluster://racer:hunter2@127.0.0.1:7000,", "no host"),
     ],
 )
 def test_a_bad_cluster_url_is_a_clear_error_without_its_password(url: str, fault: str) -> None:
     with pytest.raises(ValueError, match="bad Redis Cluster URL") as refused:
         RedisStore(url)
     assert fault in str(refused.value) and "hunter2" not in str(refused.value)
+
+
+async def test_a_cluster_url_may_name_several_seeds_the_first_of_them_down(redis_cluster_url: str) -> None:
+    """The client reads the slot map from the first seed that answers: a node that restarts
+    while the first node its URL names is down still finds the cluster."""
+    seeds = f"redis+cluster://127.0.0.1:{free_port()},{redis_cluster_url.split('://', 1)[1]}"
+    store = open_store(seeds, connect_timeout=0.5)
+    try:
+        await store.ping()
+        assert await store.create_room("SEEDS", b"room", open_race=None)
+        assert await store.load_room("SEEDS") is not None
+    finally:
+        await store.close()
 
 
 async def test_an_unreachable_cluster_raises_store_unavailable() -> None:

@@ -1,6 +1,7 @@
 """The Redis store: shared by every server process, durable with Redis persistence; runs on one
 Redis (``redis://``, ``rediss://``, ``unix://``) or on a Redis Cluster (``redis+cluster://host:port``,
-``rediss+cluster://``: any node of the cluster; the client finds the others).
+``rediss+cluster://``: any node of the cluster, or several separated by commas; the client finds
+the others).
 
 Talks to Redis through ``redis.asyncio`` (hiredis parses replies when installed). Every write
 that needs atomicity is one Lua script (registered with ``register_script``, so one EVALSHA round
@@ -37,6 +38,7 @@ from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.cluster import PRIMARY
 from redis.commands.core import AsyncScript
 
 from server.store.base import (
@@ -230,6 +232,30 @@ def is_cluster_url(url: str) -> bool:
     return url.split("://", 1)[0] in CLUSTER_SCHEMES
 
 
+def split_cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """A cluster URL (``redis+cluster://[user:password@]host:port[,host:port...][/0]``) as the
+    plain URL of its first node (what redis-py's ``from_url`` reads) and the other nodes named,
+    as (host, port) seeds. Naming several lets a client starting while one of them is down find
+    the cluster from another (only the first start needs one: afterwards the client knows every
+    node from the slot map). A node without a port is on 6379. ValueError if one is not host:port."""
+    scheme, rest = url.split("://", 1)
+    split_at = min((rest.find(mark) for mark in "/?#" if mark in rest), default=len(rest))
+    netloc, tail = rest[:split_at], rest[split_at:]
+    credentials, _, hosts = netloc.rpartition("@")
+    prefix = f"{CLUSTER_SCHEMES[scheme]}://{credentials + '@' if credentials else ''}"
+    seeds: list[tuple[str, int]] = []
+    for hostport in hosts.split(","):
+        parts = urlsplit(f"redis://{hostport}")
+        if not parts.hostname or parts.netloc != hostport:
+            raise ValueError(f"no host in {hostport!r}" if hostport else "no host")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"the port in {hostport!r} is not an integer from 0 to 65535") from None
+        seeds.append((parts.hostname, 6379 if port is None else port))
+    return prefix + hosts.split(",")[0] + tail, seeds[1:]
+
+
 def redact_url(url: str) -> str:
     """``url`` without its password, for messages and logs."""
     parts = urlsplit(url)
@@ -299,8 +325,17 @@ class IsolatingCluster(RedisCluster):
         failover is often the dead one (the map names it until its replica is promoted): the
         re-read failed, and redis-py then closed every connection to every master."""
         if not self._commands_known:
-            await super().initialize(additional_startup_nodes_info, last_failed_node_name)
-            self._commands_known = True
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                if not self._commands_known:
+                    await self.nodes_manager.initialize(
+                        additional_startup_nodes_info=additional_startup_nodes_info,
+                        last_failed_node_name=last_failed_node_name,
+                    )
+                    await self._read_command_table()
+                    self._commands_known = True
+                    self._initialize = False
             return self
         if self._initialize:
             if self._lock is None:
@@ -313,6 +348,24 @@ class IsolatingCluster(RedisCluster):
                     )
                     self._initialize = False
         return self
+
+    async def _read_command_table(self) -> None:
+        """COMMAND from the first master that answers: redis-py asks only the map's default
+        node, which a client first used during a failover finds dead (the map names it until its
+        replica is promoted), and every command of that client failed until then."""
+        masters = self.nodes_manager.get_nodes_by_server_type(PRIMARY)
+        default = self.nodes_manager.default_node
+        ordered = [default, *(node for node in masters if node is not default)] if default else masters
+        failure: BaseException | None = None
+        for node in ordered:
+            try:
+                await self.commands_parser.initialize(node)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
+                failure = error
+                continue
+            self.nodes_manager.default_node = node  # a live one, for keyless commands too
+            return
+        raise failure if failure is not None else redis.exceptions.ConnectionError("no cluster master known")
 
     async def shut(self) -> None:
         await super().aclose()
@@ -364,14 +417,15 @@ class RedisStore(Store):
         self.cluster = is_cluster_url(url)
         self._redis: aioredis.Redis | RedisCluster
         if self.cluster:
-            scheme, rest = url.split("://", 1)
-            # The cluster client keeps a pool per node and finds the nodes from this one (CLUSTER
-            # SLOTS); it follows MOVED/ASK redirections and re-reads the map after a failover.
+            scheme = url.split("://", 1)[0]
+            # The cluster client keeps a pool per node and finds the nodes from the seeds (CLUSTER
+            # SLOTS from the first that answers); it follows MOVED/ASK redirections and re-reads
+            # the map after a failover.
             try:
-                if not urlsplit(url).hostname:
-                    raise ValueError("no host")
+                first, seeds = split_cluster_url(url)
                 self._redis = IsolatingCluster.from_url(
-                    f"{CLUSTER_SCHEMES[scheme]}://{rest}",
+                    first,
+                    startup_nodes=[ClusterNode(host, port) for host, port in seeds] or None,
                     max_connections=max_connections,
                     socket_timeout=socket_timeout,
                     socket_connect_timeout=connect_timeout,
@@ -380,8 +434,8 @@ class RedisStore(Store):
                 )
             except (ValueError, redis.exceptions.RedisClusterException) as error:
                 raise ValueError(
-                    f"bad Redis Cluster URL {self._where}: expected {scheme}://[user:password@]host:port "
-                    f"naming any node of the cluster, database 0 ({error})"
+                    f"bad Redis Cluster URL {self._where}: expected {scheme}://[user:password@]host:port"
+                    f"[,host:port...] naming any nodes of the cluster, database 0 ({error})"
                 ) from None
         else:
             # A blocking pool: past max_connections, a command waits (up to socket_timeout) for a free
