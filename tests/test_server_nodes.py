@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis.asyncio
@@ -37,7 +37,7 @@ from support import (
 from winnable_sources import gated_random_deal
 
 from server.app import RaceServer
-from server.core.records import LogEntry, decode_room, encode_record, open_race_of
+from server.core.records import LogEntry, decode_player, decode_room, encode_record, hash_token, open_race_of
 from server.store.base import AppendRequest, AppendResult
 from server.store.redis import RedisStore
 from server.winnable import WinnableConfig
@@ -430,6 +430,61 @@ async def test_a_resume_on_another_node_supersedes_the_older_connection(redis_ur
             what="ann ready and connected, seen on A",
         )
         for client in (host, again):
+            await client.close()
+
+
+async def test_a_join_of_its_own_seat_on_another_node_takes_the_seat_back(redis_url: str) -> None:
+    """The host creates its room on A and reconnects to B (the room's node) before A's write of its
+    player record names the room: B's welcome has no room, and the client joins its room again.
+    That join of its own seat is a resume: the host is present on B (A's members see it connected,
+    its ready counts), not left away on A until its grace ran out."""
+    async with node(redis_url) as a, node(redis_url) as b:
+        first, ann = await hello(a, "host"), await hello(a, "ann")
+        assert first.welcome is not None
+        await first.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await first.expect(p.Room)).code
+        await ann.send(p.Join(code=code))
+        await ann.expect(p.Room)
+        assert isinstance(a.store, RedisStore)
+        store = a.store
+
+        async def named() -> bool:
+            data = await store.get_player(first.pid)
+            return data is not None and decode_player(data).room == code
+
+        await eventually(named, what="the host's record names its room")
+        await first.close()
+        await eventually(
+            lambda: any(m.player_id == first.pid and not m.connected for m in latest(ann, p.Room).members),
+            what="the host shown away",
+        )
+        # As if A's write of the record had not landed yet: the record names no room.
+        record = decode_player(cast(bytes, await store.get_player(first.pid)))
+        record.room = None
+        await store.put_player(first.pid, hash_token(first.welcome.token), encode_record(record))
+        host = await Client.open(b, "host on B")
+        welcome = await host.hello("host", token=first.welcome.token)
+        assert welcome.resumed and welcome.room is None
+        await host.send(p.Join(code=code))
+        assert (await host.expect(p.Room)).code == code
+        await host.send(p.Ready(ready=True))
+        await eventually(
+            lambda: any(m.player_id == host.pid and m.connected and m.ready for m in latest(ann, p.Room).members),
+            what="the host connected and ready, seen on A",
+        )
+        assert not any(isinstance(m, p.Error) for m in host.messages), host.messages
+
+        async def renamed() -> bool:
+            data = await store.get_player(first.pid)
+            return data is not None and decode_player(data).room == code
+
+        await eventually(renamed, what="the host's record names its room again")
+        await ann.send(p.Ready(ready=True))
+        await eventually(lambda: all(m.ready for m in latest(host, p.Room).members), what="both ready")
+        await host.send(p.Start())
+        for client in (host, ann):
+            assert (await client.expect(p.RaceStart)).view is not None
+        for client in (host, ann):
             await client.close()
 
 

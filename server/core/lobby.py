@@ -182,8 +182,12 @@ class LobbyMixin(CoreBase):
             ),
         )
         self._note("player_resumed", player=player.player_id, room=None if room is None else room.code)
-        if room is None:
-            return
+        if room is not None:
+            self._seat_back(conn, room, player, now)
+
+    def _seat_back(self, conn: int, room: RoomState, player: PlayerState, now: int) -> None:
+        """A member's connection back in its seat (a resume, or a join of the seat it holds): present
+        here, on this node, its room and board sent to ``conn``."""
         member = room.members[player.player_id]
         was_away = member.left_ms is not None
         moved = member.node != self.config.node_id  # several nodes: it was connected to another
@@ -321,8 +325,12 @@ class LobbyMixin(CoreBase):
             return
         member = room.members.get(pid)
         if member is not None and member.role == msg.role:
-            self._reply(conn, self._room_message(room, pid))
-            self._snapshot(conn, room, pid, now)
+            # Its own seat (a resume that found no room in the player's record: the record is
+            # written behind and another node may read it first): back in it, present on this node.
+            if player.room is None:
+                player.room = code
+                self._out.append(SavePlayer(player.record(), player.token_hash))
+            self._seat_back(conn, room, player, now)
             return
         if msg.role == p.RACER:
             if room.phase not in (p.LOBBY, p.RESULTS):
