@@ -30,6 +30,7 @@ from support import (
 from server.core import CoreConfig, ServerCore
 from server.core.deadlines import Due
 from server.core.events import (
+    ClientEvent,
     DropRoom,
     LoadRoom,
     LogReloaded,
@@ -580,7 +581,7 @@ def test_a_node_whose_results_save_loses_sends_the_stored_results_not_its_own() 
     shell.hold_saves = True
     shell.send(conns[0], p.EndRace())
     [own] = [s for s in shell.held_saves if s.record.phase == p.RESULTS]
-    [own_results] = [e.message for e in own.then]
+    [own_results] = [e.message for e in own.then if isinstance(e.message, p.Results)]
     assert isinstance(own_results, p.Results) and results_of(shell, conns[0]) == []
     assert not next(r for r in own_results.racers if r.player_id == bob).connected
     # The other node's end of the race is the one stored: Bob connected there.
@@ -600,6 +601,44 @@ def test_a_node_whose_results_save_loses_sends_the_stored_results_not_its_own() 
     assert next(r for r in results.racers if r.player_id == bob).connected
     assert next(r for r in results.racers if r.player_id == ann).connected
     assert shell.core.rooms[code].phase == p.RESULTS
+
+
+def test_on_several_nodes_a_room_change_is_shown_once_its_save_has_landed_never_rolled_back() -> None:
+    """Several nodes: Cy's "not ready" is shown to no one until its save lands. Here it loses the
+    compare-and-set to another node's change (Dan joined there): the read-back shows Dan joined
+    with Cy still ready, then the replayed "not ready", once its save lands. Shown at once, as on
+    one node, everyone saw Cy not ready, then ready again, then not ready (a flicker)."""
+    shell = shared_shell()
+    conns, code = lobby(shell, ("Ann", "Bob", "Cy"))
+    bob, cy = pid(shell, conns[1]), pid(shell, conns[2])
+    seen = len(shell.inbox[conns[1]])
+    shell.hold_saves = True
+    shell.send(conns[2], p.Ready(ready=False))
+    assert not any(isinstance(m, p.Room) for m in shell.inbox[conns[1]][seen:])  # not yet stored
+    [own] = shell.held_saves
+    assert not next(m for m in own.record.members if m.player_id == cy).ready
+    # Another node's save landed first: Dan joined there (Cy still ready in its copy).
+    stored_before = shell.rooms[code]
+    dan = msgspec.structs.replace(
+        next(m for m in stored_before.members if m.player_id == bob), player_id="dan00000", name="Dan", node="b"
+    )
+    stored = msgspec.structs.replace(
+        stored_before, members=[*stored_before.members, dan], version=stored_before.version + 1
+    )
+    shell.rooms[code] = stored
+    shell.held_saves.clear()  # this node's save lost the compare-and-set: the shell drops it
+    shell.run(
+        RoomChanged(code, stored, {}, shell.now, replay=(ClientEvent(conns[2], p.Ready(ready=False), shell.now),))
+    )
+    shell.land_saves()
+    rooms = [m for m in shell.inbox[conns[1]][seen:] if isinstance(m, p.Room)]
+    cy_ready = [next(x.ready for x in room.members if x.player_id == cy) for room in rooms]
+    assert "Dan" in {x.name for x in rooms[-1].members}
+    assert cy_ready[-1] is False and cy_ready == sorted(cy_ready, reverse=True), cy_ready  # never back to ready
+    assert (
+        shell.rooms[code].version > stored.version
+        and not next(m for m in shell.rooms[code].members if m.player_id == cy).ready
+    )
 
 
 def test_a_room_read_back_while_its_own_racer_s_move_lands_keeps_that_move() -> None:

@@ -117,12 +117,38 @@ class CoreBase:
             del self.players[player_id]
 
     def _changed(self, room: RoomState) -> None:
-        """The room's racers/host/phase changed: new version, tell everyone in it now, save it."""
+        """The room's racers/host/phase changed: new version, tell everyone in it, save it. On one
+        node they are told now; on several (``shared_rooms``) once the save has landed, since a
+        save that loses the compare-and-set to another node's is rolled back (the room is read
+        back, the change replayed on it): told now, members saw the change, then not, then again."""
         room.version += 1
         room.needs_save = True
         self._touched.add(room.code)
         room.snapshot_dirty = False  # this snapshot carries the latest count too
+        if not self.config.shared_rooms:
+            self._send_room(room, droppable=False)
+            return
+        mark = len(self._out)
         self._send_room(room, droppable=False)
+        fresh = [effect for effect in self._out[mark:] if isinstance(effect, Send)]
+        del self._out[mark:]
+        # One snapshot per save, the latest, where the first stood (before what followed it).
+        first = next((i for i, send in enumerate(room.after_save) if isinstance(send.message, p.Room)), None)
+        if first is None:
+            room.after_save.extend(fresh)
+        else:
+            kept = [send for send in room.after_save if not isinstance(send.message, p.Room)]
+            room.after_save = kept[:first] + fresh + kept[first:]
+
+    def _announce(self, room: RoomState, players: tuple[str, ...], message: p.ServerMessage) -> None:
+        """A message that comes with a room change (a countdown, a race's start): on several
+        nodes it waits for the change's save, as the room's snapshot does (``_changed``)."""
+        if not players:
+            return
+        if self.config.shared_rooms:
+            room.after_save.append(Send(players, message))
+        else:
+            self._send(players, message)
 
     def _spectators_changed(self, room: RoomState, counted: bool) -> None:
         """Only spectators changed (one came, went, or its connection did): new version, save it.

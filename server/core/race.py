@@ -128,7 +128,7 @@ class RaceMixin(CoreBase):
         self._out.append(ExpireRoom(room.code, self.config.room_ttl_s))
         self._note("race_countdown", room=room.code, race=record.number, racers=len(racers), chosen_deal=chosen)
         self._changed(room)
-        self._send(room.member_ids(), p.Countdown(race=record.number, starts_at=starts_at, server_time=now))
+        self._announce(room, room.member_ids(), p.Countdown(race=record.number, starts_at=starts_at, server_time=now))
 
     def _cancel_countdown(self, room: RoomState) -> None:
         self._set_phase(room, p.LOBBY)
@@ -147,7 +147,7 @@ class RaceMixin(CoreBase):
         self._note("race_start", room=room.code, race=race.record.number, commitment=race.record.commitment)
         self._changed(room)
         for pid in room.members:
-            self._send((pid,), self._race_start(room, race.racers.get(pid), now))
+            self._announce(room, (pid,), self._race_start(room, race.racers.get(pid), now))
 
     def _end_request(self, conn: int, room: RoomState, pid: str, now: int) -> None:
         if room.host != pid:
