@@ -220,6 +220,11 @@ class ServerConfig:
     # entries this node's copy holds ("incremental"), or all of it ("full": for measuring).
     readback: str = "incremental"
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
+    # plot-server --workers N: this worker's slot (0 to N-1), N, and the supervisor's directory where
+    # each worker serves its own metrics on a unix socket, so that any worker answers /metrics for all.
+    worker_slot: int | None = None
+    worker_count: int = 1
+    workers_dir: str | None = None
     core: CoreConfig = field(default_factory=CoreConfig)
     winnable: WinnableConfig = field(default_factory=WinnableConfig)  # deal searches of winnable_only rooms
 
@@ -381,6 +386,7 @@ class RaceServer:
         self.store_ok: bool | None = None
         self._store_down_since: float | None = None
         self._store_watch: asyncio.Task[None] | None = None
+        self._metrics_socket: asyncio.Server | None = None  # --workers: this worker's own metrics, for its siblings
         # Several nodes on one Redis (CoreConfig.shared_rooms): the pub/sub link, started by start().
         self.nodes: NodeLink | None = None
         self._room_epochs: dict[str, int] = {}  # refreshes of each room from the store
@@ -505,6 +511,11 @@ class RaceServer:
         )
         self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
         self._store_watch = asyncio.ensure_future(self._watch_store())
+        own = self._worker_socket(self.config.worker_slot)
+        if own is not None and self.metrics is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(own)  # left by this slot's previous worker, killed
+            self._metrics_socket = await asyncio.start_unix_server(self._serve_own_metrics, own)
         log_event(
             logging.INFO,
             "server_started",
@@ -625,6 +636,12 @@ class RaceServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        if self._metrics_socket is not None:
+            self._metrics_socket.close()
+            own = self._worker_socket(self.config.worker_slot)
+            if own is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(own)
         await self.flush(self.config.flush_timeout_s)
         if self._sweeper is not None:
             self._sweeper.cancel()
@@ -673,7 +690,7 @@ class RaceServer:
             response.headers["Content-Type"] = "application/json"
             return response
         if path == "/metrics":
-            return self._metrics_response(connection)
+            return await self._metrics_response(connection)
         if self._closing:
             return connection.respond(503, "the server is shutting down\n")
         if len(self._conns) >= self.config.max_connections:
@@ -695,14 +712,60 @@ class RaceServer:
             connection.stats = self.stats
         return None
 
-    def _metrics_response(self, connection: ServerConnection) -> Response:
+    def _worker_socket(self, slot: int | None) -> str | None:
+        """Where worker ``slot`` of ``plot-server --workers`` serves its own metrics (None: no workers)."""
+        if self.config.workers_dir is None or slot is None:
+            return None
+        return os.path.join(self.config.workers_dir, f"worker-{slot}.sock")
+
+    async def _serve_own_metrics(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A sibling worker answering a scrape asks for this worker's own metrics: the text, then EOF."""
+        try:
+            if self.metrics is not None:
+                writer.write(self.metrics.render())
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def _sibling_metrics(self, slot: int) -> bytes | None:
+        """Worker ``slot``'s own metrics, None if it does not answer within a second (dead, restarting)."""
+        path = self._worker_socket(slot)
+        if path is None:
+            return None
+        try:
+            async with asyncio.timeout(1.0):
+                reader, writer = await asyncio.open_unix_connection(path)
+                try:
+                    return await reader.read()
+                finally:
+                    writer.close()
+        except (OSError, TimeoutError):
+            return None
+
+    async def _metrics_body(self) -> bytes:
+        """This node's metrics; under ``--workers`` the host's: every worker's, labelled by worker."""
+        assert self.metrics is not None
+        own = self.config.worker_slot
+        if own is None or self.config.workers_dir is None:
+            return self.metrics.render()
+        from server.metrics import merge_workers
+
+        slots = [slot for slot in range(self.config.worker_count) if slot != own]
+        fetched = await asyncio.gather(*(self._sibling_metrics(slot) for slot in slots))
+        scrapes: dict[int, bytes | None] = dict(zip(slots, fetched, strict=True))
+        scrapes[own] = self.metrics.render()
+        return merge_workers(scrapes, self.config.worker_count)
+
+    async def _metrics_response(self, connection: ServerConnection) -> Response:
         if self.metrics is None:
             why = "off (--metrics off)" if not self.config.metrics else "unavailable: no prometheus_client installed"
             return connection.respond(404, f"metrics are {why}\n")
         from server.metrics import CONTENT_TYPE
 
         response = connection.respond(200, "")
-        body = self.metrics.render()
+        body = await self._metrics_body()
         response.body = body
         del response.headers["Content-Type"]
         del response.headers["Content-Length"]

@@ -15,10 +15,12 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -177,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     number("--workers", "PLOT_WORKERS", int, 1, 1, "server processes sharing the port (SO_REUSEPORT), each a full "
            "node of --multi-node, supervised: one that dies is restarted; more than one needs --redis "
            "[PLOT_WORKERS] (1)", high=256)  # fmt: skip
+    # Set by the --workers supervisor on each worker it starts, never by hand.
+    add("--worker-slot", type=int, default=None, help=argparse.SUPPRESS)
+    add("--worker-count", type=int, default=1, help=argparse.SUPPRESS)
+    add("--workers-dir", default=None, help=argparse.SUPPRESS)
     add("--reuse-port", action="store_true", default=None, help="listen with SO_REUSEPORT, so that several "
         "processes share the port (--workers sets it for its own) [PLOT_REUSE_PORT=1] (off)")  # fmt: skip
     add("--log-level", default=_env("PLOT_LOG_LEVEL", "info"), help="debug, info, warning or error "
@@ -390,6 +396,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         metrics=args.metrics == "on",
         readback=args.readback,
         reuse_port=_switch(args.reuse_port, "PLOT_REUSE_PORT") or args.workers > 1,
+        worker_slot=args.worker_slot,
+        worker_count=args.worker_count,
+        workers_dir=args.workers_dir,
     )
 
 
@@ -496,8 +505,12 @@ def supervise(workers: int, argv: list[str]) -> int:
     """``--workers N``: N worker processes, each a whole plot-server node on the same port (SO_REUSEPORT:
     the kernel spreads new connections over them), restarted when one dies (logged: worker_died,
     worker_started; after a quick death the restart waits, 0.2 s doubling to 5 s). SIGTERM or SIGINT
-    is passed on to every worker, which shuts down cleanly; exit 0 once all have."""
+    is passed on to every worker, which shuts down cleanly; exit 0 once all have. Each worker serves
+    its own metrics on a unix socket in a directory of the supervisor's, so that whichever worker
+    takes a scrape of /metrics answers for the host (server/metrics.py, merge_workers)."""
+    workers_dir = tempfile.mkdtemp(prefix="plot-workers-")
     command = [sys.executable, "-m", "server.cli", *argv, "--workers", "1", "--multi-node", "--reuse-port"]
+    command += ["--worker-count", str(workers), "--workers-dir", workers_dir]
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -512,7 +525,7 @@ def supervise(workers: int, argv: list[str]) -> int:
     delays: dict[int, float] = {}
 
     def start(slot: int) -> None:
-        procs[slot] = subprocess.Popen(command)
+        procs[slot] = subprocess.Popen([*command, "--worker-slot", str(slot)])
         started[slot] = time.monotonic()
         log_event(logging.INFO, "worker_started", worker=slot, pid=procs[slot].pid)
 
@@ -543,6 +556,7 @@ def supervise(workers: int, argv: list[str]) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    shutil.rmtree(workers_dir, ignore_errors=True)
     log_event(logging.INFO, "workers_stopped", workers=workers)
     return 0
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -161,3 +162,41 @@ class Metrics:
         children[1].observe(seconds)
         if failed:
             self.store_errors.labels(op).inc()
+
+
+class _Families(Collector):
+    """Metric families already built (a merge of several workers' scrapes)."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self._families)
+
+
+def merge_workers(scrapes: Mapping[int, bytes | None], workers: int) -> bytes:
+    """One host's ``plot-server --workers N`` as one scrape: every worker's series, each with a
+    ``worker`` label (its slot, 0 to N-1), and ``plot_worker_up`` 1 for each worker that answered,
+    0 for one that did not (dead, restarting). Whichever worker takes the scrape's connection on
+    the shared port answers for all (a scrape of one worker, chosen by the kernel, would make
+    every counter jump between workers' values)."""
+    families: dict[str, Metric] = {}
+    for slot in sorted(scrapes):
+        scrape = scrapes[slot]
+        if scrape is None:
+            continue
+        for family in text_string_to_metric_families(scrape.decode()):
+            merged = families.get(family.name)
+            if merged is None:
+                merged = families[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
+            merged.samples += [
+                sample._replace(labels={**sample.labels, "worker": str(slot)}) for sample in family.samples
+            ]
+    up = GaugeMetricFamily(
+        "plot_worker_up", "1 for each worker of this host that answered this scrape, 0 otherwise", labels=["worker"]
+    )
+    for slot in range(workers):
+        up.add_metric([str(slot)], 0 if scrapes.get(slot) is None else 1)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families([*families.values(), up]))
+    return generate_latest(registry)

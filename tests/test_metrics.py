@@ -116,6 +116,38 @@ async def test_two_servers_in_one_process_keep_their_own_counts() -> None:
         await bob.close()
 
 
+def test_workers_merge_into_one_scrape_labelled_by_worker() -> None:
+    """plot-server --workers 3 answers a scrape for the host: each worker's series with a
+    ``worker`` label, their types and help kept, and ``plot_worker_up`` 0 for one that did not
+    answer (restarting). The end-to-end form: test_server_nodes.py, the workers test."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from server.metrics import Metrics, Snapshot, merge_workers
+
+    first, second = Metrics(lambda: Snapshot(rooms={"racing": 2})), Metrics(lambda: Snapshot(rooms={"lobby": 1}))
+    for _ in range(3):
+        first.accepted(0.002, duplicate=False)
+    second.accepted(0.02, duplicate=False)
+    second.rejected("busy")
+    text = merge_workers({0: first.render(), 1: second.render(), 2: None}, 3).decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in families.values()
+        for sample in family.samples
+    }
+    assert metric(samples, "plot_moves_accepted_total", worker="0") == 3
+    assert metric(samples, "plot_moves_accepted_total", worker="1") == 1
+    assert metric(samples, "plot_moves_rejected_total", worker="1", code="busy") == 1
+    assert metric(samples, "plot_rooms", worker="0", phase="racing") == 2
+    assert metric(samples, "plot_rooms", worker="1", phase="lobby") == 1
+    assert metric(samples, "plot_move_ack_seconds_bucket", worker="1", le="0.025") == 1
+    assert metric(samples, "plot_move_ack_seconds_bucket", worker="1", le="0.01") == 0
+    assert [metric(samples, "plot_worker_up", worker=w) for w in "012"] == [1, 1, 0]
+    assert families["plot_moves_accepted"].type == "counter" and families["plot_move_ack_seconds"].type == "histogram"
+    assert all("worker" in dict(labels) for _name, labels in samples), "an unlabelled series"
+
+
 async def test_store_calls_on_redis_are_counted_by_operation(redis_url: str) -> None:
     rng = random.Random(5)
     store = RedisStore(redis_url)
@@ -251,6 +283,7 @@ async def test_every_metric_served_is_documented_and_every_documented_one_served
     async with running_server() as server:
         body = await asyncio.to_thread(metrics_text, server.port)
     served = {family.name for family in text_string_to_metric_families(body) if not family.name.endswith("_created")}
+    served.add("plot_worker_up")  # served only under --workers (test_workers_merge_into_one_scrape_labelled_by_worker)
     assert served == documented, (served - documented, documented - served)
 
 
@@ -273,7 +306,7 @@ async def test_the_alert_rules_name_only_metrics_that_are_served() -> None:
         named |= {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in re.findall(r"plot_[a-z_]+", rule["expr"])}
     async with running_server() as server:
         body = await asyncio.to_thread(metrics_text, server.port)
-    served = {family.name for family in text_string_to_metric_families(body)}
+    served = {family.name for family in text_string_to_metric_families(body)} | {"plot_worker_up"}  # --workers only
     assert named and named <= served, named - served
     assert {"plot_store_errors", "plot_move_ack_seconds", "plot_pubsub_lag_seconds"} <= named
 

@@ -28,6 +28,8 @@ from support import (
     health,
     latest,
     log_lines,
+    metric,
+    metrics,
     play,
     room_phase,
     server_process,
@@ -504,6 +506,16 @@ async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_serv
         await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
         address = f"ws://127.0.0.1:{port}"
         await spread_race(address, address)  # clients land on either worker
+        # /metrics on the shared port: whichever worker takes the scrape answers for both, each
+        # series labelled with its worker, so every scrape sums to the same counts.
+        scrapes = [await asyncio.to_thread(metrics, port) for _ in range(6)]
+        for samples in scrapes:
+            assert metric(samples, "plot_worker_up", worker="0") == metric(samples, "plot_worker_up", worker="1") == 1
+            assert {dict(labels).get("worker") for _name, labels in samples} == {"0", "1"}
+        accepted = {
+            sum(v for (name, _), v in samples.items() if name == "plot_moves_accepted_total") for samples in scrapes
+        }
+        assert len(accepted) == 1 and accepted.pop() >= 21, accepted  # ann's 12 moves and bob's 9, at least
         victim = min(pids)
         os.kill(victim, signal.SIGKILL)
         fresh: set[int] = set()
@@ -514,6 +526,12 @@ async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_serv
             return len(fresh - pids) >= 1 and len(fresh - {victim}) >= 2
 
         await eventually(lambda: asyncio.to_thread(restarted), 20, what="the dead worker restarted")
+
+        async def both_scraped() -> bool:  # the new worker serves its metrics where the dead one did
+            samples = await asyncio.to_thread(metrics, port)
+            return metric(samples, "plot_worker_up", worker="0") + metric(samples, "plot_worker_up", worker="1") == 2
+
+        await eventually(both_scraped, 10, what="both workers in a scrape after the restart")
         supervisor.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(supervisor.wait, 30) == 0
         events = [line.get("event") for line in log_lines(supervisor)]
