@@ -387,6 +387,7 @@ class RaceServer:
         self._store_down_since: float | None = None
         self._store_watch: asyncio.Task[None] | None = None
         self._metrics_socket: asyncio.Server | None = None  # --workers: this worker's own metrics, for its siblings
+        self._metrics_inode: int | None = None  # ... and its file's inode (a reload's next worker replaces it)
         # Several nodes on one Redis (CoreConfig.shared_rooms): the pub/sub link, started by start().
         self.nodes: NodeLink | None = None
         self._room_epochs: dict[str, int] = {}  # refreshes of each room from the store
@@ -512,10 +513,12 @@ class RaceServer:
         self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
         self._store_watch = asyncio.ensure_future(self._watch_store())
         own = self._worker_socket(self.config.worker_slot)
-        if own is not None and self.metrics is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(own)  # left by this slot's previous worker, killed
-            self._metrics_socket = await asyncio.start_unix_server(self._serve_own_metrics, own)
+        if own is not None:
+            if self.metrics is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(own)  # left by this slot's previous worker (killed, or being replaced)
+                self._metrics_socket = await asyncio.start_unix_server(self._serve_own_metrics, own)
+            self._mark_ready()
         log_event(
             logging.INFO,
             "server_started",
@@ -639,7 +642,8 @@ class RaceServer:
         if self._metrics_socket is not None:
             self._metrics_socket.close()
             own = self._worker_socket(self.config.worker_slot)
-            if own is not None:
+            # Not when the slot's next worker (a reload) has taken the path over since.
+            if own is not None and self._metrics_inode == _inode(own):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(own)
         await self.flush(self.config.flush_timeout_s)
@@ -711,6 +715,18 @@ class RaceServer:
             connection.bucket = TokenBucket(self.config.rate_per_s, self.config.burst)
             connection.stats = self.stats
         return None
+
+    def _mark_ready(self) -> None:
+        """``--workers``: tell the supervisor this worker listens (a reload waits for it before it
+        stops the worker it replaces): its pid in ``worker-SLOT.ready``, written whole (renamed)."""
+        own = self._worker_socket(self.config.worker_slot)
+        if own is None:
+            return
+        self._metrics_inode = _inode(own)
+        ready = own.removesuffix(".sock") + ".ready"
+        with open(ready + ".tmp", "w") as file:
+            file.write(str(os.getpid()))
+        os.replace(ready + ".tmp", ready)
 
     def _worker_socket(self, slot: int | None) -> str | None:
         """Where worker ``slot`` of ``plot-server --workers`` serves its own metrics (None: no workers)."""
@@ -1829,6 +1845,13 @@ class RaceServer:
             self._execute(list(save.then))
         else:  # created by someone else meanwhile
             self._save_conflict(code, None, 1)
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 async def run_server(

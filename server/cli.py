@@ -505,35 +505,92 @@ def supervise(workers: int, argv: list[str]) -> int:
     """``--workers N``: N worker processes, each a whole plot-server node on the same port (SO_REUSEPORT:
     the kernel spreads new connections over them), restarted when one dies (logged: worker_died,
     worker_started; after a quick death the restart waits, 0.2 s doubling to 5 s). SIGTERM or SIGINT
-    is passed on to every worker, which shuts down cleanly; exit 0 once all have. Each worker serves
-    its own metrics on a unix socket in a directory of the supervisor's, so that whichever worker
-    takes a scrape of /metrics answers for the host (server/metrics.py, merge_workers)."""
+    is passed on to every worker, which shuts down cleanly; exit 0 once all have. SIGHUP replaces
+    the workers one at a time (a deploy: each new one runs the code on disk now): the new worker
+    starts beside the old one, and once it listens the old one is stopped (its clients reconnect to
+    the others and resume there); a new worker that fails to come up is dropped and the old one
+    kept. Each worker serves its own metrics on a unix socket in a directory of the supervisor's,
+    so that whichever worker takes a scrape of /metrics answers for the host
+    (server/metrics.py, merge_workers), and marks itself ready there once it listens."""
     workers_dir = tempfile.mkdtemp(prefix="plot-workers-")
     command = [sys.executable, "-m", "server.cli", *argv, "--workers", "1", "--multi-node", "--reuse-port"]
     command += ["--worker-count", str(workers), "--workers-dir", workers_dir]
     stopping = False
+    reload_wanted = False
 
     def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        nonlocal stopping, reload_wanted
+        if signum == signal.SIGHUP:
+            reload_wanted = True
+        else:
+            stopping = True
         log_event(logging.INFO, "signal", signal=signal.Signals(signum).name)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
     procs: dict[int, subprocess.Popen[bytes]] = {}
     started: dict[int, float] = {}
     delays: dict[int, float] = {}
 
+    def launch(slot: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([*command, "--worker-slot", str(slot)])
+
     def start(slot: int) -> None:
-        procs[slot] = subprocess.Popen([*command, "--worker-slot", str(slot)])
+        procs[slot] = launch(slot)
         started[slot] = time.monotonic()
         log_event(logging.INFO, "worker_started", worker=slot, pid=procs[slot].pid)
+
+    def ready_pid(slot: int) -> int | None:
+        try:
+            with open(os.path.join(workers_dir, f"worker-{slot}.ready")) as file:
+                return int(file.read())
+        except (OSError, ValueError):
+            return None
+
+    def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def replace_worker(slot: int) -> bool:
+        """A new worker for ``slot`` beside the old one; once it listens, the old one stops."""
+        new = launch(slot)
+        deadline = time.monotonic() + 30.0
+        while ready_pid(slot) != new.pid:
+            why = "stopping" if stopping else None
+            if why is None and new.poll() is not None:
+                why = f"exited with code {new.returncode}"
+            if why is None and time.monotonic() > deadline:
+                why = "not listening after 30 s"
+            if why is not None:
+                stop(new, 5.0)
+                log_event(logging.ERROR, "worker_reload_failed", worker=slot, pid=new.pid, why=why)
+                return False
+            time.sleep(0.05)
+        old = procs[slot]
+        procs[slot], started[slot] = new, time.monotonic()
+        log_event(logging.INFO, "worker_started", worker=slot, pid=new.pid, replacing=old.pid)
+        stop(old)
+        log_event(logging.INFO, "worker_replaced", worker=slot, old_pid=old.pid, pid=new.pid)
+        return True
 
     for slot in range(workers):
         start(slot)
     due: dict[int, float] = {}
     while not stopping:
         time.sleep(0.1)
+        if reload_wanted:
+            reload_wanted = False
+            replaced = 0
+            for slot in range(workers):
+                if stopping or slot in due or not replace_worker(slot):
+                    break
+                replaced += 1
+            log_event(logging.INFO, "workers_reloaded", replaced=replaced, workers=workers)
         for slot, proc in procs.items():
             code = proc.poll()
             if code is None or slot in due:
@@ -551,11 +608,7 @@ def supervise(workers: int, argv: list[str]) -> int:
             proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 15.0
     for proc in procs.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, max(0.1, deadline - time.monotonic()))
     shutil.rmtree(workers_dir, ignore_errors=True)
     log_event(logging.INFO, "workers_stopped", workers=workers)
     return 0

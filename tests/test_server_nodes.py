@@ -538,6 +538,72 @@ async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_serv
         assert "worker_died" in events and events.count("worker_started") == 3 and "workers_stopped" in events
 
 
+async def test_sighup_replaces_the_workers_one_at_a_time_and_their_racers_resume(
+    own_redis_server: RedisServer,
+) -> None:
+    """A deploy on one host: SIGHUP to the supervisor starts a new worker beside each old one in
+    turn and stops the old one once the new one listens. Every client of an old worker is told
+    (shutdown) and closed; the racers reconnect with their tokens, find every acknowledged move,
+    and play on; the port never stops answering; both workers are new; SIGTERM still stops all."""
+    rng = random.Random(11)
+    port = free_port()
+    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
+    with server_process(*args, "--rate", "1000") as supervisor:
+        await asyncio.to_thread(wait_healthy, supervisor, port)
+        old: set[int] = set()
+
+        def both_answer() -> bool:
+            old.add(int(health(port)[1]["pid"]))
+            return len(old) >= 2
+
+        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        address = f"ws://127.0.0.1:{port}"
+        clients, starts = await spread_room(address, address)
+        _host, ann, bob, _eve = clients
+        assert starts[1].view is not None and starts[2].view is not None
+        await play(ann, starts[1].view, 6, rng)
+        await play(bob, starts[2].view, 4, rng)
+        acked = {ann.pid: latest(ann, p.MoveOk), bob.pid: latest(bob, p.MoveOk)}
+        supervisor.send_signal(signal.SIGHUP)
+        answered: set[int] = set()
+
+        def probe() -> None:
+            with contextlib.suppress(OSError, ValueError):
+                answered.add(int(health(port)[1]["pid"]))
+
+        for client in clients:  # each old worker stops in turn: every connection is told and closed
+            assert await client.closed(60) == 1001, client.label
+            assert any(isinstance(m, p.Shutdown) for m in client.messages), client.label
+            await asyncio.to_thread(probe)  # the port answers meanwhile
+
+        def new_workers() -> bool:  # the clients may all have sat on the first worker replaced
+            seen: set[int] = set()
+            for _ in range(8):
+                with contextlib.suppress(OSError, ValueError):
+                    seen.add(int(health(port)[1]["pid"]))
+            return len(seen) >= 2 and not seen & old
+
+        await eventually(lambda: asyncio.to_thread(new_workers), 20, what="two new workers, no old one")
+        assert answered, "the port answered while the workers were replaced"
+        for racer in (ann, bob):
+            assert racer.welcome is not None
+            again = await Client.open(address, f"{racer.label} again")
+            welcome = await again.hello(racer.label, token=racer.welcome.token)
+            assert welcome.resumed and welcome.room is not None
+            board = await again.expect(p.RaceStart)
+            before = acked[racer.pid]
+            assert (board.seq, board.check, board.view) == (before.seq, before.check, before.view)
+            assert board.view is not None
+            await play(again, board.view, 3, rng, first_id=500)
+            assert latest(again, p.MoveOk).seq == before.seq + 3
+            await again.close()
+        supervisor.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(supervisor.wait, 30) == 0
+        events = [line.get("event") for line in log_lines(supervisor)]
+        assert events.count("worker_replaced") == 2 and "workers_reloaded" in events, events
+        assert "worker_died" not in events and "worker_reload_failed" not in events
+
+
 def test_workers_need_redis_and_a_port() -> None:
     for args, said in [
         (("--workers", "2"), "more than one worker needs --redis"),
