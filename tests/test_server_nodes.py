@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import random
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -22,6 +24,7 @@ import redis.asyncio
 from redis_fixture import RedisServer, free_port
 from support import (
     FAST,
+    TLS,
     Client,
     eventually,
     fast_config,
@@ -602,6 +605,57 @@ async def test_sighup_replaces_the_workers_one_at_a_time_and_their_racers_resume
         events = [line.get("event") for line in log_lines(supervisor)]
         assert events.count("worker_replaced") == 2 and "workers_reloaded" in events, events
         assert "worker_died" not in events and "worker_reload_failed" not in events
+
+
+def lines_until(proc: subprocess.Popen[str], event: str) -> list[dict[str, Any]]:
+    """The process's JSON log lines read from its stderr as they come, up to the first ``event``
+    (blocking: call it in a thread); ``log_lines`` reads the rest once it has exited."""
+    assert proc.stderr is not None
+    lines: list[dict[str, Any]] = []
+    for text in proc.stderr:
+        if text.strip().startswith("{"):
+            lines.append(json.loads(text))
+            if lines[-1].get("event") == event:
+                return lines
+    raise AssertionError(f"the process's log ended before {event}: {lines[-5:]}")
+
+
+async def test_a_reload_whose_new_worker_cannot_start_keeps_the_old_workers(
+    own_redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """SIGHUP after the deploy broke the settings (the TLS certificate the workers were started
+    with is gone): the first new worker exits at its start (code 2), the reload stops there and
+    the old workers go on serving; nothing is replaced."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_bytes((TLS / "localhost.pem").read_bytes())
+    key.write_bytes((TLS / "localhost.key").read_bytes())
+    port = free_port()
+    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2")
+    with server_process(*args, "--tls-cert", str(cert), "--tls-key", str(key)) as supervisor:
+        await asyncio.to_thread(wait_healthy, supervisor, port, "https")
+        old: set[int] = set()
+
+        def both_answer() -> bool:
+            old.add(int(health(port, "https")[1]["pid"]))
+            return len(old) >= 2
+
+        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        cert.unlink()
+        supervisor.send_signal(signal.SIGHUP)
+
+        early = await asyncio.wait_for(asyncio.to_thread(lines_until, supervisor, "workers_reloaded"), 30)
+        seen: set[int] = set()
+        for _ in range(10):  # the old workers keep answering, and only they do
+            with contextlib.suppress(OSError, ValueError):
+                seen.add(int((await asyncio.to_thread(health, port, "https"))[1]["pid"]))
+        assert seen == old, (seen, old)
+        supervisor.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(supervisor.wait, 30) == 0
+        lines = early + log_lines(supervisor)
+        [failed] = [line for line in lines if line.get("event") == "worker_reload_failed"]
+        assert failed["worker"] == 0 and "code 2" in failed["why"], failed
+        events = [line.get("event") for line in lines]
+        assert "worker_replaced" not in events and "worker_died" not in events, events
 
 
 def test_workers_need_redis_and_a_port() -> None:
