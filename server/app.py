@@ -322,6 +322,7 @@ class Conn:
     cut: bool = False
     limited: bool = False  # over its message rate: being closed, its messages dropped
     moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
+    results_seen: str | None = None  # the commitment of the race whose results it last got
 
 
 class RaceServer:
@@ -974,15 +975,22 @@ class RaceServer:
 
     def _execute(self, effects: list[Effect]) -> None:
         for effect in effects:
-            if isinstance(effect, Send):
+            if isinstance(effect, Send) and isinstance(effect.message, p.Results):
+                self._send_results(effect.players, effect.message)
+            elif isinstance(effect, Send):
                 if self.fanout.reaches(effect.players):  # never encoded for nobody (members on other nodes)
                     self.fanout.publish(None, effect.players, p.encode(effect.message), effect.droppable)
                 if self.metrics is not None and isinstance(effect.message, p.MoveOk):
                     self._count_ok(effect.players, effect.message)  # to all the racer's connections
             elif isinstance(effect, Reply):
                 target = self._conns.get(effect.conn)
-                if target is not None:
-                    self._reply(target, effect.message)
+                if target is None:
+                    continue
+                if isinstance(effect.message, p.Results):
+                    if target.results_seen == effect.message.commitment:
+                        continue  # it has them (a read-back's fresh snapshot sends them again)
+                    target.results_seen = effect.message.commitment
+                self._reply(target, effect.message)
             elif isinstance(effect, PersistMove):
                 self._enqueue_append(effect)
             elif isinstance(effect, Wake):
@@ -1129,6 +1137,21 @@ class RaceServer:
 
     def _conns_of(self, player: str) -> set[int]:
         return self._player_conns.get(player, set())
+
+    def _send_results(self, players: tuple[str, ...], results: p.Results) -> None:
+        """A race's results, once per connection: several nodes read a room back after every
+        change another node makes, and each read-back sends its local members a fresh snapshot,
+        in the results phase the results again (a spectator got the same results twice)."""
+        targets = [
+            conn
+            for player in players
+            for cid in self._conns_of(player)
+            if (conn := self._conns.get(cid)) is not None and conn.results_seen != results.commitment
+        ]
+        for conn in targets:
+            conn.results_seen = results.commitment
+        if targets:
+            self._deliver([conn.id for conn in targets], p.encode(results), False)
 
     def _reply(self, conn: Conn, message: p.ServerMessage) -> None:
         if isinstance(message, p.Error):

@@ -820,6 +820,41 @@ async def test_a_race_ended_before_another_node_s_entry_arrived_counts_it_in_the
             await client.close()
 
 
+async def test_results_reach_each_connection_once_whatever_the_read_backs_after_them(redis_url: str) -> None:
+    """After the race, every change another node makes is read back, and the read-back sends each
+    local member a fresh snapshot, in the results phase the results: a spectator joining on A
+    sent B's members (bob, eve) the same results again (seen once as eve's two results in the
+    two-node end-of-race test). A connection gets a race's results once; a resumed one (a new
+    connection) gets them again, as it should."""
+    async with node(redis_url) as a, node(redis_url) as b:
+        clients, _starts = await spread_room(a, b)
+        host, ann, bob, eve = clients
+        for racer in (host, ann, bob):
+            await racer.send(p.Move(id=1000, move="resign"))
+        for client in clients:
+            await client.expect(p.Results, timeout=10)
+            await room_phase(client, p.RESULTS)
+
+        async def counted_on_b(spectators: int) -> None:
+            await eventually(lambda: latest(eve, p.Room).spectators == spectators, what=f"{spectators} seen on B")
+
+        for n, name in enumerate(("zed", "yan")):  # two changes on A, each read back on B
+            watcher = await hello(a, name)
+            await watcher.send(p.Join(code=latest(host, p.Room).code, role=p.SPECTATOR))
+            await watcher.expect(p.Results)  # its own snapshot, in the results phase
+            await counted_on_b(2 + n)
+        for client in clients:
+            await client.send(p.Ping(t=1))
+            await client.expect(p.Pong)
+            assert sum(isinstance(m, p.Results) for m in client.messages) == 1, client.label
+        assert bob.welcome is not None
+        again = await Client.open(b, "bob again")
+        await again.hello("bob", token=bob.welcome.token)
+        assert (await again.expect(p.Results)).commitment == latest(eve, p.Results).commitment
+        for client in (*clients, again):
+            await client.close()
+
+
 async def test_a_node_left_with_no_member_of_a_room_releases_it(redis_url: str) -> None:
     """docs/scaling.md, "Room affinity": a host creates its room on node A, then resumes on node B
     (the room's node behind the balancer). Once A reads the room back and sees no member of it
