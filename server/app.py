@@ -73,6 +73,7 @@ from server.core.events import (
     RoomCreated,
     RoomCreateFailed,
     RoomLoaded,
+    RoomSaved,
     RoomsListed,
     SavePlayer,
     SaveRoom,
@@ -1834,12 +1835,18 @@ class RaceServer:
                     self._uncommitted[code] = pending
                 self.nodes.noticed(1)
             self._execute(list(save.then))  # landed: what waited for it goes out (the results)
+            self._saved(code, record)
             return
         loaded = await self.store.load_room(code)
         if loaded is None:
             await self._recreate_room(code, save, data, race)
         else:
             self._save_conflict(code, version, loaded[1])
+
+    def _saved(self, code: str, record: RoomRecord) -> None:
+        """Several nodes: the core learns what the room's members have now been shown."""
+        if self.nodes is not None:
+            self._dispatch(RoomSaved(code, record.phase, record.race_number, now_ms()))
 
     def _save_conflict(self, code: str, expected: int | None, found: int) -> None:
         self._store_versions[code] = None
@@ -1866,6 +1873,7 @@ class RaceServer:
             if not record.options.private and record.members:
                 self._room_op(code, "listed", True)  # next in the room's queue, retried there on failure
             self._execute(list(save.then))
+            self._saved(code, record)
         else:  # created by someone else meanwhile
             self._save_conflict(code, None, 1)
 

@@ -641,6 +641,40 @@ def test_on_several_nodes_a_room_change_is_shown_once_its_save_has_landed_never_
     )
 
 
+def test_a_race_start_whose_save_lost_comes_from_the_read_back_and_a_later_one_resends_nothing() -> None:
+    """Several nodes: both nodes start the race when the countdown ends; this node's save of the
+    start loses to the other's, so its race_start (waiting for that save) is dropped. The read-back
+    finds the race on, a phase its members were never shown: each racer gets its race_start from
+    it. A later read-back that changes neither the phase nor the race (a spectator joined on the
+    other node) sends the room only: no board, no leaderboard again."""
+    shell = shared_shell()
+    conns, code = lobby(shell, ("Ann", "Bob"))
+    shell.send(conns[0], p.Start())
+    shell.hold_saves = True
+    shell.advance(shell.config.countdown_ms)
+    assert shell.core.rooms[code].phase == p.RACING
+    assert not any(isinstance(m, p.RaceStart) for c in conns for m in shell.inbox[c])  # waiting for the save
+    [own] = [s for s in shell.held_saves if s.record.phase == p.RACING]
+    stored = msgspec.structs.replace(own.record, version=own.record.version + 1)  # the other node's start
+    shell.rooms[code] = stored
+    shell.held_saves.clear()  # this node's save lost the compare-and-set: the shell drops it
+    shell.hold_saves = False
+    race = stored.race
+    assert race is not None
+    shell.run(RoomChanged(code, stored, {r.player_id: [] for r in race.racers}, shell.now))
+    for conn in conns:
+        starts = [m for m in shell.inbox[conn] if isinstance(m, p.RaceStart)]
+        assert len(starts) == 1 and starts[0].view is not None, starts
+    # The other node counts a spectator: the phase and race as shown, nothing but the room again.
+    seen = {conn: len(shell.inbox[conn]) for conn in conns}
+    again = msgspec.structs.replace(stored, version=stored.version + 1)
+    shell.rooms[code] = again
+    shell.run(RoomChanged(code, again, {r.player_id: [] for r in race.racers}, shell.now))
+    for conn in conns:
+        fresh = shell.inbox[conn][seen[conn] :]
+        assert [type(m) for m in fresh] == [p.Room], fresh
+
+
 def test_a_room_read_back_while_its_own_racer_s_move_lands_keeps_that_move() -> None:
     """Several nodes: the shell reads a room back (record, then each racer's log, with awaits
     between) while this node stores and acknowledges its own racer's move. The logs it hands the

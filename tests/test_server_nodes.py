@@ -855,6 +855,31 @@ async def test_results_reach_each_connection_once_whatever_the_read_backs_after_
             await client.close()
 
 
+async def test_a_spectator_joining_on_one_node_sends_the_other_node_s_racers_no_board(redis_url: str) -> None:
+    """Mid-race, a spectator joins on node A: node B reads the room back (its spectator count) and
+    sends its members the new room only, not their board, the leaderboard or a race_start again."""
+    async with node(redis_url) as a, node(redis_url) as b:
+        clients, starts = await spread_room(a, b)
+        host, _ann, bob, _eve = clients
+        assert starts[2].view is not None
+        await play(bob, starts[2].view, 3, random.Random(2))
+        boards_before = sum(isinstance(m, p.RaceStart) for m in bob.messages)
+
+        async def counted_on_b(spectators: int) -> None:
+            await eventually(lambda: latest(bob, p.Room).spectators == spectators, what=f"{spectators} seen on B")
+
+        for count, name in ((2, "zed"), (3, "yan")):
+            watcher = await hello(a, name)
+            await watcher.send(p.Join(code=latest(host, p.Room).code, role=p.SPECTATOR))
+            await watcher.expect(p.RaceStart)  # its own snapshot
+            await counted_on_b(count)
+        await bob.send(p.Ping(t=1))
+        await bob.expect(p.Pong)
+        assert sum(isinstance(m, p.RaceStart) for m in bob.messages) == boards_before == 1
+        for client in clients:
+            await client.close()
+
+
 async def test_a_node_left_with_no_member_of_a_room_releases_it(redis_url: str) -> None:
     """docs/scaling.md, "Room affinity": a host creates its room on node A, then resumes on node B
     (the room's node behind the balancer). Once A reads the room back and sees no member of it

@@ -96,6 +96,16 @@ class RoomCreateFailed(msgspec.Struct, frozen=True):
     now: int
 
 
+class RoomSaved(msgspec.Struct, frozen=True):
+    """Several nodes: a save of the room has landed (and what waited for it went out): its members
+    have been shown this phase and race (``Loading.shown``)."""
+
+    code: str
+    phase: str
+    race: int
+    now: int
+
+
 class MovePersisted(msgspec.Struct, frozen=True):
     code: str
     race: int
@@ -238,6 +248,7 @@ Event = (
     | DealFound
     | BlockedChecked
     | RoomChanged
+    | RoomSaved
     | RemoteMoves
     | RemoteBatch
     | NodesGone

@@ -82,6 +82,7 @@ class LoadingMixin(CoreBase):
         else:
             room = self._room_from_record(record, ev.logs, ev.now, seeds)
             room.version = max(room.version, loading.version_floor)
+            room.shown = (room.phase, room.race_number)  # as stored: what its members are sent from here
             self.rooms[code] = room
             self._touched.add(code)
             self._note("room_loaded", room=code, phase=room.phase, race=room.race_number)
@@ -113,7 +114,13 @@ class LoadingMixin(CoreBase):
         old = self.rooms.get(code)
         if old is None or code in self._loading:
             return  # not held here, or being loaded anyway (the load reads the store's latest)
-        loading = Loading(rebuild="remote", members=list(old.members), version_floor=old.version + 1)
+        loading = Loading(
+            rebuild="remote",
+            members=list(old.members),
+            version_floor=old.version + 1,
+            shown=old.shown,
+            lengths={} if old.race is None else {pid: racer.log_length for pid, racer in old.race.racers.items()},
+        )
         if old.race is not None and old.phase == p.RACING:
             loading.racers = {pid: racer.log_snapshot() for pid, racer in old.race.racers.items()}
         del self.rooms[code]
@@ -307,13 +314,27 @@ class LoadingMixin(CoreBase):
                     self._out.append(ReloadLog(room.code, race.record.number, pid))
                 elif racer.state in (LogState.REREADING, LogState.OUTAGE):
                     self._settle_head(room, racer, racer.head_length, now)  # the log was just read
+        # A read-back after another node's change that left the phase and the race its members
+        # were last shown as they were (a spectator came or went, a member's presence, a ready): a
+        # member this copy had gets the new room only; its countdown, leaderboard and results are
+        # the ones it has, and its board too unless its log moved. Its leaderboards and
+        # spectators' boards go on with the ticks. Sent whole each time, a spectator joining on
+        # one node sent every member on the others their board, leaderboard and delayed boards
+        # again. "Shown", not this copy's phase: a change of this node's whose save lost (its
+        # race start, its results) was never shown, and its members get the stored one here.
+        same = loading.rebuild == "remote" and loading.shown == (room.phase, room.race_number)
         for pid in room.members:
             player = self.players.get(pid)
             if player is None:
                 continue
+            racer = race.racers.get(pid) if race is not None else None
+            board_moved = racer is not None and racer.log_length != loading.lengths.get(pid)
+            catch_up = not same or pid not in loading.members or (room.phase == p.RACING and board_moved)
             for conn in sorted(player.conns):
                 self._reply(conn, self._room_message(room, pid))
-                self._snapshot(conn, room, pid, now)
+                if catch_up:
+                    self._snapshot(conn, room, pid, now)
+        room.shown = (room.phase, room.race_number)
         if race is not None:
             for racer in race.racers.values():
                 self._pump(room, racer, now)

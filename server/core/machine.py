@@ -40,6 +40,7 @@ from server.core.events import (
     RoomCreated,
     RoomCreateFailed,
     RoomLoaded,
+    RoomSaved,
     RoomsListed,
     Tick,
     TokenLooked,
@@ -135,6 +136,10 @@ class ServerCore(
             self._blocked_checked(event)
         elif isinstance(event, RoomChanged):
             self._room_changed(event)
+        elif isinstance(event, RoomSaved):
+            room = self.rooms.get(event.code)
+            if room is not None:
+                room.shown = (event.phase, event.race)
         elif isinstance(event, RemoteMoves):
             self._remote_moves(event)
         elif isinstance(event, NodesGone):

@@ -239,6 +239,11 @@ class Loading:
     racers: dict[str, LogSnapshot | None] = field(default_factory=dict)  # write-ahead state carried over
     answered: set[str] = field(default_factory=set)  # racers whose write was answered meanwhile
     version_floor: int = 0  # the rebuilt room's version is at least this (clients never go back)
+    # Several nodes, a read-back (rebuild "remote"): the copy's phase and race, and its racers' log
+    # lengths, before it. Members who had them are sent only the new room (not their board again)
+    # when these did not change.
+    shown: tuple[str, int] | None = None
+    lengths: dict[str, int] = field(default_factory=dict)
 
 
 class Audience(enum.Enum):
@@ -313,6 +318,9 @@ class RoomState:
     snapshot_last_ms: int = 0  # when the last coalesced snapshot went out
     # Messages for the room's next save to carry (SaveRoom.then): sent once it has landed.
     after_save: list[Send] = field(default_factory=list)
+    # Several nodes: the phase and race its members were last shown (a landed save, RoomSaved, or
+    # a read-back's snapshots); None: not known, so a read-back sends everyone a fresh snapshot.
+    shown: tuple[str, int] | None = None
 
     @property
     def leak_proof(self) -> bool:

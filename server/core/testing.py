@@ -53,6 +53,7 @@ from server.core.events import (
     RoomCreated,
     RoomCreateFailed,
     RoomLoaded,
+    RoomSaved,
     RoomsListed,
     SavePlayer,
     SaveRoom,
@@ -360,6 +361,9 @@ class Shell(EffectExecutor):
         """The save lands: stored, then what waited for it goes out (as server/app.py does)."""
         self.rooms[effect.code] = effect.record
         self.apply(list(effect.then))
+        if self.config.shared_rooms:
+            record = effect.record
+            self.run(RoomSaved(effect.code, record.phase, record.race_number, self.now))
 
     def land_saves(self) -> None:
         held, self.held_saves = self.held_saves, []
