@@ -239,6 +239,9 @@ class Connection:
         self._closing = False
         self._waiters: list[tuple[Callable[[ServerMessage], bool], asyncio.Future[ServerMessage]]] = []
         self._pending: dict[int, PendingMove] = {}
+        # One move out at a time, in the order asked: a move answered busy is sent again later, and
+        # a move sent after it meanwhile would have been played first (the server plays what comes).
+        self._moves_in_order = asyncio.Lock()
         self._next_move_id = random.randrange(1, 2**40)  # fresh per process: no clash with a crashed run's ids
         self._first = asyncio.Event()
         self._fatal: str | None = None
@@ -582,7 +585,13 @@ class Connection:
     async def move(self, entry: str) -> MoveOk | MoveRejected:
         """Send a move and wait for the server's answer, across reconnects (same id, never applied
         twice). A move answered busy was not played: it is sent again (same id) after the wait the
-        server names (retry_ms), up to BUSY_RESENDS times; the last busy answer is returned."""
+        server names (retry_ms), up to BUSY_RESENDS times; the last busy answer is returned. Moves
+        asked for while one is out wait for its answer and go out in the order asked, so a busy
+        move is never overtaken by the next one."""
+        async with self._moves_in_order:
+            return await self._move(entry)
+
+    async def _move(self, entry: str) -> MoveOk | MoveRejected:
         self._next_move_id += 1
         move_id = self._next_move_id
         resends = 0

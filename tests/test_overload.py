@@ -15,7 +15,9 @@ import pytest
 from redis_fixture import RedisServer, free_port
 from support import (
     Client,
+    eventually,
     fast_config,
+    latest,
     log_lines,
     make_room,
     running_server,
@@ -204,5 +206,56 @@ async def test_a_client_pipelining_past_its_queue_bound_gets_busy_and_every_move
             assert ann.board.view == game.view() and not ann.diverged
             for client in (ann, bob):
                 await client.close()
+    finally:
+        await store.close()
+
+
+async def test_the_client_s_moves_go_out_in_the_order_asked_even_when_one_is_answered_busy(
+    own_redis_server: RedisServer,
+) -> None:
+    """The terminal client's connection (client/connection.py) sends one move at a time: Ann asks
+    for a move while Redis is stopped (its write stalls), then a second (the server, its write out
+    too long, would answer it busy, with a resend after a random wait), then a third once the
+    first is acknowledged. Sent as asked, the third was played before the busy one came back;
+    now each waits for the one before it, and the log holds them in the order asked."""
+    from client.connection import Connection
+
+    store = RedisStore(own_redis_server.url)
+    config = fast_config(append_stall_ms=100, busy_retry_ms=300)
+    try:
+        async with running_server(store, config) as server:
+            (bob,), code = await make_room(server, ["Bob"])
+            ann = Connection(f"ws://127.0.0.1:{server.port}", "Ann")
+            await ann.start()
+            assert isinstance(await ann.request(p.Join(code=code), p.Room), p.Room)
+            await ann.send(p.Ready(ready=True))
+            starting = asyncio.ensure_future(ann.wait_for(lambda m: isinstance(m, p.RaceStart), 15))
+            await eventually(lambda: any(m.ready for m in latest(bob, p.Room).members if m.player_id != bob.pid))
+            await bob.send(p.Start())
+            start = await starting
+            assert isinstance(start, p.RaceStart)
+            redis_process = own_redis_server.process
+            assert redis_process is not None
+            redis_process.send_signal(signal.SIGSTOP)
+            try:
+                first = asyncio.ensure_future(ann.move("stock>waste"))
+                await asyncio.sleep(0.3)  # the first's write is out past append_stall_ms
+                second = asyncio.ensure_future(ann.move("stock>waste"))
+                await asyncio.sleep(0.05)
+            finally:
+                redis_process.send_signal(signal.SIGCONT)
+            answers = [await first]
+            third = asyncio.ensure_future(ann.move("stock>waste"))
+            answers += [await second, await third]
+            oks = [a for a in answers if isinstance(a, p.MoveOk)]
+            assert len(oks) == 3, answers
+            ids = [a.id for a in oks]
+            assert ids == sorted(ids) and [a.seq for a in oks] == [1, 2, 3], answers
+            welcome = ann.welcome
+            assert welcome is not None
+            stored = [decode_entry(e).id for e in await store.load_moves(code, start.race, welcome.player_id)]
+            assert stored == ids  # played in the order asked
+            await ann.close()
+            await bob.close()
     finally:
         await store.close()
