@@ -493,6 +493,45 @@ async def test_a_join_of_its_own_seat_on_another_node_takes_the_seat_back(redis_
             await client.close()
 
 
+async def test_a_node_whose_last_member_of_a_room_leaves_releases_it_once_that_is_stored(redis_url: str) -> None:
+    """Ann races on node A, Bob on node B (no room affinity here). Ann's connection drops: once A
+    has stored her away, A holds no member of the room and B does, so A drops the room at once
+    (before, it kept applying the race's moves until some later change was read back). Ann
+    resumes on B and plays on; A never loads the room again."""
+    async with node(redis_url) as a, node(redis_url) as b:
+        ann, bob = await hello(a, "ann"), await hello(b, "bob")
+        await ann.send(p.CreateRoom(options=p.RoomOptions()))
+        code = (await ann.expect(p.Room)).code
+        await bob.send(p.Join(code=code))
+        await bob.expect(p.Room)
+        for client in (ann, bob):
+            await client.send(p.Ready(ready=True))
+        await eventually(lambda: sum(m.ready for m in latest(ann, p.Room).members) == 2, what="both ready on A")
+        await ann.send(p.Start())
+        starts = [await c.expect(p.RaceStart) for c in (ann, bob)]
+        assert starts[0].view is not None and starts[1].view is not None
+        rng = random.Random(4)
+        await play(ann, starts[0].view, 3, rng)
+        acked = latest(ann, p.MoveOk)
+        assert a.core.has_room(code) and ann.welcome is not None
+        await ann.close()
+        await eventually(lambda: not a.core.has_room(code), 10, what="node A released the room")
+        await eventually(
+            lambda: any(m.player_id == ann.pid and not m.connected for m in latest(bob, p.Room).members),
+            what="ann away, seen on B",
+        )
+        again = await Client.open(b, "ann on B")
+        welcome = await again.hello("ann", token=ann.welcome.token)
+        assert welcome.resumed and welcome.room == code
+        board = await again.expect(p.RaceStart)
+        assert (board.seq, board.view) == (acked.seq, acked.view) and board.view is not None
+        await play(again, board.view, 2, rng, first_id=100)
+        await play(bob, starts[1].view, 2, rng)
+        assert not a.core.has_room(code)
+        for client in (again, bob):
+            await client.close()
+
+
 async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_server: RedisServer) -> None:
     """plot-server --workers 2: both workers answer on the one port, a race runs across them, and a
     worker killed with SIGKILL is restarted by the supervisor (logged); SIGTERM stops them all."""

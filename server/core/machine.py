@@ -140,6 +140,9 @@ class ServerCore(
             room = self.rooms.get(event.code)
             if room is not None:
                 room.shown = (event.phase, event.race)
+                # Its last member here may have just left (the save recorded it): the room's
+                # node is another one now, and this one stops applying its moves at once.
+                self._release_if_held_elsewhere(room)
         elif isinstance(event, RemoteMoves):
             self._remote_moves(event)
         elif isinstance(event, NodesGone):
