@@ -439,6 +439,7 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
             loop.add_signal_handler(sig, on_signal, sig)
     web = make_web_server(args, config, server)
     web_listening = False
+    orphan_watch = asyncio.ensure_future(watch_supervisor(stop)) if args.worker_slot is not None else None
 
     async def start_web() -> None:
         nonlocal web_listening
@@ -456,9 +457,23 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
         log_event(logging.ERROR, "cannot_listen", host=config.host, port=config.port, error=str(exc))
         return 1
     finally:
+        if orphan_watch is not None:
+            orphan_watch.cancel()
         if web is not None and web_listening:
             await web.stop()
     return 0
+
+
+async def watch_supervisor(stop: asyncio.Event, every_s: float = 0.5) -> None:
+    """A worker of ``--workers`` whose supervisor is gone (killed with SIGKILL, which it cannot pass
+    on) stops as on SIGTERM: left running, it would go on holding the shared port beside the next
+    supervisor's workers, restarted by no one."""
+    supervisor = os.getppid()
+    while not stop.is_set():
+        await asyncio.sleep(every_s)
+        if os.getppid() != supervisor:
+            log_event(logging.WARNING, "supervisor_gone", supervisor=supervisor)
+            stop.set()
 
 
 def make_web_server(args: argparse.Namespace, config: ServerConfig, server: RaceServer) -> WebServer | None:

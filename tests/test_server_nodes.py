@@ -697,6 +697,40 @@ async def test_a_reload_whose_new_worker_cannot_start_keeps_the_old_workers(
         assert "worker_replaced" not in events and "worker_died" not in events, events
 
 
+async def test_workers_whose_supervisor_is_killed_stop_and_free_the_port(own_redis_server: RedisServer) -> None:
+    """SIGKILL to the supervisor (it cannot pass it on): its workers see it gone and stop as on
+    SIGTERM, within a second, instead of holding the shared port, restarted by no one."""
+    port = free_port()
+    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2")
+    with server_process(*args) as supervisor:
+        await asyncio.to_thread(wait_healthy, supervisor, port)
+        workers: set[int] = set()
+
+        def both_answer() -> bool:
+            workers.add(int(health(port)[1]["pid"]))
+            return len(workers) >= 2
+
+        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        supervisor.kill()
+
+        def gone(pid: int) -> bool:  # exited (a zombie not yet reaped by whoever adopted it counts)
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except FileNotFoundError:
+                return True
+            return "\nState:\tZ" in status
+
+        def port_free() -> bool:
+            try:
+                health(port)
+            except OSError:
+                return True
+            return False
+
+        await eventually(lambda: all(gone(pid) for pid in workers), 15, what="both workers stopped")
+        assert await asyncio.to_thread(port_free)
+
+
 def test_workers_need_redis_and_a_port() -> None:
     for args, said in [
         (("--workers", "2"), "more than one worker needs --redis"),
