@@ -12,7 +12,8 @@ leaves the room ``--changes`` / 2 times; each join and each leave is a room chan
 which node A reads back (record and logs). The next change waits until A's host has seen the last
 one (the spectator count in its room snapshot), so every change is read back once. Measured on node
 A over that window: CPU (user+system, /proc) per change, and the store calls reading logs per
-change (the metrics' ``load_moves`` and ``load_logs`` calls: round trips). Prints JSON (``--json FILE`` too).
+change (the metrics' ``load_moves`` and ``load_logs`` calls: round trips), and the frames node A writes
+to its members per change. Prints JSON (``--json FILE`` too).
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ async def one_run(url: str, mode: str, entries: int, changes: int, seed: int) ->
         watcher = await Client.open(b, "watcher")
         await watcher.hello("watcher")
         await asyncio.sleep(0.5)  # the racers' last saves and pub/sub settle before the window
-        before_cpu, before_calls = cpu_seconds(proc_a.pid), log_reads(await asyncio.to_thread(metrics, port_a))
+        before_samples = await asyncio.to_thread(metrics, port_a)
+        before_cpu, before_calls = cpu_seconds(proc_a.pid), log_reads(before_samples)
+        before_frames = metric(before_samples, "plot_frames_sent_total")
         started = time.perf_counter()
         for n in range(changes):
             joining = n % 2 == 0
@@ -125,7 +128,8 @@ async def one_run(url: str, mode: str, entries: int, changes: int, seed: int) ->
                 await host.expect(p.Room, timeout=10)
         wall = time.perf_counter() - started
         cpu = cpu_seconds(proc_a.pid) - before_cpu
-        calls = log_reads(await asyncio.to_thread(metrics, port_a))
+        after_samples = await asyncio.to_thread(metrics, port_a)
+        calls, frames = log_reads(after_samples), metric(after_samples, "plot_frames_sent_total")
         for client in (*racers, watcher):
             await client.close()
         return {
@@ -134,6 +138,9 @@ async def one_run(url: str, mode: str, entries: int, changes: int, seed: int) ->
             "changes": changes,
             "node_a_cpu_us_per_change": round(cpu / changes * 1e6),
             "log_reads_per_change": round((calls - before_calls) / changes, 2),
+            # frames node A wrote to its members per change (its three racers: the new room each,
+            # and before 2026-12-01 also a race_start and a leaderboard each)
+            "node_a_frames_per_change": round((frames - before_frames) / changes, 2),
             "wall_ms_per_change": round(wall / changes * 1000, 2),
         }
     finally:
