@@ -532,20 +532,27 @@ async def test_a_node_whose_last_member_of_a_room_leaves_releases_it_once_that_i
             await client.close()
 
 
+async def workers_answering(supervisor: subprocess.Popen[str], port: int, scheme: str = "http") -> set[int]:
+    """Once ``plot-server --workers 2`` is up: the pids of both workers, each seen answering
+    /healthz on the shared port (a new connection each time: the kernel spreads them)."""
+    await asyncio.to_thread(wait_healthy, supervisor, port, scheme)
+    pids: set[int] = set()
+
+    def both_answer() -> bool:
+        pids.add(int(health(port, scheme)[1]["pid"]))
+        return len(pids) >= 2
+
+    await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+    return pids
+
+
 async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_server: RedisServer) -> None:
     """plot-server --workers 2: both workers answer on the one port, a race runs across them, and a
     worker killed with SIGKILL is restarted by the supervisor (logged); SIGTERM stops them all."""
     port = free_port()
     args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
     with server_process(*args, "--rate", "1000") as supervisor:
-        await asyncio.to_thread(wait_healthy, supervisor, port)
-        pids: set[int] = set()
-
-        def both_answer() -> bool:
-            pids.add(int(health(port)[1]["pid"]))  # a new connection each time: the kernel spreads them
-            return len(pids) >= 2
-
-        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        pids = await workers_answering(supervisor, port)
         address = f"ws://127.0.0.1:{port}"
         await spread_race(address, address)  # clients land on either worker
         # /metrics on the shared port: whichever worker takes the scrape answers for both, each
@@ -591,14 +598,7 @@ async def test_sighup_replaces_the_workers_one_at_a_time_and_their_racers_resume
     port = free_port()
     args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
     with server_process(*args, "--rate", "1000") as supervisor:
-        await asyncio.to_thread(wait_healthy, supervisor, port)
-        old: set[int] = set()
-
-        def both_answer() -> bool:
-            old.add(int(health(port)[1]["pid"]))
-            return len(old) >= 2
-
-        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        old = await workers_answering(supervisor, port)
         address = f"ws://127.0.0.1:{port}"
         clients, starts = await spread_room(address, address)
         _host, ann, bob, _eve = clients
@@ -671,14 +671,7 @@ async def test_a_reload_whose_new_worker_cannot_start_keeps_the_old_workers(
     port = free_port()
     args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2")
     with server_process(*args, "--tls-cert", str(cert), "--tls-key", str(key)) as supervisor:
-        await asyncio.to_thread(wait_healthy, supervisor, port, "https")
-        old: set[int] = set()
-
-        def both_answer() -> bool:
-            old.add(int(health(port, "https")[1]["pid"]))
-            return len(old) >= 2
-
-        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        old = await workers_answering(supervisor, port, "https")
         cert.unlink()
         supervisor.send_signal(signal.SIGHUP)
 
@@ -703,14 +696,7 @@ async def test_workers_whose_supervisor_is_killed_stop_and_free_the_port(own_red
     port = free_port()
     args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2")
     with server_process(*args) as supervisor:
-        await asyncio.to_thread(wait_healthy, supervisor, port)
-        workers: set[int] = set()
-
-        def both_answer() -> bool:
-            workers.add(int(health(port)[1]["pid"]))
-            return len(workers) >= 2
-
-        await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
+        workers = await workers_answering(supervisor, port)
         supervisor.kill()
 
         def gone(pid: int) -> bool:  # exited (a zombie not yet reaped by whoever adopted it counts)
