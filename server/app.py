@@ -976,10 +976,10 @@ class RaceServer:
 
     def _execute(self, effects: list[Effect]) -> None:
         for effect in effects:
-            if isinstance(effect, Send) and isinstance(effect.message, p.Results):
-                self._send_results(effect.players, effect.message)
-            elif isinstance(effect, Send):
-                if self.fanout.reaches(effect.players):  # never encoded for nobody (members on other nodes)
+            if isinstance(effect, Send):
+                if isinstance(effect.message, p.Results):
+                    self._send_results(effect.players, effect.message)
+                elif self.fanout.reaches(effect.players):  # never encoded for nobody (members on other nodes)
                     self.fanout.publish(None, effect.players, p.encode(effect.message), effect.droppable)
                 if self.metrics is not None and isinstance(effect.message, p.MoveOk):
                     self._count_ok(effect.players, effect.message)  # to all the racer's connections

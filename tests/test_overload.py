@@ -239,8 +239,10 @@ async def test_the_client_s_moves_go_out_in_the_order_asked_even_when_one_is_ans
             redis_process.send_signal(signal.SIGSTOP)
             try:
                 first = asyncio.ensure_future(ann.move("stock>waste"))
-                await asyncio.sleep(0.3)  # the first's write is out past append_stall_ms
+                await eventually(lambda: server._busy() == "store", 5, what="the first write stalled")
                 second = asyncio.ensure_future(ann.move("stock>waste"))
+                # Time for a second move sent at once (the old client) to be answered busy; the
+                # client now holds it back, so there is nothing of it to wait for.
                 await asyncio.sleep(0.05)
             finally:
                 redis_process.send_signal(signal.SIGCONT)
