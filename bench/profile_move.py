@@ -22,7 +22,7 @@ generator's measured window it profiles the server:
 
 Each sample (py-spy) or function's own time (cProfile; a built-in's goes to its caller's part)
 is put in one part of the move path by the innermost frame that names one (``classify``): websockets
-framing, decode, core, engine, encode, store, fan-out, shell (the rest of server/app.py), event loop
+framing, decode, core, engine, encode, store, fan-out, shell (the rest of server/shell/), event loop
 and I/O, other. The table divides each part's time by the moves the server accepted in the window
 and sets the total beside the server's CPU per move read from /proc over the same window.
 Loopback only. Prints the tables; ``--json FILE`` also writes the figures.
@@ -91,7 +91,7 @@ TRANSPARENT = (
 EVENT_LOOP = ("/uvloop/", "selectors.py", "socket.py", "ssl.py", "runners.py", "threading.py")
 # websockets functions that build or write outgoing frames (send, send_data, send_binary, send_frame...).
 WEBSOCKETS_WRITING = {"broadcast", "serialize", "data_to_send", "write", "writelines", "write_frame"}
-FAN_OUT = {"_deliver", "_cut", "_conns_of", "_reply", "publish"}
+FAN_OUT = "server/shell/delivery.py"
 ENGINE = ("shared/engine.py", "shared/cards.py", "shared/deal.py", "shared/solver.py")
 STORE = ("server/store/", "/redis/", "/hiredis/", "/valkey/", "/async_timeout/")
 
@@ -114,9 +114,9 @@ def part_of_frame(function: str, filename: str) -> str | None:
         return "core"
     if any(path.endswith(name) for name in ENGINE):
         return "engine"
-    if path.endswith("server/fanout.py") or (path.endswith("server/app.py") and function in FAN_OUT):
+    if path.endswith(FAN_OUT):
         return "fan-out"
-    if path.endswith("server/app.py") or path.endswith("server/cli.py"):
+    if "server/shell/" in path or path.endswith("server/cli.py"):
         return "shell"
     if any(marker in path for marker in EVENT_LOOP):
         return "event loop and I/O"

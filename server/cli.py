@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.limits import LimitsConfig
+from server.shell import RaceServer, ServerConfig, log_event, run_server
 from server.store.base import Store
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url

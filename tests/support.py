@@ -1,7 +1,7 @@
 """Helpers shared by the test modules, in one place (no test module imports another).
 
 - ``eventually`` / ``eventually_sync``: wait by condition, with a deadline, never a fixed sleep.
-- The core's test shell and its session helpers (re-exported from :mod:`server.core.testing`).
+- The core's test shell and its session helpers (re-exported from :mod:`server.testing.shell`).
 - A real WebSocket ``Client`` and a real server on a free loopback port (``running_server``).
 - ``plot-server`` as a real process (``server_process``, ``wait_healthy``).
 """
@@ -32,12 +32,12 @@ import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from server.app import RaceServer, ServerConfig
 from server.core import CoreConfig, ServerCore
-from server.core.testing import DEAL, SeededEntropy, Shell, lobby, pid, racing
 from server.limits import LimitsConfig
+from server.shell import RaceServer, ServerConfig
 from server.store.base import Store
 from server.store.memory import MemoryStore
+from server.testing.shell import DEAL, SeededEntropy, Shell, lobby, pid, racing
 from shared import protocol as p
 from shared.engine import Game, View
 
@@ -518,3 +518,13 @@ BLOCKED_VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors_bl
 BLOCKED_DEAL: int = BLOCKED_VECTOR["deal"]
 BLOCKED_MOVES: list[str] = BLOCKED_VECTOR["moves"]
 BLOCKED_TINY: int = BLOCKED_VECTOR["test_budget"]
+
+
+def open_connections(server: RaceServer) -> int:
+    """The connections the server holds open, from the levels /metrics reports."""
+    return sum(server.metrics_snapshot().connections.values())
+
+
+def move_writes(server: RaceServer) -> int:
+    """Moves queued or in flight to the store, from the levels /metrics reports."""
+    return server.metrics_snapshot().queues["move_writes"]

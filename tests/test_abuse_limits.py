@@ -11,12 +11,23 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from support import Client, eventually, fast_config, metric, metrics, raw_upgrade, running_server, url, ws_frame
+from support import (
+    Client,
+    eventually,
+    fast_config,
+    metric,
+    metrics,
+    open_connections,
+    raw_upgrade,
+    running_server,
+    url,
+    ws_frame,
+)
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from server.app import ServerConfig
 from server.limits import AddressLimits, LimitsConfig, address_key
+from server.shell import ServerConfig
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
@@ -186,7 +197,7 @@ async def test_a_client_that_never_reads_is_cut_on_the_timer() -> None:
 
         flooding = asyncio.ensure_future(flood())
         await eventually(lambda: server.stats.slow_disconnects == 1, what="the non-reader cut")
-        await eventually(lambda: not server._conns, what="its slot given back")
+        await eventually(lambda: open_connections(server) == 0, what="its slot given back")
         flooding.cancel()
         with contextlib.suppress(BaseException):
             await flooding

@@ -12,7 +12,7 @@ from support import SIZE, Client, message, running_server, screen_text, until, u
 
 from client.commands._race_args import exit_summary
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
-from server.app import RaceServer
+from server.shell import RaceServer
 from shared import protocol as p
 
 

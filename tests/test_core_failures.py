@@ -2,7 +2,7 @@
 unknown, rooms that must stay closed or count toward the limit, players that must be forgotten,
 and the move-id rules of docs/protocol.md.
 
-Core-level tests drive the package's test shell (server.core.testing.Shell); the room-lifecycle
+Core-level tests drive the package's test shell (server.testing.shell.Shell); the room-lifecycle
 ones run the real server on a loopback port with real WebSocket clients.
 """
 

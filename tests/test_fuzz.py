@@ -1,6 +1,6 @@
 """The fuzzing campaign's short run (issue 9): frames through the real decoder and the real room
 core, effects carried out against a real MemoryStore, the invariants checked after every frame
-(server/core/fuzzing.py). The long run is ``bench/fuzz.py --frames 1000000 --seed N``.
+(server/testing/fuzzing.py). The long run is ``bench/fuzz.py --frames 1000000 --seed N``.
 
 Three parts: a seeded campaign of generated and mutated frames (with coverage checks, so a
 generator that stopped reaching races would fail here); hypothesis-made frames fed into a world
@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import Effect, Event, MovePersisted, PersistMove, Reply, Send
-from server.core.fuzzing import FuzzDriver, StoreFaults, run_campaign, run_now
 from server.core.records import decode_room
 from server.store.memory import MemoryStore
+from server.testing.fuzzing import FuzzDriver, StoreFaults, run_campaign, run_now
 from shared import protocol as p
 
 # ---------------------------------------------------------------- the seeded campaign

@@ -1,6 +1,6 @@
 """The room core as a pure state machine: plain function calls, no sockets, no clock.
 
-The test shell (:class:`server.core.testing.Shell`) carries out the effects the way server/app.py
+The test shell (:class:`server.testing.shell.Shell`) carries out the effects the way server/app.py
 does (store writes are a dict there, acknowledged immediately unless a test holds them back), so
 each test reads as a session: hello, create, join, ready, start, moves, results.
 """

@@ -15,12 +15,24 @@ from typing import Any
 
 import msgpack
 import pytest
-from support import Client, board, eventually, fast_config, make_room, play, running_server, start_race, url, view_game
+from support import (
+    Client,
+    board,
+    eventually,
+    fast_config,
+    make_room,
+    open_connections,
+    play,
+    running_server,
+    start_race,
+    url,
+    view_game,
+)
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from server.app import RaceServer
 from server.core.records import decode_entry
+from server.shell import RaceServer
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from shared import protocol as p
@@ -346,7 +358,7 @@ async def test_connection_limit_answers_503() -> None:
             await connect(url(server))
         assert info.value.response.status_code == 503
         await first.close()
-        await eventually(lambda: len(server._conns) < 2)
+        await eventually(lambda: open_connections(server) < 2)
         third = await Client.open(server, "3")  # a freed slot can be used again
         await third.hello("Third")
         for client in (second, third):

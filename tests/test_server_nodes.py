@@ -41,8 +41,8 @@ from support import (
 )
 from winnable_sources import gated_random_deal
 
-from server.app import RaceServer
 from server.core.records import LogEntry, decode_player, decode_room, encode_record, hash_token, open_race_of
+from server.shell import RaceServer
 from server.store.base import AppendRequest, AppendResult
 from server.store.redis import RedisStore
 from server.winnable import WinnableConfig
@@ -764,7 +764,7 @@ async def settled(a: RaceServer, b: RaceServer, code: str, phase: str) -> bool:
     return (
         stored is not None
         and decode_room(stored[0]).phase == phase
-        and all(n._store_versions.get(code) == stored[1] and code not in n._room_workers for n in (a, b))
+        and all(n.known_version(code) == stored[1] and not n.writes_pending(code) for n in (a, b))
     )
 
 

@@ -33,7 +33,7 @@ from support import (
 )
 from winnable_sources import gated_random_deal
 
-from server.app import ServerConfig
+from server.shell import ServerConfig
 from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
 from shared.engine import BLOCKED, PLAYING

@@ -355,6 +355,8 @@ class SetListed(msgspec.Struct, frozen=True):
 
 
 class ExpireRoom(msgspec.Struct, frozen=True):
+    """The stored room expires ``seconds`` from now (None: never; a room live in the core)."""
+
     code: str
     seconds: float | None
 

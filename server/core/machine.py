@@ -2,7 +2,7 @@
 
 Events in (:mod:`server.core.events`), effects out. No sockets, no asyncio, no clock: every
 event carries the time, and randomness (room codes, deals, salts, ids, tokens) comes from an
-injectable :class:`Entropy`. The shell (server/app.py) decodes frames into events, calls
+injectable :class:`Entropy`. The shell (server/shell/) decodes frames into events, calls
 :meth:`ServerCore.handle`, and carries out the effects: sends, store writes, timers.
 
 Moves are write-ahead: a valid move becomes a ``PersistMove`` effect and is applied and
@@ -257,6 +257,48 @@ class ServerCore(
     def holds(self, code: str) -> bool:
         """Does this process hold the room, or is it loading it?"""
         return code in self.rooms or code in self._loading
+
+    # ------------------------------------------------------------------ read-only queries (metrics, health)
+
+    def room_count(self) -> int:
+        return len(self.rooms)
+
+    def phase_counts(self) -> dict[str, int]:
+        """The rooms held here, by phase."""
+        counts: dict[str, int] = {}
+        for room in self.rooms.values():
+            counts[room.phase] = counts.get(room.phase, 0) + 1
+        return counts
+
+    def connection_kind(self, player_id: str | None) -> str:
+        """What a connection bound to this player is: anonymous (no player), lobby (in no room
+        here), or racer or spectator (its role in its room)."""
+        player = self.players.get(player_id) if player_id is not None else None
+        if player is None:
+            return "anonymous"
+        room = self.rooms.get(player.room) if player.room is not None else None
+        member = room.members.get(player.player_id) if room is not None else None
+        if member is None:
+            return "lobby"
+        return p.SPECTATOR if member.role == p.SPECTATOR else p.RACER
+
+    def is_member(self, code: str, player_id: str) -> bool:
+        """Is the player a member of the room held here (a join succeeded)?"""
+        room = self.rooms.get(code)
+        return room is not None and player_id in room.members
+
+    def known_log_lengths(self, code: str, race: int) -> dict[str, int]:
+        """Several nodes, a read-back of race ``race``: each racer's log length in this node's copy,
+        where a read may start, for the racers whose copy lines up with the log (an unreadable
+        stored entry makes positions differ: those are read whole). Nothing for another race."""
+        room = self.rooms.get(code)
+        if room is None or room.race is None or room.race.record.number != race:
+            return {}
+        return {
+            pid: racer.log_length
+            for pid, racer in room.race.racers.items()
+            if racer.log_length and len(racer.game.entries) == len(racer.times) == racer.log_length
+        }
 
     def summary(self, code: str) -> p.RoomSummary | None:
         room = self.rooms.get(code)

@@ -1,0 +1,165 @@
+"""Reads for the core: a resume token's player, a room (record and logs), the room list, a log.
+
+Each answers one effect with one event. A room is read behind this process's own pending writes
+of it (:meth:`RoomWrites.read_room`), so a read never sees the store from before them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from server.core import ServerCore
+from server.core.events import (
+    Event,
+    ListRooms,
+    LoadRoom,
+    LogReloaded,
+    LookupToken,
+    ReloadLog,
+    RoomLoaded,
+    RoomsListed,
+    TokenLooked,
+)
+from server.core.records import LogEntry, PlayerRecord, RoomRecord, decode_entry, decode_player, decode_room
+from server.shell.config import ServerConfig, log_event, now_ms
+from server.shell.link import Link
+from server.store.base import Store, StoreUnavailable
+
+if TYPE_CHECKING:
+    from server.shell.room_writes import RoomWrites
+
+
+def decode_entries(code: str, raw: list[bytes]) -> list[LogEntry]:
+    entries: list[LogEntry] = []
+    for item in raw:
+        try:
+            entries.append(decode_entry(item))
+        except msgspec.DecodeError:
+            log_event(logging.ERROR, "log_entry_unreadable", room=code)
+            entries.append(LogEntry(move="?", t_ms=0))  # keeps the log length; the replay skips it
+    return entries
+
+
+async def race_logs(
+    store: Store, code: str, record: RoomRecord | None, starts: dict[str, int] | None = None
+) -> dict[str, list[LogEntry]]:
+    """The move logs of the room's current race (none for a room gone, closed or between races);
+    ``starts``: racers whose log is read from that index on."""
+    logs: dict[str, list[LogEntry]] = {}
+    if record is not None and record.race is not None and record.members and not record.closed:
+        wanted = [(r.player_id, 0 if starts is None else starts.get(r.player_id, 0)) for r in record.race.racers]
+        for (player_id, _start), raw in zip(
+            wanted, await store.load_logs(code, record.race.number, wanted), strict=True
+        ):
+            logs[player_id] = decode_entries(code, raw)
+    return logs
+
+
+class Reads:
+    def __init__(
+        self,
+        config: ServerConfig,
+        store: Store,
+        core: ServerCore,
+        link: Link,
+        writes: RoomWrites,
+        dispatch: Callable[[Event], None],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.core = core
+        self.link = link
+        self.writes = writes
+        self.dispatch = dispatch
+        self.closing = False
+
+    async def lookup_token(self, effect: LookupToken) -> None:
+        """The player a resume token names (its record), for the core's hello."""
+        record: PlayerRecord | None = None
+        try:
+            player_id = await self.store.player_by_token(effect.token_hash)
+            data = await self.store.get_player(player_id) if player_id is not None else None
+        except StoreUnavailable as exc:
+            log_event(logging.WARNING, "store_unavailable", conn=effect.conn, op="lookup_token", error=str(exc))
+            self.dispatch(TokenLooked(effect.conn, effect.token_hash, None, now_ms(), failed=True))
+            return
+        if data is not None:
+            try:
+                record = decode_player(data)
+            except msgspec.DecodeError:
+                log_event(logging.ERROR, "player_record_unreadable", player=player_id)
+        self.dispatch(TokenLooked(effect.conn, effect.token_hash, record, now_ms()))
+
+    async def load_room(self, effect: LoadRoom) -> None:
+        """A room's record and its current race's move logs, for the core (retried with back-off
+        while the store does not answer, unless ``once``)."""
+        code = effect.code
+        await self.link.subscribe(code)  # before the read: no change committed after it is missed
+        delay = 0.05
+        while True:
+            try:
+                loaded = await self.writes.read_room(code)
+                record: RoomRecord | None = None
+                if loaded is not None:
+                    try:
+                        record = decode_room(loaded[0])
+                    except msgspec.DecodeError:
+                        log_event(logging.ERROR, "room_record_unreadable", room=code)
+                logs = await race_logs(self.store, code, record)
+            except StoreUnavailable as exc:
+                log_event(logging.WARNING, "store_unavailable", room=code, op="load_room", error=str(exc))
+                if effect.once or self.closing:
+                    self.dispatch(RoomLoaded(code, None, {}, now_ms(), failed=True))
+                    return
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 2)
+                continue
+            if record is not None and loaded is not None:
+                self.writes.loaded(code, loaded[1], record)
+            self.dispatch(RoomLoaded(code, record, logs, now_ms()))
+            return
+
+    async def list_rooms(self, effect: ListRooms) -> None:
+        """The listed rooms, for the core's room list: codes, and the records of those it does not hold."""
+        codes: list[str] = []
+        records: dict[str, RoomRecord] = {}
+        try:
+            for code in await self.store.listed_rooms():
+                if len(codes) >= self.config.list_limit:
+                    break
+                if self.core.has_room(code):
+                    codes.append(code)
+                    continue
+                loaded = await self.writes.read_room(code)
+                if loaded is None:
+                    continue
+                try:
+                    record = decode_room(loaded[0])
+                except msgspec.DecodeError:
+                    continue
+                if record.members and not record.closed:
+                    codes.append(code)
+                    records[code] = record
+        except StoreUnavailable as exc:
+            log_event(logging.WARNING, "store_unavailable", conn=effect.conn, op="list_rooms", error=str(exc))
+            self.dispatch(RoomsListed(effect.conn, [], {}, now_ms(), failed=True))
+            return
+        self.dispatch(RoomsListed(effect.conn, codes, records, now_ms()))
+
+    async def reload(self, effect: ReloadLog) -> None:
+        delay = 0.05
+        while self.core.has_room(effect.code):
+            try:
+                raw = await self.store.load_moves(effect.code, effect.race, effect.player_id)
+            except StoreUnavailable:
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 2)
+                continue
+            entries = decode_entries(effect.code, raw)
+            self.dispatch(LogReloaded(effect.code, effect.race, effect.player_id, entries, now_ms()))
+            return
