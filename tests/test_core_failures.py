@@ -32,6 +32,7 @@ from server.core.deadlines import Due
 from server.core.events import (
     ClientEvent,
     DropRoom,
+    KeepCommand,
     LoadRoom,
     LogReloaded,
     MovePersistFailed,
@@ -41,6 +42,7 @@ from server.core.events import (
     RemoteBatch,
     RemoteMoves,
     RoomChanged,
+    RoomStale,
     SavePlayer,
     Send,
     Wake,
@@ -1032,3 +1034,32 @@ def test_one_read_of_the_subscription_is_one_core_event_for_every_racer_in_it(mo
     for room, racer, entries in ((other, cy, [*cys, *more]), (code, ann, [*anns, *anns_more])):
         rebuilt = shell.core.rooms[room].race.racers[racer]  # type: ignore[union-attr]
         assert rebuilt.game.entries == [e.move for e in entries]  # from the log
+
+
+def test_a_stale_room_is_read_back_from_where_its_copy_lines_up() -> None:
+    """Several nodes: a room the store may hold newer is read back with each racer's known log
+    length (a read of that race starts there); a room not held here is not read back at all."""
+    shell = shared_shell()
+    conns, code = racing(shell)
+    shell.move(conns[0], 1, "stock>waste")
+    shell.run(RoomStale(code, shell.now))
+    [read_back] = shell.read_backs
+    race = shell.core.rooms[code].race
+    assert race is not None and read_back.race == race.record.number and not read_back.first
+    assert read_back.lengths == {pid(shell, conns[0]): 1}  # racers with nothing stored start at 0
+    shell.run(RoomStale("ZZZZZ", shell.now, first=True))
+    assert len(shell.read_backs) == 1
+
+
+def test_room_commands_are_kept_for_a_read_back_and_moves_are_not() -> None:
+    """Several nodes: a command that changed a room is kept (KeepCommand, before the save it goes
+    with); a move, a ping or a room list is not."""
+    shell = shared_shell()
+    conns, code = lobby(shell)
+    effects = shell.send(conns[1], p.Ready(ready=False))
+    kept = [e for e in effects if isinstance(e, KeepCommand)]
+    assert [k.codes for k in kept] == [(code,)] and isinstance(effects[0], KeepCommand)
+    assert not any(isinstance(e, KeepCommand) for e in shell.send(conns[1], p.Ping(t=1)))
+    one_node = Shell()
+    one_conns, _ = lobby(one_node)
+    assert not any(isinstance(e, KeepCommand) for e in one_node.send(one_conns[1], p.Ready(ready=False)))

@@ -17,6 +17,7 @@ from support import DEAL, SeededEntropy, Shell, board, lobby, pid, racing
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
     Disconnected,
+    ExpireRoom,
     LogReloaded,
     MovePersistFailed,
     Send,
@@ -707,3 +708,34 @@ def test_random_sessions_never_break_invariants(seed: int) -> None:
     for conn in everyone:
         seqs = [m.seq for m in shell.inbox[conn] if isinstance(m, p.MoveOk) and not m.duplicate]
         assert seqs == sorted(seqs)
+
+
+def test_a_race_starts_only_once_the_store_holds_its_record() -> None:
+    """The countdown's save (the deal and salt its commitment binds) lands before any race_start
+    goes out: past the countdown the room waits for RoomSaved, then starts at once."""
+    shell = Shell()
+    conns, code = lobby(shell)
+    shell.hold_saves = True
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms + 500)
+    summary = shell.core.summary(code)
+    assert summary is not None and summary.phase == p.COUNTDOWN
+    assert not any(isinstance(m, p.RaceStart) for conn in conns for m in shell.inbox[conn])
+    shell.hold_saves = False
+    shell.land_saves()
+    shell.advance(0)
+    summary = shell.core.summary(code)
+    assert summary is not None and summary.phase == p.RACING
+    assert all(any(isinstance(m, p.RaceStart) for m in shell.inbox[conn]) for conn in conns)
+
+
+def test_a_live_room_never_expires_in_the_store_and_a_finished_one_does() -> None:
+    """The core gives a room's stored lifetime: none while it is live here, the room lifetime once
+    it shows results."""
+    shell = Shell()
+    conns, code = racing(shell)
+    live = [e.seconds for e in shell.effects if isinstance(e, ExpireRoom) and e.code == code]
+    assert live and all(seconds is None for seconds in live)
+    shell.send(conns[0], p.EndRace())
+    finished = [e.seconds for e in shell.effects if isinstance(e, ExpireRoom) and e.code == code][len(live) :]
+    assert finished == [shell.config.room_ttl_s]

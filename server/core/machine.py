@@ -42,6 +42,7 @@ from server.core.events import (
     RoomLoaded,
     RoomSaved,
     RoomsListed,
+    RoomStale,
     Tick,
     TokenLooked,
 )
@@ -69,6 +70,8 @@ __all__ = ["CoreConfig", "Entropy", "ServerCore", "summary_from_record"]
 
 # Events about one racer's log. A tuple, not ``A | B | ...``: that union is built anew at each call
 # (four objects, about a microsecond), and this test runs on every event.
+# The phases of a landed save that hold the current race's record.
+RACE_STORED = (p.COUNTDOWN, p.RACING, p.RESULTS)
 ONE_RACER_EVENTS = (MovePersisted, MovePersistFailed, LogReloaded, BlockedChecked, RemoteMoves)
 
 
@@ -90,7 +93,10 @@ class ServerCore(
         subjects, before = self._before(event)
         try:
             self._dispatch(event)
-            return self._finish()
+            out = self._finish()
+            if self.config.shared_rooms and isinstance(event, ClientEvent):
+                self._keep_command(event, out)
+            return out
         except Exception as exc:  # the error state: see the class docstring
             return self._failed(event, exc, subjects, before)
 
@@ -137,18 +143,29 @@ class ServerCore(
         elif isinstance(event, RoomChanged):
             self._room_changed(event)
         elif isinstance(event, RoomSaved):
-            room = self.rooms.get(event.code)
-            if room is not None:
-                room.shown = (event.phase, event.race)
-                # Its last member here may have just left (the save recorded it): the room's
-                # node is another one now, and this one stops applying its moves at once.
-                self._release_if_held_elsewhere(room)
+            self._room_saved(event)
+        elif isinstance(event, RoomStale):
+            self._room_stale(event)
         elif isinstance(event, RemoteMoves):
             self._remote_moves(event)
         elif isinstance(event, NodesGone):
             self._nodes_gone(event)
         else:
             assert_never(event)
+
+    def _room_saved(self, event: RoomSaved) -> None:
+        room = self.rooms.get(event.code)
+        if room is None:
+            return
+        race = room.race
+        if race is not None and race.unstored and event.race == race.record.number and event.phase in RACE_STORED:
+            race.unstored = False  # the race record is stored: its start is in the deadline table again
+            self._touched.add(room.code)
+        if self.config.shared_rooms:
+            room.shown = (event.phase, event.race)
+            # Its last member here may have just left (the save recorded it): the room's node is
+            # another one now, and this one stops applying its moves at once.
+            self._release_if_held_elsewhere(room)
 
     def _before(self, event: Event) -> tuple[set[str], dict[str, dict[str, LogSnapshot | None]]]:
         """Taken before an event is handled, for the error state: the rooms it may change, and their
@@ -286,19 +303,6 @@ class ServerCore(
         """Is the player a member of the room held here (a join succeeded)?"""
         room = self.rooms.get(code)
         return room is not None and player_id in room.members
-
-    def known_log_lengths(self, code: str, race: int) -> dict[str, int]:
-        """Several nodes, a read-back of race ``race``: each racer's log length in this node's copy,
-        where a read may start, for the racers whose copy lines up with the log (an unreadable
-        stored entry makes positions differ: those are read whole). Nothing for another race."""
-        room = self.rooms.get(code)
-        if room is None or room.race is None or room.race.record.number != race:
-            return {}
-        return {
-            pid: racer.log_length
-            for pid, racer in room.race.racers.items()
-            if racer.log_length and len(racer.game.entries) == len(racer.times) == racer.log_length
-        }
 
     def summary(self, code: str) -> p.RoomSummary | None:
         room = self.rooms.get(code)

@@ -123,6 +123,7 @@ class RaceMixin(CoreBase):
             racers=[RacerInfo(player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash) for m in racers],
         )
         room.race = self._race_from_record(room, record, {}, now)
+        room.race.unstored = True  # until its save lands (RoomSaved): the start waits for it
         self._set_phase(room, p.COUNTDOWN)
         self._expire(room.code, self.config.room_ttl_s)
         self._note("race_countdown", room=room.code, race=record.number, racers=len(racers), chosen_deal=chosen)

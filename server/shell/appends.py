@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from server.core.events import Event, MovePersisted, MovePersistFailed, PersistMove
 from server.core.records import encode_record
+from server.core.wal import busy_answer
 from server.shell.config import ServerConfig, Tasks, log, log_event, now_ms
 from server.shell.link import Link
 from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
@@ -98,8 +99,7 @@ class AppendPipeline:
         busy_retry_ms, so that the moves refused in one turn do not all come back in one turn."""
         retry = max(1, round(self.config.busy_retry_ms * (0.5 + random.random())))
         what = "writing moves" if cause == "store" else "taking on moves"
-        why = f"the server is busy {what}: send it again (same id) in {retry} ms; retry_ms={retry}"
-        return p.MoveRejected(id=move_id, code=p.BUSY, reason=why)
+        return busy_answer(move_id, f"the server is busy {what}", retry)
 
     # ------------------------------------------------------------------ group commit
 

@@ -20,11 +20,13 @@ from server.core.events import (
     Effect,
     ExpireRoom,
     FindDeal,
+    KeepCommand,
     ListRooms,
     LoadRoom,
     LookupToken,
     Note,
     PersistMove,
+    ReadBack,
     RegisterPlayer,
     ReloadLog,
     Reply,
@@ -86,6 +88,10 @@ class EffectExecutor(abc.ABC):
             self.list_rooms(effect)
         elif isinstance(effect, DropRoom):
             self.drop_room(effect)
+        elif isinstance(effect, ReadBack):
+            self.read_back(effect)
+        elif isinstance(effect, KeepCommand):
+            self.keep_command(effect)
         else:
             assert_never(effect)
 
@@ -165,3 +171,11 @@ class EffectExecutor(abc.ABC):
 
     @abc.abstractmethod
     def check_blocked(self, effect: CheckBlocked) -> None: ...
+
+    # ------------------------------------------------------------------ several nodes
+
+    @abc.abstractmethod
+    def read_back(self, effect: ReadBack) -> None: ...
+
+    @abc.abstractmethod
+    def keep_command(self, effect: KeepCommand) -> None: ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from server.core.events import ClientEvent, Effect, FindDeal
+from server.core.events import FindDeal
 from server.core.records import RoomRecord
 from server.store.base import LogLength
 from server.winnable import DealFinder, SearchOutcome
@@ -49,12 +49,6 @@ class Link:
     def counted_logs(self, record: RoomRecord) -> tuple[LogLength, ...]:
         """The logs a save of this record must find as long as it says (none on one node)."""
         return ()
-
-    def saved(self, code: str, record: RoomRecord) -> None:
-        """A save of the room landed."""
-
-    def command(self, event: ClientEvent, effects: list[Effect]) -> None:
-        """A client event was handled (several nodes keep room commands until a save commits them)."""
 
     async def find_deal(self, effect: FindDeal, finder: DealFinder, wanted: Callable[[], bool]) -> SearchOutcome | None:
         """A winnable deal for the room (None: another node searched, and the room moved on)."""

@@ -120,7 +120,7 @@ class Reads:
                 delay = min(2.0, delay * 2)
                 continue
             if record is not None and loaded is not None:
-                self.writes.loaded(code, loaded[1], record)
+                self.writes.loaded(code, loaded[1])
             self.dispatch(RoomLoaded(code, record, logs, now_ms()))
             return
 

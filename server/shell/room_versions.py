@@ -14,8 +14,6 @@ One room's book:
 - ``conflict``: one node, another writer changed the room: it is never overwritten again.
 - ``epoch``: several nodes, the room's read-backs so far; a save made before the last one was made
   on a copy that the read-back replaced, and is dropped.
-- ``stored_race`` / ``queued_race``: the open race of the stored record and of the latest queued
-  save; a tick is held (``held_tick``) while the queued save opens a race the store lacks.
 - ``uncommitted``: several nodes, room commands handled here that no landed save holds yet, by
   number; a read-back replays them on the store's copy.
 """
@@ -69,7 +67,11 @@ class ReadOp:
 
 @dataclass(frozen=True, slots=True)
 class RefreshOp:
-    """Several nodes: read the room back from the store (RoomChanged)."""
+    """Several nodes: read the room back from the store (RoomChanged); a read of race ``race``'s
+    logs starts at ``lengths`` (the core's copy holds the entries before)."""
+
+    race: int | None = None
+    lengths: dict[str, int] = field(default_factory=dict)
 
 
 RoomOp = SaveOp | ListOp | ExpireOp | ReadOp | RefreshOp
@@ -123,9 +125,6 @@ class RoomBook:
     uncertain: tuple[int, bytes] | None = None
     conflict: bool = False
     epoch: int = 0
-    stored_race: int | None = None
-    queued_race: int | None = None
-    held_tick: bool = False
     refreshing: bool = False
     uncommitted: list[tuple[int, ClientEvent]] = field(default_factory=list)
 
@@ -149,27 +148,24 @@ class RoomVersions:
 
     # ------------------------------------------------------------------ what the store holds
 
-    def loaded(self, code: str, version: int | None, race: int | None) -> None:
+    def loaded(self, code: str, version: int | None) -> None:
         """A room read from the store to be held here (nothing of it was queued)."""
         book = self.book(code)
         book.version = version
-        book.stored_race = race
         book.conflict = False
 
-    def created(self, code: str, race: int | None) -> None:
+    def created(self, code: str) -> None:
         """This node stored the room afresh (a creation, or a recreation): version 1."""
         book = self.book(code)
         book.version = 1
-        book.stored_race = race
         book.conflict = False
 
     # ------------------------------------------------------------------ saves
 
-    def queue_save(self, code: str, race: int | None) -> int:
-        """A save is queued (its record opens ``race``): the epoch it is made at."""
-        book = self.book(code)
-        book.queued_race = race
-        return book.epoch
+    def epoch(self, code: str) -> int:
+        """The epoch a save queued now is made at."""
+        book = self.books.get(code)
+        return 0 if book is None else book.epoch
 
     def begin_save(self, code: str, epoch: int) -> SaveStep:
         book = self.book(code)
@@ -199,11 +195,10 @@ class RoomVersions:
         book.version = None
         book.uncertain = (version, data)
 
-    def save_landed(self, code: str, version: int, race: int | None, commands: int) -> None:
+    def save_landed(self, code: str, version: int, commands: int) -> None:
         """A save holding the room commands up to number ``commands`` landed as ``version``."""
         book = self.book(code)
         book.version = version
-        book.stored_race = race
         if self.shared and book.uncommitted:
             book.uncommitted = [c for c in book.uncommitted if c[0] > commands]
 
@@ -240,7 +235,7 @@ class RoomVersions:
         book.refreshing = True
         return True
 
-    def refreshed(self, code: str, version: int | None, race: int | None) -> tuple[ClientEvent, ...]:
+    def refreshed(self, code: str, version: int | None) -> tuple[ClientEvent, ...]:
         """The room was read back (``version`` None: it is gone): saves made before are stale from
         now on. Returns the commands to handle again on the store's copy."""
         book = self.book(code)
@@ -248,8 +243,6 @@ class RoomVersions:
         book.epoch += 1
         if version is not None:
             book.version = version
-        book.stored_race = race
-        book.queued_race = race
         book.uncertain = None
         book.conflict = False
         return tuple(event for _number, event in book.uncommitted)
@@ -259,30 +252,3 @@ class RoomVersions:
         self.commands += 1
         for code in codes:
             self.book(code).uncommitted.append((self.commands, event))
-
-    # ------------------------------------------------------------------ ticks held for the race record
-
-    def race_unstored(self, code: str) -> bool:
-        """A queued save opens a race the store does not have yet."""
-        book = self.books.get(code)
-        return book is not None and book.queued_race is not None and book.queued_race != book.stored_race
-
-    def hold_tick(self, code: str) -> bool:
-        """A room's timer fired: True if its tick waits for the race record to be stored."""
-        if not self.race_unstored(code):
-            return False
-        self.book(code).held_tick = True
-        return True
-
-    def release_tick(self, code: str) -> bool:
-        """A save or a read-back finished: True if a held tick may go to the core now."""
-        book = self.books.get(code)
-        if book is None or not book.held_tick or self.race_unstored(code):
-            return False
-        book.held_tick = False
-        return True
-
-    def drop_tick(self, code: str) -> None:
-        book = self.books.get(code)
-        if book is not None:
-            book.held_tick = False

@@ -21,9 +21,12 @@ from server.core.events import (
     CreateRoomRecord,
     Effect,
     Event,
+    ReadBack,
     RoomChanged,
     RoomCreated,
     RoomCreateFailed,
+    RoomSaved,
+    RoomStale,
     SaveRoom,
 )
 from server.core.records import RoomRecord, decode_room, encode_record, open_race_of
@@ -58,7 +61,6 @@ class RoomWrites:
         link: Link,
         dispatch: Callable[[Event], None],
         execute: Callable[[list[Effect]], None],
-        tick: Callable[[str], None],
     ) -> None:
         self.config = config
         self.store = store
@@ -66,7 +68,6 @@ class RoomWrites:
         self.link = link
         self.dispatch = dispatch
         self.execute = execute
-        self.tick = tick  # a held tick released (the race record is stored)
         self.versions = RoomVersions(shared=link.shared)
         self.ops: dict[str, deque[RoomOp]] = {}
         self.workers: dict[str, asyncio.Task[None]] = {}
@@ -78,7 +79,7 @@ class RoomWrites:
     # ------------------------------------------------------------------ queueing
 
     def save(self, effect: SaveRoom) -> None:
-        epoch = self.versions.queue_save(effect.code, open_race_of(effect.record))
+        epoch = self.versions.epoch(effect.code)
         self._queue(effect.code, SaveOp(effect.record, epoch, self.versions.commands, effect.then))
 
     def set_listed(self, code: str, listed: bool) -> None:
@@ -87,16 +88,17 @@ class RoomWrites:
     def expire(self, code: str, seconds: float | None) -> None:
         self._queue(code, ExpireOp(seconds))
 
-    def refresh(self, code: str, first: bool = False) -> None:
+    def read_back(self, effect: ReadBack) -> None:
         """Read the room back from the store (in its queue: after this node's own pending writes,
         or ``first``: before the saves queued behind a save that lost its compare-and-set)."""
-        if not self.versions.want_refresh(code):
+        if not self.versions.want_refresh(effect.code):
             return
-        if first:
-            self.ops.setdefault(code, deque()).appendleft(RefreshOp())
-            self._work(code)
+        op = RefreshOp(effect.race, effect.lengths)
+        if effect.first:
+            self.ops.setdefault(effect.code, deque()).appendleft(op)
+            self._work(effect.code)
         else:
-            self._queue(code, RefreshOp())
+            self._queue(effect.code, op)
 
     def _queue(self, code: str, op: RoomOp) -> None:
         ops = self.ops.setdefault(code, deque())
@@ -112,14 +114,13 @@ class RoomWrites:
 
     def dropped(self, code: str) -> None:
         """The core forgot the room: its book goes unless writes are still queued (then the worker's end)."""
-        self.versions.drop_tick(code)
         if code not in self.workers:
             self.versions.forget(code)
 
-    def loaded(self, code: str, version: int, record: RoomRecord) -> None:
+    def loaded(self, code: str, version: int) -> None:
         """The room was read to be held here: its version, unless this node has writes of it pending."""
         if not self.core.has_room(code) and code not in self.workers:
-            self.versions.loaded(code, version, open_race_of(record))
+            self.versions.loaded(code, version)
 
     # ------------------------------------------------------------------ reads behind the writes
 
@@ -172,8 +173,6 @@ class RoomWrites:
                         op.answer.set_exception(exc)
                     continue
                 backoff.reset()
-                if isinstance(op, SaveOp | RefreshOp) and self.versions.release_tick(code):
-                    self.tick(code)  # the race record is stored: the race may start
         finally:
             self.workers.pop(code, None)
             if not ops:
@@ -185,7 +184,7 @@ class RoomWrites:
         if isinstance(op, SaveOp):
             await self._save(code, op)
         elif isinstance(op, RefreshOp):
-            await self._refresh(code)
+            await self._refresh(code, op)
         elif isinstance(op, ListOp):
             await self.store.set_listed(code, op.listed)
         elif isinstance(op, ExpireOp):
@@ -225,10 +224,9 @@ class RoomWrites:
             self.versions.save_unknown(code, step.version, data)
             raise
         if new is not None:
-            self.versions.save_landed(code, new, race, save.commands)
+            self.versions.save_landed(code, new, save.commands)
             self.link.noticed(1)
-            self.execute(list(save.then))  # landed: what waited for it goes out (the results)
-            self.link.saved(code, save.record)
+            self._landed(code, save)
             return
         refused = self.versions.refused(code, step.version, await self.store.load_room(code))
         if isinstance(refused, Recreate):
@@ -236,11 +234,17 @@ class RoomWrites:
         else:
             self._lost(code, refused)
 
+    def _landed(self, code: str, save: SaveOp) -> None:
+        """What waited for the save goes out (the results), then the core learns it landed (a
+        race's start waits for its record's save)."""
+        self.execute(list(save.then))
+        self.dispatch(RoomSaved(code, save.record.phase, save.record.race_number, now_ms()))
+
     def _lost(self, code: str, lost: Lost) -> None:
         if lost.refresh:
             # Several nodes: another node committed first; its change stands, this node reads it back.
             log_event(logging.INFO, "room_save_lost", room=code, expected=lost.expected, found=lost.found)
-            self.refresh(code, first=True)
+            self.dispatch(RoomStale(code, now_ms(), first=True))
             return
         log_event(logging.ERROR, "room_save_conflict", room=code, expected=lost.expected, found=lost.found)
 
@@ -250,16 +254,15 @@ class RoomWrites:
         log_event(logging.WARNING, "room_recreated", room=code)
         record = save.record
         if await self.store.create_room(code, data, open_race=race, notice=self.link.version_notice(1)):
-            self.versions.created(code, race)
+            self.versions.created(code)
             self.link.noticed(1)
             if not record.options.private and record.members:
                 self.set_listed(code, True)  # next in the room's queue, retried there on failure
-            self.execute(list(save.then))
-            self.link.saved(code, record)
+            self._landed(code, save)
         else:  # created by someone else meanwhile
             self._lost(code, self.versions.recreate_refused(code))
 
-    async def _refresh(self, code: str) -> None:
+    async def _refresh(self, code: str, op: RefreshOp) -> None:
         """The room's record and logs as the store has them replace this node's copy (RoomChanged).
         Saves the core made before this were made on the old copy: they are dropped (the epoch)."""
         loaded = await self.store.load_room(code)
@@ -270,17 +273,12 @@ class RoomWrites:
             except msgspec.DecodeError:
                 log_event(logging.ERROR, "room_record_unreadable", room=code)
                 return
-        starts = self._known_lengths(code, record)
+        incremental = self.config.readback == "incremental"
+        same = record is not None and record.race is not None and record.race.number == op.race
+        starts = op.lengths if incremental and same else {}
         logs = await race_logs(self.store, code, record, starts)
-        race = None if record is None else open_race_of(record)
-        replay = self.versions.refreshed(code, None if loaded is None else loaded[1], race)
+        replay = self.versions.refreshed(code, None if loaded is None else loaded[1])
         self.dispatch(RoomChanged(code, record, logs, now_ms(), replay, starts))
-
-    def _known_lengths(self, code: str, record: RoomRecord | None) -> dict[str, int]:
-        """Where a read-back may start reading each racer's log (nothing with ``readback="full"``)."""
-        if self.config.readback != "incremental" or record is None or record.race is None:
-            return {}
-        return self.core.known_log_lengths(code, record.race.number)
 
     # ------------------------------------------------------------------ creation
 
@@ -295,7 +293,7 @@ class RoomWrites:
             event = RoomCreateFailed(effect.conn, effect.record, False, now_ms())
         else:
             if created:
-                self.versions.created(code, race)
+                self.versions.created(code)
                 event = RoomCreated(effect.conn, effect.record, now_ms())
             else:
                 event = RoomCreateFailed(effect.conn, effect.record, True, now_ms())

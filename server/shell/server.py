@@ -33,11 +33,13 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    KeepCommand,
     ListRooms,
     LoadRoom,
     LookupToken,
     Note,
     PersistMove,
+    ReadBack,
     RegisterPlayer,
     ReloadLog,
     Reply,
@@ -149,6 +151,12 @@ class ShellEffects(EffectExecutor):
     def check_blocked(self, effect: CheckBlocked) -> None:
         self.workers.start_job(effect)  # its own worker: never behind a deal search
 
+    def read_back(self, effect: ReadBack) -> None:
+        self.writes.read_back(effect)
+
+    def keep_command(self, effect: KeepCommand) -> None:
+        self.writes.versions.note_command(set(effect.codes), effect.event)
+
 
 class RaceServer:
     """``await start()``, then serve until ``await stop()``."""
@@ -178,11 +186,9 @@ class RaceServer:
         self.appends = AppendPipeline(self.config, store, self.link, self.tasks, dispatch)
         self.gate = Gate(self.config, self.stats, self.core, self.delivery, self.appends, self.tasks, dispatch)
         self.delivery.on_check = self.gate.limits.prune
-        self.room_writes = RoomWrites(
-            self.config, store, self.core, self.link, dispatch, self.execute, self._tick_released
-        )
+        self.room_writes = RoomWrites(self.config, store, self.core, self.link, dispatch, self.execute)
         self.link.attach(self.room_writes)
-        self.timers = Timers(dispatch, self.room_writes.versions.hold_tick)
+        self.timers = Timers(dispatch)
         self.reads = Reads(self.config, store, self.core, self.link, self.room_writes, dispatch)
         self.player_writes = PlayerWrites(store, dispatch)
         self.workers = Workers(self.config.winnable, self.core, self.link, dispatch)
@@ -193,7 +199,6 @@ class RaceServer:
             self.metrics = self._make_metrics()
             self.delivery.metrics = self.http.metrics = self.metrics
             self.gate.timed = self.metrics is not None
-        self._on_command = self.link.command if self.link.shared else None
         self._server: Server | None = None
         self._closing = False
 
@@ -245,8 +250,6 @@ class RaceServer:
                 if conn is not None:
                     self.delivery.reply(conn, p.Error(code=p.INTERNAL, message="the server failed on this message"))
             return
-        if self._on_command is not None and isinstance(event, ClientEvent):
-            self._on_command(event, effects)
         execute = self.effects.execute
         for effect in effects:
             execute(effect)
@@ -255,9 +258,6 @@ class RaceServer:
 
     def execute(self, effects: list[Effect]) -> None:
         self.effects.execute_all(effects)
-
-    def _tick_released(self, code: str) -> None:
-        self.timers.fire(code)
 
     # ------------------------------------------------------------------ queries
 

@@ -14,16 +14,12 @@ import msgspec
 
 from server.core import ServerCore
 from server.core.events import (
-    ClientEvent,
-    Effect,
     Event,
     FindDeal,
-    LoadRoom,
     NodesGone,
     RemoteBatch,
     RemoteMoves,
-    RoomSaved,
-    SaveRoom,
+    RoomStale,
 )
 from server.core.records import LogEntry, RoomRecord, decode_entry
 from server.nodes import Appended, NodeLink, RoomVersion
@@ -108,21 +104,6 @@ class SharedRooms(Link):
             return ()
         return tuple(LogLength(race.number, pid, length) for pid, length in race.log_lengths.items())
 
-    def saved(self, code: str, record: RoomRecord) -> None:
-        """The core learns what the room's members have now been shown."""
-        self.dispatch(RoomSaved(code, record.phase, record.race_number, now_ms()))
-
-    def command(self, event: ClientEvent, effects: list[Effect]) -> None:
-        """Remember a room command until a save of its room commits it (a join that waits for its
-        room to load, until the save that follows the load). A read-back handles it again."""
-        if isinstance(event.msg, p.Move | p.Ping | p.ListRooms | p.CreateRoom) or self.writes is None:
-            return
-        codes = {e.code for e in effects if isinstance(e, SaveRoom)}
-        if isinstance(event.msg, p.Join):
-            codes.update(e.code for e in effects if isinstance(e, LoadRoom))
-        if codes:
-            self.writes.versions.note_command(codes, event)
-
     def pubsub_counts(self) -> tuple[int, int, int]:
         return self.link.published, self.link.received, self.link.missed
 
@@ -140,7 +121,7 @@ class SharedRooms(Link):
                 continue
             if isinstance(message, RoomVersion):
                 if writes.versions.is_news(code, message.version):
-                    writes.refresh(code)
+                    self.dispatch(RoomStale(code, now_ms()))
                 continue
             try:
                 entry = decode_entry(message.entry)
@@ -166,10 +147,9 @@ class SharedRooms(Link):
     def _on_missed(self, codes: Collection[str]) -> None:
         """Pub/sub messages of these rooms may have been lost (a gap or a dropped connection on
         their shard): those held here are read back from the store."""
-        assert self.writes is not None
+        now = now_ms()
         for code in codes:
-            if self.core.has_room(code):
-                self.writes.refresh(code)
+            self.dispatch(RoomStale(code, now))
 
     # ------------------------------------------------------------------ deal searches under a lease
 

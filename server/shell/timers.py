@@ -10,12 +10,10 @@ from server.shell.config import now_ms
 
 
 class Timers:
-    """``wake(code, at_ms)`` replaces the room's timer; when it fires, ``held(code)`` may keep the
-    tick back (the race record is not stored yet) until :meth:`fire` is called for it."""
+    """``wake(code, at_ms)`` replaces the room's timer; ``wake_leaderboards(at_ms)`` the node's."""
 
-    def __init__(self, dispatch: Callable[[Event], None], held: Callable[[str], bool]) -> None:
+    def __init__(self, dispatch: Callable[[Event], None]) -> None:
         self.dispatch = dispatch
-        self.held = held
         self.rooms: dict[str, asyncio.TimerHandle] = {}
         self._leaderboards: asyncio.TimerHandle | None = None
         self.stopped = False
@@ -34,12 +32,7 @@ class Timers:
 
     def _due(self, code: str) -> None:
         self.rooms.pop(code, None)
-        if not self.held(code):
-            self.dispatch(Tick(code, now_ms()))
-
-    def fire(self, code: str) -> None:
-        """A held tick goes to the core now."""
-        self._due(code)
+        self.dispatch(Tick(code, now_ms()))
 
     def wake_leaderboards(self, at_ms: int | None) -> None:
         """One timer for every room's leaderboard (docs/architecture.md, "Leaderboards")."""

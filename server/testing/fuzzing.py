@@ -59,6 +59,7 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    KeepCommand,
     ListRooms,
     LoadRoom,
     LogReloaded,
@@ -68,6 +69,7 @@ from server.core.events import (
     Note,
     PersistMove,
     PlayerRegistered,
+    ReadBack,
     RegisterFailed,
     RegisterPlayer,
     ReloadLog,
@@ -75,6 +77,7 @@ from server.core.events import (
     RoomCreated,
     RoomCreateFailed,
     RoomLoaded,
+    RoomSaved,
     RoomsListed,
     SavePlayer,
     SaveRoom,
@@ -343,6 +346,12 @@ class EffectRunner(InProcessExecutor):
     def list_rooms(self, effect: ListRooms) -> None:
         self._later(partial(self._list_rooms, effect))
 
+    def read_back(self, effect: ReadBack) -> None:
+        raise AssertionError(f"one node: no read-back is ever asked for ({effect!r})")
+
+    def keep_command(self, effect: KeepCommand) -> None:
+        raise AssertionError(f"one node: no command is kept for a read-back ({effect!r})")
+
     def _expiring(self, code: str, seconds: float | None) -> None:
         room = self.core.rooms.get(code) if self.core is not None else None
         if seconds is None or room is None or room.race is None:
@@ -473,6 +482,8 @@ class EffectRunner(InProcessExecutor):
             landed = version is not None
         if landed:  # what waited for the save goes out once it has landed (as the real shell does)
             self.execute_all(effect.then)
+            record = effect.record
+            self.events.append(RoomSaved(effect.code, record.phase, record.race_number, self.now))
 
     def _find_deal(self, effect: FindDeal) -> None:
         deal = None if self._fault("no_deal") else self.rng.randrange(2**32, 2**64)

@@ -33,6 +33,7 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    KeepCommand,
     LeaderboardTick,
     ListRooms,
     LoadRoom,
@@ -42,6 +43,7 @@ from server.core.events import (
     Note,
     PersistMove,
     PlayerRegistered,
+    ReadBack,
     RegisterPlayer,
     ReloadLog,
     Reply,
@@ -198,10 +200,13 @@ class Shell(InProcessExecutor):
         self.hold_persists = False
         self.held: list[PersistMove] = []
         self.reloads: list[ReloadLog] = []
+        self.read_backs: list[ReadBack] = []
         self.hold_loads = False
         self.held_loads: list[LoadRoom] = []
         self.hold_saves = False  # room saves wait in ``held_saves`` until land_saves() (or a test drops them)
         self.held_saves: list[SaveRoom] = []
+        self._to_land: list[SaveRoom] = []
+        self._landing = False
         self.store_down = False
         self.dropped: list[int] = []  # droppable frames counted
         self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
@@ -236,6 +241,13 @@ class Shell(InProcessExecutor):
         effects = self.core.handle(event)
         self.effects.extend(effects)
         self.apply(effects)
+        if not self._landing:  # the outermost event lands the saves its effects queued, in order
+            self._landing = True
+            try:
+                while self._to_land:
+                    self.land_save(self._to_land.pop(0))
+            finally:
+                self._landing = False
         return effects
 
     def apply(self, effects: list[Effect]) -> None:
@@ -269,18 +281,19 @@ class Shell(InProcessExecutor):
             self.run(RoomCreated(effect.conn, effect.record, self.now))
 
     def save_room(self, effect: SaveRoom) -> None:
+        """A save lands once every effect of the event that made it is carried out (as a store
+        write lands after the event that queued it), unless ``hold_saves`` keeps it back."""
         if self.hold_saves:
             self.held_saves.append(effect)
         else:
-            self.land_save(effect)
+            self._to_land.append(effect)
 
     def land_save(self, effect: SaveRoom) -> None:
         """The save lands: stored, then what waited for it goes out (as the real shell does)."""
         self.rooms[effect.code] = effect.record
         self.apply(list(effect.then))
-        if self.config.shared_rooms:
-            record = effect.record
-            self.run(RoomSaved(effect.code, record.phase, record.race_number, self.now))
+        record = effect.record
+        self.run(RoomSaved(effect.code, record.phase, record.race_number, self.now))
 
     def land_saves(self) -> None:
         held, self.held_saves = self.held_saves, []
@@ -332,6 +345,12 @@ class Shell(InProcessExecutor):
 
     def note(self, effect: Note) -> None:
         pass  # a log line: tests read it from ``effects``
+
+    def read_back(self, effect: ReadBack) -> None:
+        self.read_backs.append(effect)  # several nodes: a test answers it with RoomChanged
+
+    def keep_command(self, effect: KeepCommand) -> None:
+        pass  # several nodes: a test hands RoomChanged its replay itself
 
     def load(self, code: str) -> None:
         """Answer a LoadRoom from the store's dicts."""
