@@ -97,6 +97,17 @@ from server.core.records import (
     open_race_of,
 )
 from server.core.state import RacerState
+from server.shell.room_versions import (
+    Drop,
+    Lost,
+    Probe,
+    ProbeStep,
+    Recreate,
+    RefusedStep,
+    RoomVersions,
+    SaveStep,
+    Write,
+)
 from server.store.base import AppendResult
 from server.store.memory import MemoryStore
 from server.testing.shell import InProcessExecutor
@@ -264,6 +275,7 @@ class EffectRunner(InProcessExecutor):
         self.on_close: Callable[[int], None] = lambda conn: None
         self.core: ServerCore | None = None  # the core whose effects these are (set by the driver)
         self.expiries: dict[str, tuple[int, int]] = {}  # room -> when its stored record expires, its race then
+        self.versions = RoomVersions()  # the room saves' compare-and-set bookkeeping, the shell's own
 
     # -------------------------------------------------------------- helpers
 
@@ -414,6 +426,9 @@ class EffectRunner(InProcessExecutor):
                 logs[racer.player_id] = decode_entries(raw)
         if record is not None:
             self.counts["rooms_loaded"] += 1
+            stored = run_now(self.store.load_room(code))
+            if stored is not None and self.core is not None and not self.core.has_room(code):
+                self.versions.loaded(code, stored[1])
         self.events.append(RoomLoaded(code, record, logs, self.now))
 
     def _list_rooms(self, effect: ListRooms) -> None:
@@ -464,22 +479,40 @@ class EffectRunner(InProcessExecutor):
         record = effect.record
         created = run_now(self.store.create_room(record.code, encode_record(record), open_race=open_race_of(record)))
         if created:
+            self.versions.created(record.code)
             self.events.append(RoomCreated(effect.conn, effect.record, self.now))
         else:
             self.events.append(RoomCreateFailed(effect.conn, effect.record, True, self.now))
 
     def _save_room(self, effect: SaveRoom) -> None:
-        data = encode_record(effect.record)
-        loaded = run_now(self.store.load_room(effect.code))
-        if loaded is None:
+        """Compare-and-set on the version the shell's own bookkeeping (RoomVersions) expects, and
+        what it decides when the save is refused or the room has vanished, as the shell's room writes."""
+        code, record = effect.code, effect.record
+        data = encode_record(record)
+        race = open_race_of(record)
+        versions = self.versions
+        step: SaveStep | ProbeStep | RefusedStep = versions.begin_save(code, versions.epoch(code))
+        if isinstance(step, Probe):
+            step = versions.probed(code, run_now(self.store.load_room(code)))
+        landed = False
+        if isinstance(step, Write):
+            new = run_now(self.store.save_room(code, data, step.version, open_race=race))
+            if new is not None:
+                versions.save_landed(code, new, 0)
+                landed = True
+            else:
+                step = versions.refused(code, step.version, run_now(self.store.load_room(code)))
+        if isinstance(step, Recreate):
             # Expired under us while in use: stored afresh (as the shell does).
-            created = run_now(self.store.create_room(effect.code, data, open_race=open_race_of(effect.record)))
-            if created and not effect.record.options.private and effect.record.members:
-                run_now(self.store.set_listed(effect.code, True))
-            landed = created
-        else:
-            version = run_now(self.store.save_room(effect.code, data, loaded[1], open_race=open_race_of(effect.record)))
-            landed = version is not None
+            if run_now(self.store.create_room(code, data, open_race=race)):
+                versions.created(code)
+                if not record.options.private and record.members:
+                    run_now(self.store.set_listed(code, True))
+                landed = True
+            else:
+                step = versions.recreate_refused(code)
+        if isinstance(step, Drop | Lost):
+            self.counts[f"save_{'dropped' if isinstance(step, Drop) else 'lost'}"] += 1
         if landed:  # what waited for the save goes out once it has landed (as the real shell does)
             self.execute_all(effect.then)
             record = effect.record
