@@ -14,31 +14,24 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable
 
-from server.core.events import Event, MovePersisted, MovePersistFailed, PersistMove
+from server.core.events import MovePersisted, MovePersistFailed, PersistMove
 from server.core.records import encode_record
 from server.core.wal import busy_answer
-from server.shell.config import ServerConfig, Tasks, log, log_event, now_ms
-from server.shell.link import Link
-from server.store.base import AppendRequest, AppendResult, Store, StoreUnavailable
+from server.shell.config import log, log_event, now_ms
+from server.shell.part import Part, ShellContext
+from server.store.base import AppendRequest, AppendResult, StoreUnavailable
 from shared import protocol as p
 
 TURN_GAP_S = 0.05  # turns with moves further apart than this are not one backlog (busy_turn_streak)
 
 
-class AppendPipeline:
+class AppendPipeline(Part):
     """``admit`` a move (or refuse it ``busy``), ``enqueue`` its write; ``backlog`` and
     ``batches_in_flight`` are the levels /metrics reports."""
 
-    def __init__(
-        self, config: ServerConfig, store: Store, link: Link, tasks: Tasks, dispatch: Callable[[Event], None]
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.link = link
-        self.tasks = tasks
-        self.dispatch = dispatch
+    def __init__(self, ctx: ShellContext) -> None:
+        super().__init__(ctx)
         self.backlog = 0  # moves queued, backing off or in flight to the store
         self.batches_in_flight = 0
         self._queue: list[PersistMove] = []  # waiting for the next batch

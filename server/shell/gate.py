@@ -21,12 +21,12 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import Event as WsEvent
 
-from server.core import ServerCore
-from server.core.events import ClientEvent, Connected, Disconnected, Event, HelloEvent
+from server.core.events import ClientEvent, Connected, Disconnected, HelloEvent
 from server.limits import AddressLimits, address_key
 from server.shell.appends import AppendPipeline
-from server.shell.config import ServerConfig, ServerStats, Tasks, log, log_event, now_ms
+from server.shell.config import ServerStats, log, log_event, now_ms
 from server.shell.delivery import Conn, Delivery, TokenBucket, close_ws
+from server.shell.part import Part, ShellContext
 from server.store.base import StoreUnavailable
 from shared import protocol as p
 
@@ -77,27 +77,15 @@ class PlotConnection(ServerConnection):
         super().process_event(event)
 
 
-class Gate:
+class Gate(Part):
     """Connections in: the upgrade check, each connection's life, and every message it sends."""
 
-    def __init__(
-        self,
-        config: ServerConfig,
-        stats: ServerStats,
-        core: ServerCore,
-        delivery: Delivery,
-        appends: AppendPipeline,
-        tasks: Tasks,
-        dispatch: Callable[[Event], None],
-    ) -> None:
-        self.config = config
+    def __init__(self, ctx: ShellContext, stats: ServerStats, delivery: Delivery, appends: AppendPipeline) -> None:
+        super().__init__(ctx)
         self.stats = stats
-        self.core = core
         self.delivery = delivery
         self.appends = appends
-        self.tasks = tasks
-        self.dispatch = dispatch
-        self.limits = AddressLimits(config.limits)
+        self.limits = AddressLimits(ctx.config.limits)
         self.closing = False
         self.timed = False  # move receipts are kept for the latency metric (metrics on)
 

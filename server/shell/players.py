@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from server.core.events import Event, PlayerRegistered, RegisterFailed, RegisterPlayer, SavePlayer
 from server.core.records import encode_record
 from server.shell.config import Backoff, log, log_event, now_ms
-from server.store.base import Store, StoreUnavailable
+from server.shell.part import Part, ShellContext
+from server.store.base import StoreUnavailable
 
 
-class PlayerWrites:
-    def __init__(self, store: Store, dispatch: Callable[[Event], None]) -> None:
-        self.store = store
-        self.dispatch = dispatch
+class PlayerWrites(Part):
+    def __init__(self, ctx: ShellContext) -> None:
+        super().__init__(ctx)
         self.saves: dict[str, SavePlayer] = {}  # the latest record of each player not yet written
         self.workers: dict[str, asyncio.Task[None]] = {}
 

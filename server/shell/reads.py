@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from server.core import ServerCore
 from server.core.events import (
-    Event,
     ListRooms,
     LoadRoom,
     LogReloaded,
@@ -26,12 +23,21 @@ from server.core.events import (
     TokenLooked,
 )
 from server.core.records import LogEntry, PlayerRecord, RoomRecord, decode_entry, decode_player, decode_room
-from server.shell.config import ServerConfig, log_event, now_ms
-from server.shell.link import Link
+from server.shell.config import log_event, now_ms
+from server.shell.part import Part, ShellContext
 from server.store.base import Store, StoreUnavailable
 
 if TYPE_CHECKING:
     from server.shell.room_writes import RoomWrites
+
+
+def decode_stored_room(code: str, data: bytes) -> RoomRecord | None:
+    """A stored room record; None (logged) if it cannot be read."""
+    try:
+        return decode_room(data)
+    except msgspec.DecodeError:
+        log_event(logging.ERROR, "room_record_unreadable", room=code)
+        return None
 
 
 def decode_entries(code: str, raw: list[bytes]) -> list[LogEntry]:
@@ -60,22 +66,10 @@ async def race_logs(
     return logs
 
 
-class Reads:
-    def __init__(
-        self,
-        config: ServerConfig,
-        store: Store,
-        core: ServerCore,
-        link: Link,
-        writes: RoomWrites,
-        dispatch: Callable[[Event], None],
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.core = core
-        self.link = link
+class Reads(Part):
+    def __init__(self, ctx: ShellContext, writes: RoomWrites) -> None:
+        super().__init__(ctx)
         self.writes = writes
-        self.dispatch = dispatch
         self.closing = False
 
     async def lookup_token(self, effect: LookupToken) -> None:
@@ -104,12 +98,7 @@ class Reads:
         while True:
             try:
                 loaded = await self.writes.read_room(code)
-                record: RoomRecord | None = None
-                if loaded is not None:
-                    try:
-                        record = decode_room(loaded[0])
-                    except msgspec.DecodeError:
-                        log_event(logging.ERROR, "room_record_unreadable", room=code)
+                record = None if loaded is None else decode_stored_room(code, loaded[0])
                 logs = await race_logs(self.store, code, record)
             except StoreUnavailable as exc:
                 log_event(logging.WARNING, "store_unavailable", room=code, op="load_room", error=str(exc))

@@ -14,9 +14,6 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
-import msgspec
-
-from server.core import ServerCore
 from server.core.events import (
     CreateRoomRecord,
     Effect,
@@ -29,10 +26,10 @@ from server.core.events import (
     RoomStale,
     SaveRoom,
 )
-from server.core.records import RoomRecord, decode_room, encode_record, open_race_of
-from server.shell.config import Backoff, ServerConfig, log, log_event, now_ms
-from server.shell.link import Link
-from server.shell.reads import race_logs
+from server.core.records import RoomRecord, encode_record, open_race_of
+from server.shell.config import Backoff, log, log_event, now_ms
+from server.shell.part import Part, ShellContext
+from server.shell.reads import decode_stored_room, race_logs
 from server.shell.room_versions import (
     Drop,
     ExpireOp,
@@ -47,28 +44,16 @@ from server.shell.room_versions import (
     SaveOp,
     Write,
 )
-from server.store.base import Store, StoreUnavailable
+from server.store.base import StoreUnavailable
 
 
-class RoomWrites:
+class RoomWrites(Part):
     """``save``, ``set_listed``, ``expire``, ``create``, ``read_room``; ``queued`` for /metrics."""
 
-    def __init__(
-        self,
-        config: ServerConfig,
-        store: Store,
-        core: ServerCore,
-        link: Link,
-        dispatch: Callable[[Event], None],
-        execute: Callable[[list[Effect]], None],
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.core = core
-        self.link = link
-        self.dispatch = dispatch
-        self.execute = execute
-        self.versions = RoomVersions(shared=link.shared)
+    def __init__(self, ctx: ShellContext, execute: Callable[[list[Effect]], None]) -> None:
+        super().__init__(ctx)
+        self.execute = execute  # the effects that waited for a save (SaveRoom.then)
+        self.versions = RoomVersions(shared=ctx.link.shared)
         self.ops: dict[str, deque[RoomOp]] = {}
         self.workers: dict[str, asyncio.Task[None]] = {}
 
@@ -268,10 +253,8 @@ class RoomWrites:
         loaded = await self.store.load_room(code)
         record: RoomRecord | None = None
         if loaded is not None:
-            try:
-                record = decode_room(loaded[0])
-            except msgspec.DecodeError:
-                log_event(logging.ERROR, "room_record_unreadable", room=code)
+            record = decode_stored_room(code, loaded[0])
+            if record is None:
                 return
         incremental = self.config.readback == "incremental"
         same = record is not None and record.race is not None and record.race.number == op.race

@@ -21,36 +21,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from server.core import ServerCore
-from server.core.events import (
-    Bind,
-    CheckBlocked,
-    ClientEvent,
-    CloseConnection,
-    CreateRoomRecord,
-    DropRoom,
-    Effect,
-    Event,
-    ExpireRoom,
-    FindDeal,
-    HelloEvent,
-    KeepCommand,
-    ListRooms,
-    LoadRoom,
-    LookupToken,
-    Note,
-    PersistMove,
-    ReadBack,
-    RegisterPlayer,
-    ReloadLog,
-    Reply,
-    RoomLoaded,
-    SavePlayer,
-    SaveRoom,
-    Send,
-    SetListed,
-    Wake,
-    WakeLeaderboards,
-)
+from server.core import events as ev
 from server.limits import AddressLimits
 from server.shell.appends import AppendPipeline
 from server.shell.config import NOTE_LEVELS, ServerConfig, ServerStats, Tasks, log, log_event
@@ -59,6 +30,7 @@ from server.shell.executor import EffectExecutor
 from server.shell.gate import Gate, PlotConnection
 from server.shell.http import Http, StoreHealth
 from server.shell.link import Link
+from server.shell.part import ShellContext
 from server.shell.players import PlayerWrites
 from server.shell.reads import Reads
 from server.shell.room_writes import RoomWrites
@@ -78,83 +50,78 @@ class ShellEffects(EffectExecutor):
 
     def __init__(self, server: RaceServer) -> None:
         self.server = server
-        self.delivery = server.delivery
-        self.appends = server.appends
-        self.timers = server.timers
-        self.writes = server.room_writes
-        self.players = server.player_writes
-        self.reads = server.reads
-        self.workers = server.workers
-        self.tasks = server.tasks
+        # The parts the most frequent effects go to, one attribute away.
+        self.delivery, self.appends, self.timers = server.delivery, server.appends, server.timers
+        self.writes, self.reads, self.tasks = server.room_writes, server.reads, server.tasks
 
-    def send_to_players(self, effect: Send) -> None:
+    def send_to_players(self, effect: ev.Send) -> None:
         self.delivery.to_players(effect.players, effect.message, effect.droppable)
 
-    def reply_to_conn(self, effect: Reply) -> None:
+    def reply_to_conn(self, effect: ev.Reply) -> None:
         self.delivery.to_conn(effect.conn, effect.message)
 
-    def bind(self, effect: Bind) -> None:
+    def bind(self, effect: ev.Bind) -> None:
         self.delivery.bind(effect.conn, effect.player_id)
 
-    def close_connection(self, effect: CloseConnection) -> None:
+    def close_connection(self, effect: ev.CloseConnection) -> None:
         self.delivery.close(effect.conn, effect.code, effect.reason)
 
-    def wake(self, effect: Wake) -> None:
+    def wake(self, effect: ev.Wake) -> None:
         self.timers.wake(effect.code, effect.at_ms)
 
-    def wake_leaderboards(self, effect: WakeLeaderboards) -> None:
+    def wake_leaderboards(self, effect: ev.WakeLeaderboards) -> None:
         self.timers.wake_leaderboards(effect.at_ms)
 
-    def drop_room(self, effect: DropRoom) -> None:
+    def drop_room(self, effect: ev.DropRoom) -> None:
         self.timers.drop(effect.code)
         self.writes.dropped(effect.code)
 
-    def note(self, effect: Note) -> None:
+    def note(self, effect: ev.Note) -> None:
         log_event(NOTE_LEVELS[effect.level], effect.event, **effect.fields)
 
-    def persist_move(self, effect: PersistMove) -> None:
+    def persist_move(self, effect: ev.PersistMove) -> None:
         self.appends.enqueue(effect)
 
-    def reload_log(self, effect: ReloadLog) -> None:
+    def reload_log(self, effect: ev.ReloadLog) -> None:
         self.tasks.spawn(self.reads.reload(effect))
 
-    def save_room(self, effect: SaveRoom) -> None:
+    def save_room(self, effect: ev.SaveRoom) -> None:
         self.writes.save(effect)
 
-    def create_room(self, effect: CreateRoomRecord) -> None:
+    def create_room(self, effect: ev.CreateRoomRecord) -> None:
         self.tasks.spawn(self.writes.create(effect))
 
-    def set_listed(self, effect: SetListed) -> None:
+    def set_listed(self, effect: ev.SetListed) -> None:
         self.writes.set_listed(effect.code, effect.listed)
 
-    def expire_room(self, effect: ExpireRoom) -> None:
+    def expire_room(self, effect: ev.ExpireRoom) -> None:
         self.writes.expire(effect.code, effect.seconds)
 
-    def register_player(self, effect: RegisterPlayer) -> None:
-        self.tasks.spawn(self.players.register(effect))
+    def register_player(self, effect: ev.RegisterPlayer) -> None:
+        self.tasks.spawn(self.server.player_writes.register(effect))
 
-    def save_player(self, effect: SavePlayer) -> None:
-        self.players.save(effect)
+    def save_player(self, effect: ev.SavePlayer) -> None:
+        self.server.player_writes.save(effect)
 
-    def lookup_token(self, effect: LookupToken) -> None:
+    def lookup_token(self, effect: ev.LookupToken) -> None:
         self.tasks.spawn(self.reads.lookup_token(effect))
 
-    def load_room(self, effect: LoadRoom) -> None:
+    def load_room(self, effect: ev.LoadRoom) -> None:
         self.tasks.spawn(self.reads.load_room(effect))
 
-    def list_rooms(self, effect: ListRooms) -> None:
+    def list_rooms(self, effect: ev.ListRooms) -> None:
         self.tasks.spawn(self.reads.list_rooms(effect))
 
-    def find_deal(self, effect: FindDeal) -> None:
-        self.workers.start_job(effect)
+    def find_deal(self, effect: ev.FindDeal) -> None:
+        self.server.workers.start_job(effect)
 
-    def check_blocked(self, effect: CheckBlocked) -> None:
-        self.workers.start_job(effect)  # its own worker: never behind a deal search
+    def check_blocked(self, effect: ev.CheckBlocked) -> None:
+        self.server.workers.start_job(effect)  # its own worker: never behind a deal search
 
-    def read_back(self, effect: ReadBack) -> None:
+    def read_back(self, effect: ev.ReadBack) -> None:
         self.writes.read_back(effect)
 
-    def keep_command(self, effect: KeepCommand) -> None:
+    def keep_command(self, effect: ev.KeepCommand) -> None:
         self.writes.versions.note_command(set(effect.codes), effect.event)
 
 
@@ -181,17 +148,17 @@ class RaceServer:
         self.tasks = Tasks()
         self.nodes: NodeLink | None = None  # several nodes: the pub/sub link
         self.link = self._make_link()
-        dispatch = self.dispatch
+        ctx = ShellContext(self.config, store, self.core, self.link, self.tasks, self.dispatch)
         self.delivery = Delivery(self.config, self.stats, None, self.tasks)
-        self.appends = AppendPipeline(self.config, store, self.link, self.tasks, dispatch)
-        self.gate = Gate(self.config, self.stats, self.core, self.delivery, self.appends, self.tasks, dispatch)
+        self.appends = AppendPipeline(ctx)
+        self.gate = Gate(ctx, self.stats, self.delivery, self.appends)
         self.delivery.on_check = self.gate.limits.prune
-        self.room_writes = RoomWrites(self.config, store, self.core, self.link, dispatch, self.execute)
+        self.room_writes = RoomWrites(ctx, self.execute)
         self.link.attach(self.room_writes)
-        self.timers = Timers(dispatch)
-        self.reads = Reads(self.config, store, self.core, self.link, self.room_writes, dispatch)
-        self.player_writes = PlayerWrites(store, dispatch)
-        self.workers = Workers(self.config.winnable, self.core, self.link, dispatch)
+        self.timers = Timers(self.dispatch)
+        self.reads = Reads(ctx, self.room_writes)
+        self.player_writes = PlayerWrites(ctx)
+        self.workers = Workers(ctx)
         self.health = StoreHealth(store, store_name)
         self.http = Http(self.config, self.health, None, self._status)
         self.effects = ShellEffects(self)
@@ -240,12 +207,12 @@ class RaceServer:
     def deal_finder(self) -> DealFinder:
         return self.workers.deal_finder
 
-    def dispatch(self, event: Event) -> None:
+    def dispatch(self, event: ev.Event) -> None:
         try:
             effects = self.core.handle(event)
         except Exception:
             log.exception("core_failed", extra={"fields": {"event": type(event).__name__}})
-            if isinstance(event, ClientEvent | HelloEvent):
+            if isinstance(event, ev.ClientEvent | ev.HelloEvent):
                 conn = self.delivery.conns.get(event.conn)
                 if conn is not None:
                     self.delivery.reply(conn, p.Error(code=p.INTERNAL, message="the server failed on this message"))
@@ -253,10 +220,10 @@ class RaceServer:
         execute = self.effects.execute
         for effect in effects:
             execute(effect)
-        if isinstance(event, RoomLoaded):
+        if isinstance(event, ev.RoomLoaded):
             self.gate.room_loaded(event.code)
 
-    def execute(self, effects: list[Effect]) -> None:
+    def execute(self, effects: list[ev.Effect]) -> None:
         self.effects.execute_all(effects)
 
     # ------------------------------------------------------------------ queries

@@ -9,21 +9,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
-from server.core import ServerCore
-from server.core.events import BlockedChecked, CheckBlocked, DealFound, Event, FindDeal
+from server.core.events import BlockedChecked, CheckBlocked, DealFound, FindDeal
 from server.shell.config import log_event, now_ms
-from server.shell.link import Link
-from server.winnable import DealFinder, WinnableConfig
+from server.shell.part import Part, ShellContext
+from server.winnable import DealFinder
 
 
-class Workers:
-    def __init__(self, config: WinnableConfig, core: ServerCore, link: Link, dispatch: Callable[[Event], None]) -> None:
-        self.core = core
-        self.link = link
-        self.dispatch = dispatch
-        self.deal_finder = DealFinder(config)  # its worker process starts with the first search
+class Workers(Part):
+    def __init__(self, ctx: ShellContext) -> None:
+        super().__init__(ctx)
+        self.deal_finder = DealFinder(ctx.config.winnable)  # its worker process starts with the first search
         self.jobs: set[asyncio.Task[None]] = set()
 
     def start_job(self, effect: FindDeal | CheckBlocked) -> None:
