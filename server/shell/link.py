@@ -8,23 +8,19 @@ call it unconditionally, so none of them branches on how many nodes there are.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from server.core.events import FindDeal
 from server.core.records import RoomRecord
 from server.store.base import LogLength
 from server.winnable import DealFinder, SearchOutcome
 
-if TYPE_CHECKING:
-    from server.shell.room_writes import RoomWrites
-
 
 class Link:
     shared = False  # several nodes share the rooms
     node_id: str | None = None
 
-    def attach(self, writes: RoomWrites) -> None:
-        """The room writes (several nodes read rooms back through them)."""
+    def attach(self, is_news: Callable[[str, int], bool]) -> None:
+        """Several nodes: the room writes' rule for another node's version notice (is it news?)."""
 
     async def start(self) -> None:
         return None

@@ -29,7 +29,6 @@ from server.core.events import (
 from server.core.records import RoomRecord, encode_record, open_race_of
 from server.shell.config import Backoff, log, log_event, now_ms
 from server.shell.part import Part, ShellContext
-from server.shell.reads import decode_stored_room, race_logs
 from server.shell.room_versions import (
     Drop,
     ExpireOp,
@@ -44,6 +43,7 @@ from server.shell.room_versions import (
     SaveOp,
     Write,
 )
+from server.shell.stored import decode_stored_room, race_logs
 from server.store.base import StoreUnavailable
 
 

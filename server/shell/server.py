@@ -1,7 +1,7 @@
 """The server: the parts of the shell composed around one room core.
 
 Frames come in through the gate (gate.py), become core events, and the core's effects are carried
-out by :class:`ShellEffects` (the one dispatch, executor.py) on the parts: delivery (frames out),
+out by :class:`ShellEffects` (effects.py, on the one dispatch of executor.py) on the parts: delivery (frames out),
 the append pipeline (moves), room writes and player writes (written behind), reads, timers and
 workers. Several nodes add their glue (several_nodes.py), built only when rooms are shared.
 """
@@ -24,9 +24,9 @@ from server.core import ServerCore
 from server.core import events as ev
 from server.limits import AddressLimits
 from server.shell.appends import AppendPipeline
-from server.shell.config import NOTE_LEVELS, ServerConfig, ServerStats, Tasks, log, log_event
+from server.shell.config import ServerConfig, ServerStats, Tasks, log, log_event
 from server.shell.delivery import Delivery
-from server.shell.executor import EffectExecutor
+from server.shell.effects import ShellEffects
 from server.shell.gate import Gate, PlotConnection
 from server.shell.http import Http, StoreHealth
 from server.shell.link import Link
@@ -43,86 +43,6 @@ from shared import protocol as p
 if TYPE_CHECKING:
     from server.metrics import Metrics, Snapshot
     from server.nodes import NodeLink
-
-
-class ShellEffects(EffectExecutor):
-    """The real shell's side of the one dispatch: each effect to the part that carries it out."""
-
-    def __init__(self, server: RaceServer) -> None:
-        self.server = server
-        # The parts the most frequent effects go to, one attribute away.
-        self.delivery, self.appends, self.timers = server.delivery, server.appends, server.timers
-        self.writes, self.reads, self.tasks = server.room_writes, server.reads, server.tasks
-
-    def send_to_players(self, effect: ev.Send) -> None:
-        self.delivery.to_players(effect.players, effect.message, effect.droppable)
-
-    def reply_to_conn(self, effect: ev.Reply) -> None:
-        self.delivery.to_conn(effect.conn, effect.message)
-
-    def bind(self, effect: ev.Bind) -> None:
-        self.delivery.bind(effect.conn, effect.player_id)
-
-    def close_connection(self, effect: ev.CloseConnection) -> None:
-        self.delivery.close(effect.conn, effect.code, effect.reason)
-
-    def wake(self, effect: ev.Wake) -> None:
-        self.timers.wake(effect.code, effect.at_ms)
-
-    def wake_leaderboards(self, effect: ev.WakeLeaderboards) -> None:
-        self.timers.wake_leaderboards(effect.at_ms)
-
-    def drop_room(self, effect: ev.DropRoom) -> None:
-        self.timers.drop(effect.code)
-        self.writes.dropped(effect.code)
-
-    def note(self, effect: ev.Note) -> None:
-        log_event(NOTE_LEVELS[effect.level], effect.event, **effect.fields)
-
-    def persist_move(self, effect: ev.PersistMove) -> None:
-        self.appends.enqueue(effect)
-
-    def reload_log(self, effect: ev.ReloadLog) -> None:
-        self.tasks.spawn(self.reads.reload(effect))
-
-    def save_room(self, effect: ev.SaveRoom) -> None:
-        self.writes.save(effect)
-
-    def create_room(self, effect: ev.CreateRoomRecord) -> None:
-        self.tasks.spawn(self.writes.create(effect))
-
-    def set_listed(self, effect: ev.SetListed) -> None:
-        self.writes.set_listed(effect.code, effect.listed)
-
-    def expire_room(self, effect: ev.ExpireRoom) -> None:
-        self.writes.expire(effect.code, effect.seconds)
-
-    def register_player(self, effect: ev.RegisterPlayer) -> None:
-        self.tasks.spawn(self.server.player_writes.register(effect))
-
-    def save_player(self, effect: ev.SavePlayer) -> None:
-        self.server.player_writes.save(effect)
-
-    def lookup_token(self, effect: ev.LookupToken) -> None:
-        self.tasks.spawn(self.reads.lookup_token(effect))
-
-    def load_room(self, effect: ev.LoadRoom) -> None:
-        self.tasks.spawn(self.reads.load_room(effect))
-
-    def list_rooms(self, effect: ev.ListRooms) -> None:
-        self.tasks.spawn(self.reads.list_rooms(effect))
-
-    def find_deal(self, effect: ev.FindDeal) -> None:
-        self.server.workers.start_job(effect)
-
-    def check_blocked(self, effect: ev.CheckBlocked) -> None:
-        self.server.workers.start_job(effect)  # its own worker: never behind a deal search
-
-    def read_back(self, effect: ev.ReadBack) -> None:
-        self.writes.read_back(effect)
-
-    def keep_command(self, effect: ev.KeepCommand) -> None:
-        self.writes.versions.note_command(set(effect.codes), effect.event)
 
 
 class RaceServer:
@@ -154,14 +74,23 @@ class RaceServer:
         self.gate = Gate(ctx, self.stats, self.delivery, self.appends)
         self.delivery.on_check = self.gate.limits.prune
         self.room_writes = RoomWrites(ctx, self.execute)
-        self.link.attach(self.room_writes)
+        self.link.attach(self.room_writes.versions.is_news)
         self.timers = Timers(self.dispatch)
         self.reads = Reads(ctx, self.room_writes)
         self.player_writes = PlayerWrites(ctx)
         self.workers = Workers(ctx)
         self.health = StoreHealth(store, store_name)
         self.http = Http(self.config, self.health, None, self._status)
-        self.effects = ShellEffects(self)
+        self.effects = ShellEffects(
+            self.delivery,
+            self.appends,
+            self.timers,
+            self.room_writes,
+            self.reads,
+            self.player_writes,
+            self.workers,
+            self.tasks,
+        )
         if self.config.metrics:
             self.metrics = self._make_metrics()
             self.delivery.metrics = self.http.metrics = self.metrics

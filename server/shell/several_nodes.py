@@ -25,7 +25,6 @@ from server.core.records import LogEntry, RoomRecord, decode_entry
 from server.nodes import Appended, NodeLink, RoomVersion
 from server.shell.config import ServerConfig, log_event, now_ms
 from server.shell.link import Link
-from server.shell.room_writes import RoomWrites
 from server.store.base import LogLength
 from server.store.redis import RedisStore
 from server.winnable import DealFinder, SearchOutcome
@@ -49,13 +48,13 @@ class SharedRooms(Link):
         node_id = core.config.node_id or None
         self.link = NodeLink(store, self._on_messages, self._on_missed, node_id=node_id, on_lag=on_lag)
         self.node_id = self.link.node_id
-        self.writes: RoomWrites | None = None  # set once the room writes are built (they call this link)
+        self.is_news: Callable[[str, int], bool] = lambda code, version: True  # the room writes' (attach)
         self._sweeper: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
-    def attach(self, writes: RoomWrites) -> None:
-        self.writes = writes
+    def attach(self, is_news: Callable[[str, int], bool]) -> None:
+        self.is_news = is_news
 
     async def start(self) -> None:
         await self.link.start()
@@ -113,14 +112,12 @@ class SharedRooms(Link):
         """Other nodes' changes to rooms, as one read of the subscription brought them: a new version
         (read the room back), or stored moves. A racer's entries that follow on from each other make
         one RemoteMoves, and the read's RemoteMoves go to the core together, as one RemoteBatch."""
-        writes = self.writes
-        assert writes is not None
         runs: dict[tuple[str, int, str], list[tuple[int, list[LogEntry]]]] = {}
         for code, message in batch:
             if not self.core.has_room(code):
                 continue
             if isinstance(message, RoomVersion):
-                if writes.versions.is_news(code, message.version):
+                if self.is_news(code, message.version):
                     self.dispatch(RoomStale(code, now_ms()))
                 continue
             try:
