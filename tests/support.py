@@ -33,6 +33,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from server.core import CoreConfig, ServerCore
+from server.core.records import MemberRecord
 from server.limits import LimitsConfig
 from server.shell import RaceServer, ServerConfig
 from server.store.base import Store
@@ -528,3 +529,27 @@ def open_connections(server: RaceServer) -> int:
 def move_writes(server: RaceServer) -> int:
     """Moves queued or in flight to the store, from the levels /metrics reports."""
     return server.metrics_snapshot().queues["move_writes"]
+
+
+def room_members(server: RaceServer, code: str) -> list[MemberRecord]:
+    """The members of a room the server holds, as it would store them (none if it holds no such room)."""
+    record = server.core.room_record(code)
+    return [] if record is None else record.members
+
+
+def room_version(server: RaceServer, code: str) -> int | None:
+    record = server.core.room_record(code)
+    return None if record is None else record.version
+
+
+def held_phase(server: RaceServer, code: str) -> str | None:
+    """The phase of a room the server holds (None: it holds no such room)."""
+    summary = server.core.summary(code)
+    return None if summary is None else summary.phase
+
+
+def race_number(server: RaceServer, code: str) -> int:
+    """The current or next race of a room the server holds."""
+    record = server.core.room_record(code)
+    assert record is not None, f"the server holds no room {code}"
+    return record.race_number

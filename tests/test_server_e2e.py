@@ -23,6 +23,8 @@ from support import (
     make_room,
     open_connections,
     play,
+    room_members,
+    room_version,
     running_server,
     start_race,
     url,
@@ -146,9 +148,10 @@ async def test_every_error_code_and_bad_input_hurts_no_one() -> None:
         # Nothing of that touched Bob, the room or the race.
         await bob.send(p.Move(id=1, move="stock>waste"))
         assert (await bob.expect(p.MoveOk)).seq == 1
-        room = server.core.rooms[code]
-        assert room.members.keys() == {ann.pid, bob.pid}
-        assert room.race is not None and room.race.racers[ann.pid].log_length == 0
+        room = server.core.room_record(code)
+        assert room is not None and {m.player_id for m in room.members} == {ann.pid, bob.pid}
+        log = server.core.racer_log(code, ann.pid)
+        assert room.race is not None and log is not None and log[1] == 0
         assert room_before <= room.version
         # A frame over the size limit closes that connection only (1009), as does a flood (1008).
         big = await Client.open(server, "big")
@@ -223,7 +226,7 @@ async def test_reconnect_mid_race_loses_nothing_and_applies_nothing_twice(store:
         lost_move = next((m for m in legal if ">f" in m), legal[0])
         await ann.send(p.Move(id=next_id, move=lost_move))
         ann.ws.transport.abort()
-        await eventually(lambda: ann.pid not in server.core.players or not server.core.players[ann.pid].conns)
+        await eventually(lambda: server.core.player_connections(ann.pid) == 0)
         back = await Client.open(server, "Ann again")
         welcome = await back.hello("Ann", token=token)
         assert welcome.resumed and welcome.player_id == ann.pid and welcome.room == code
@@ -376,7 +379,7 @@ async def test_garbage_never_crashes_or_changes_anything() -> None:
     async with running_server() as server:
         racers, code = await make_room(server, ["Ann", "Bob"])
         await start_race(racers)
-        version = server.core.rooms[code].version
+        version = room_version(server, code)
         noisy = await Client.open(server, "noisy")
         await noisy.hello("Noisy")
         for i in range(300):
@@ -392,7 +395,7 @@ async def test_garbage_never_crashes_or_changes_anything() -> None:
             await noisy.expect(p.Pong)  # every frame before it was handled (answered or ignored)
         assert not [m for m in noisy.messages if isinstance(m, p.Error) and m.code == p.INTERNAL]
         assert {m.code for m in noisy.messages if isinstance(m, p.Error)} >= {p.MALFORMED, p.UNKNOWN_TYPE, p.BAD_FIELD}
-        assert server.core.rooms[code].version == version or noisy.pid in server.core.rooms[code].members
+        assert room_version(server, code) == version or noisy.pid in {m.player_id for m in room_members(server, code)}
         await racers[0].send(p.Move(id=1, move="stock>waste"))
         assert (await racers[0].expect(p.MoveOk)).seq == 1
         for client in (*racers, noisy):
@@ -444,6 +447,6 @@ async def test_any_path_and_room_parameter_is_accepted_and_changes_nothing() -> 
             assert (await client.expect(p.Room)).code == code
             await client.close()
         await racers[0].send(p.Ready(ready=True))  # the room goes on undisturbed
-        await eventually(lambda: all(m.ready for m in server.core.rooms[code].members.values() if m.role == p.RACER), 5)
+        await eventually(lambda: all(m.ready for m in room_members(server, code) if m.role == p.RACER), 5)
         for client in racers:
             await client.close()

@@ -34,6 +34,7 @@ from support import (
     metric,
     metrics,
     play,
+    race_number,
     room_phase,
     server_process,
     wait_for_file,
@@ -351,7 +352,7 @@ async def test_one_node_searches_a_winnable_deal_and_another_takes_over_when_it_
             assert a.nodes is not None and isinstance(a.store, RedisStore)
             raw = redis.asyncio.from_url(redis_url)
             try:
-                holder = await raw.get(a.store.deal_lease_key(code, a.core.rooms[code].race_number))
+                holder = await raw.get(a.store.deal_lease_key(code, race_number(a, code)))
             finally:
                 await raw.aclose()
             assert holder == a.nodes.node_id.encode()

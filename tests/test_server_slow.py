@@ -8,7 +8,7 @@ import asyncio
 import socket
 from dataclasses import replace
 
-from support import FAST, Client, fast_config, make_room, running_server, start_race, url
+from support import FAST, Client, fast_config, make_room, room_members, running_server, start_race, url
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -80,7 +80,7 @@ async def test_a_stalled_reader_does_not_slow_the_others() -> None:
             board = await racers[1].expect(p.Leaderboard)
             if board.version >= version:
                 break
-        with_slow = server.core.rooms[code].members
+        with_slow = room_members(server, code)
         assert len(with_slow) == 3  # the cut spectator is only disconnected, not removed yet
         try:
             while True:

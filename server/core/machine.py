@@ -59,6 +59,7 @@ from server.core.state import (
     CoreConfig,
     Entropy,
     LogSnapshot,
+    LogState,
     summary_from_record,
 )
 from server.core.views import ViewsMixin
@@ -298,6 +299,26 @@ class ServerCore(
         if member is None:
             return "lobby"
         return p.SPECTATOR if member.role == p.SPECTATOR else p.RACER
+
+    def room_record(self, code: str) -> RoomRecord | None:
+        """The room held here as it would be stored now (members, version, phase, race)."""
+        room = self.rooms.get(code)
+        return None if room is None else self._record(room)
+
+    def racer_log(self, code: str, player_id: str) -> tuple[LogState, int] | None:
+        """A racer's write-ahead state and the length of its log as this node knows it."""
+        room = self.rooms.get(code)
+        racer = room.race.racers.get(player_id) if room is not None and room.race is not None else None
+        return None if racer is None else (racer.state, racer.log_length)
+
+    def knows_player(self, player_id: str) -> bool:
+        """Is the player in memory here (connected, or a member of a room held here)?"""
+        return player_id in self.players
+
+    def player_connections(self, player_id: str) -> int:
+        """The connections bound to the player here (0 for a player not in memory)."""
+        player = self.players.get(player_id)
+        return 0 if player is None else len(player.conns)
 
     def is_member(self, code: str, player_id: str) -> bool:
         """Is the player a member of the room held here (a join succeeded)?"""
