@@ -32,7 +32,8 @@ def find_haproxy() -> str:
     found = shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy",) if os.access(p, os.X_OK)), None)
     if found is None:
         raise RuntimeError(
-            "no haproxy found for the balancer tests: install it (Debian: apt-get install haproxy; scripts/setup.sh does) "
+            "no haproxy found for the balancer tests: install it "
+            "(scripts/setup.sh does; Debian: apt-get install haproxy) "
             "or set PLOT_TEST_HAPROXY to its path"
         )
     return found
