@@ -86,6 +86,7 @@ class RaceConfig:
     title: str = "The Plot race"
     watch_url: str | None = None  # the spectator page's base URL: the lobby shows the room's link (plot host)
     deal_note: str | None = None  # practice: how the (chosen) deal was chosen, said instead of the chosen-deal warning
+    reachable: bool = True  # others can reach the server (False: practice, a server inside this process)
 
 
 class NetDriver:
@@ -124,6 +125,7 @@ class RaceScreen(GameScreen):
         Binding("s", "start", "start the race"),
         Binding("n", "rematch", "new race"),
         Binding("E", "end_race", "end race"),
+        Binding("g", "qr_code", "QR code"),
         Binding("left_square_bracket", "cycle(-1)", "prev board"),
         Binding("right_square_bracket", "cycle(1)", "next board"),
         # The results summary scrolls (a full room's does not fit 80x24); the footer shows one of them.
@@ -169,7 +171,10 @@ class RaceScreen(GameScreen):
         yield Static("", id="status-line", markup=False)
         with Horizontal(id="main"):
             with Vertical(id="play"):
-                yield LobbyPanel(self.race_app.model, watch_url=self.race_app.config.watch_url)
+                config = self.race_app.config
+                yield LobbyPanel(
+                    self.race_app.model, watch_url=config.watch_url, server=config.url if config.reachable else None
+                )
                 yield Board()
                 with VerticalScroll(id="results-scroll", can_focus=False):
                     yield ResultsPanel(self.race_app.model)
@@ -344,6 +349,8 @@ class RaceScreen(GameScreen):
             return model.phase == RESULTS and model.is_host
         if action == "end_race":
             return model.phase == RACING and model.is_host
+        if action == "qr_code":
+            return model.phase == LOBBY and self.query_one(LobbyPanel).watch_link() is not None
         if action == "scroll_results":
             return model.phase == RESULTS and model.results is not None and not self.has_class("-boards")
         if action == "cycle":
@@ -389,6 +396,13 @@ class RaceScreen(GameScreen):
 
         question = "End the race now, for every racer? Games still in play are ranked as they stand."
         self.app.push_screen(ConfirmScreen(question), answered)
+
+    def action_qr_code(self) -> None:
+        from client.widgets.invite import QrScreen
+
+        link = self.query_one(LobbyPanel).watch_link()
+        if link is not None:
+            self.app.push_screen(QrScreen(link))
 
     def action_cycle(self, step: int) -> None:
         self.board_index += step
@@ -553,7 +567,10 @@ class RaceApp(App[int]):
             # puts this seat on the room's node, with everyone who joins it (docs/scaling.md, "Room
             # affinity"). On one server it is a resume on the same one. The lobby stays on screen.
             await connection.follow_room(reply.code)
-            self.screen_.say(f"Room {reply.code} is open: friends join with  {plot_command()} join {reply.code}")
+            if config.reachable:
+                self.screen_.say(f"Room {reply.code} is open: share the invite above")
+            else:
+                self.screen_.say("Practice: the race starts once the bots are ready")
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
             self._maybe_auto_start()
@@ -693,6 +710,8 @@ class RaceApp(App[int]):
 
         question = (
             "Quit mid-race? Your seat is kept: run the same command again to rejoin (away too long, you forfeit)."
+            if self.config.reachable
+            else "Quit mid-race? Practice ends with this program: this race cannot be taken up again."
         )
         self.push_screen(ConfirmScreen(question), answered)
 
