@@ -51,6 +51,7 @@ from shared.protocol import (
     Leave,
     Left,
     MoveOk,
+    RaceStart,
     Ready,
     Rematch,
     Room,
@@ -445,6 +446,8 @@ class RaceApp(App[int]):
         self.superseded = False  # another window resumed this seat: this one stopped
         self.left_room: str | None = None  # the room this window left when quitting (lobby, results)
         self.closed = False
+        self.announced_race: int | None = None  # the race whose start the message line said
+        self.was_connected = False  # this window has had a connection (a resume is then a reconnect)
         self.known_deal = config.options.deal  # the deal, when this client chose it (practice hints)
         self.accepted_entries: list[str] = []  # this race's entries the server accepted (practice hints)
 
@@ -468,10 +471,10 @@ class RaceApp(App[int]):
         try:
             await connection.start()
         except ConnectionFailed as exc:
+            # Bounded (the connection gives up after a few tries): say why, and end with exit 1.
             self.connection_state = "not connected"
-            self.screen_.say(str(exc), error=True, sticky=True)
-            self.exit_note = str(exc)
             self.screen_.tick()
+            self.fail(str(exc))
 
     def _seat(self) -> tuple[TokenFile | None, bool]:
         """The saved seat this window may use, and whether to resume it (docs/client.md, "One seat
@@ -506,8 +509,10 @@ class RaceApp(App[int]):
             return
         if state == RECONNECTING:
             self.screen_.say(f"reconnecting… ({detail})", error=True)
-        elif state == CONNECTED and detail == "resumed":
+        elif state == CONNECTED and detail == "resumed" and self.was_connected:
             self.screen_.say("reconnected: back in the race where you left it")
+        if state == CONNECTED:
+            self.was_connected = True  # a later "resumed" is a reconnect; the first is a saved seat's
         self.screen_.tick()
 
     def _stop_superseded(self) -> None:
@@ -591,6 +596,11 @@ class RaceApp(App[int]):
                 self.fail(f"cannot join room {code}: {why}")
             return
         self.entered = True
+        room = self.model.room
+        if role == RACER and room is not None and room.phase == RESULTS:
+            self.screen_.say(
+                f"race {room.race} is over: you have a racer's seat for the next one, when the host starts it"
+            )
 
     def fail(self, note: str) -> None:
         """This window cannot do what its command asked (no such room, a refused room): say so,
@@ -634,6 +644,13 @@ class RaceApp(App[int]):
             self.screen_.board_index = 0
         if "race" in changed and self.model.seq <= 0:
             self.accepted_entries = []
+        if isinstance(msg, RaceStart) and msg.race != self.announced_race:
+            # A new race's first word replaces the last one's (a sticky "race over" among them).
+            self.announced_race = msg.race
+            if msg.seq > 0:
+                self.screen_.say(f"back in race {msg.race}, where you left it")
+            else:
+                self.screen_.say(f"race {msg.race} is on" + (": go!" if self.model.role == RACER else ""))
         if "left" in changed and self.entered:
             self.screen_.say(f"you are out of the room: {self.model.left_reason}", error=True, sticky=True)
         self._maybe_auto_start()
@@ -646,7 +663,8 @@ class RaceApp(App[int]):
         room = self.model.room
         if results is None:
             return
-        code = safe_name(room.code) if room else "room"  # the server's text never steers a path
+        # The server's text never steers a path (safe_name); the results may come before the room.
+        code = safe_name(room.code if room is not None else self.config.code or "room")
         folder = (self.config.record_dir or state_dir() / "records") / f"{code}-race{results.race}"
         try:
             self.model.saved_records = save_records(self.model, folder)

@@ -315,6 +315,11 @@ class ResultsPanel(Widget):
         return out
 
     def _verdict(self, short: bool = False) -> Text:
+        if self.model.commitment is None:
+            # Joined after the start: the results' own commitment proves nothing about the start.
+            if self.model.commitment_verified():
+                return span("\n? not checked: this client did not see the start's commitment", "bold yellow")
+            return span("\n✗ the revealed deal and salt do not even give the results' commitment", "bold red")
         if self.model.commitment_verified():
             if short:  # one line at 80 columns
                 return span("\n✓ verified here: sha256(the-plot:<deal>:<salt>) = the start's commitment", "bold green")
@@ -374,8 +379,12 @@ def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     names = {row.player_id: row.name for row in results.racers}
-    for seat, (player_id, record) in enumerate(results.records.items(), start=1):
-        path = folder / f"{seat:02d}-{safe_name(names.get(player_id, player_id))}.json"
+    # Numbered by place, as the spectator page names its downloads (records of unranked racers last).
+    order = [pid for pid in results.ranking if pid in results.records]
+    order += [pid for pid in results.records if pid not in order]
+    for place, player_id in enumerate(order, start=1):
+        record = results.records[player_id]
+        path = folder / f"{place:02d}-{safe_name(names.get(player_id, player_id))}.json"
         data: dict[str, object] = {"deal": record.deal, "moves": list(record.moves)}
         if not record.undo:
             data["undo"] = False
@@ -387,7 +396,7 @@ def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
         "salt": results.salt,
         "commitment_at_start": model.commitment,
         "commitment_revealed": results.commitment,
-        "verified": model.commitment_verified(),
+        "verified": model.commitment_verified() if model.commitment is not None else None,  # None: start unseen
         "ranking": [names.get(p, p) for p in results.ranking],
     }
     (folder / "reveal.json").write_text(json.dumps(reveal, indent=1) + "\n", encoding="utf-8")
