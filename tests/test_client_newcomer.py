@@ -381,3 +381,45 @@ async def test_ctrl_c_on_workers_logs_no_worker_deaths(own_redis_server: object)
     events = [json.loads(line).get("event") for line in proc.stderr.read().splitlines() if line.startswith("{")]
     proc.stderr.close()
     assert "workers_stopped" in events and "worker_died" not in events, events
+
+
+# ---------------------------------------------------------------- 80 columns
+
+
+async def test_a_long_rejection_and_the_status_box_are_whole_at_80x24() -> None:
+    from client.tui.play import PlayApp
+    from client.widgets.board import STATUS_TEXT
+    from shared.engine import Game
+
+    app = PlayApp(26)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("t", *"t0>f1", "enter")
+        reason = Game(26).reason_illegal("t0>f1")
+        assert reason is not None and len(f"✗ t0>f1: {reason}") > SMALL[0] - 2  # longer than the line
+        await until(lambda: message(app).startswith("✗"), "the refusal")
+        lines = screen_text(app).splitlines()
+        start = next(i for i, line in enumerate(lines) if line.strip().startswith("✗ t0>f1"))
+        shown = " ".join(line.strip() for line in lines[start : start + 2])
+        assert shown == f"✗ t0>f1: {reason}"
+        assert "help" in lines[-1]  # the footer is still on screen
+        info = app.screen.query_one("#info")
+        for text in STATUS_TEXT.values():
+            assert len(text) <= info.content_region.width, text
+
+
+async def test_the_replay_header_keeps_the_deal_number_at_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from client.tui.replay import ReplayApp
+
+    deal = 14604373617339541229
+    record = tmp_path / "01-a-rather-long-racer-name.json"
+    record.write_text(json.dumps({"deal": deal, "moves": ["stock>waste"] * 3}))
+    apps: list[ReplayApp] = []
+    monkeypatch.setattr(ReplayApp, "run", lambda self, *args, **kwargs: apps.append(self))  # run below, under test
+    assert plot_main(["replay", str(record), "--paused"]) == 0
+    (app,) = apps
+    async with app.run_test(size=SMALL):
+        await until(lambda: "Replay" in screen_text(app), "the replay")
+        header = next(line for line in screen_text(app).splitlines() if "Replay" in line)
+        assert f"deal {deal}" in header, header

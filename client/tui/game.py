@@ -110,7 +110,7 @@ class GameScreen(Screen[None]):
     BINDINGS = _bindings()
     DEFAULT_CSS = """
     GameScreen { layout: vertical; }
-    GameScreen #message { height: 1; padding: 0 1; }
+    GameScreen #message { height: auto; max-height: 2; padding: 0 1; }
     GameScreen #message.-error { color: $error; }
     GameScreen #move-input { height: 1; border: none; padding: 0 1; }
     GameScreen #move-input:focus { border: none; background: $boost; }

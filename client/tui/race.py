@@ -199,8 +199,9 @@ class RaceScreen(GameScreen):
         self.set_class(wide, "-wide")
         room = self.race_app.model.room
         racers = sum(1 for m in room.members if m.role == RACER) if room else 2
-        # status 1 + board 15 + message and move line 2 + footer 1, and the leaderboard below unless wide
-        needed = 19 + (0 if wide else 1 + racers)
+        # status 1 + board 15 + message (up to 2: a long reason wraps) and move line 3 + footer 1,
+        # and the leaderboard below unless wide
+        needed = 20 + (0 if wide else 1 + racers)
         if self.race_app.model.phase == RESULTS:
             needed = 23  # status 1 + board 15 + the results' few lines under it 5 + message 1 + footer 1
         self.set_class(height < needed, "-short")
