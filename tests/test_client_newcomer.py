@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,11 +41,24 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "state"
 
 
-def plot(*args: str, timeout: float = 60, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def plot(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``plot ARGS`` as a process, with no $PLOT_SERVER from this shell."""
     env = {k: v for k, v in os.environ.items() if k != "PLOT_SERVER"}
     return subprocess.run(
-        [sys.executable, "-m", "client.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, **kwargs
-    )  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "client.cli", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def racing(app: RaceApp, race: int) -> Callable[[], bool]:
+    return lambda: app.model.phase == p.RACING and app.model.race is not None and app.model.race.race == race
+
+
+def says(app: RaceApp, start: str) -> Callable[[], bool]:
+    return lambda: message(app).startswith(start)
+
+
+def has_results(client: Client, race: int) -> Callable[[], bool]:
+    return lambda: any(isinstance(m, p.Results) and m.race == race for m in client.messages)
 
 
 # ---------------------------------------------------------------- invites
@@ -81,7 +95,12 @@ async def test_the_host_lobby_at_80x24_shows_invites_that_work_when_pasted(
     async with running_server() as server:
         server_url = url(server)
         configs: list[RaceConfig] = []
-        monkeypatch.setattr("client.commands._race_args.run_race_app", lambda config: configs.append(config) or 0)
+
+        def capture(config: RaceConfig) -> int:  # the app is run below, under Textual's test pilot
+            configs.append(config)
+            return 0
+
+        monkeypatch.setattr("client.commands._race_args.run_race_app", capture)
         if how == "flag":
             assert plot_main(["host", "--server", server_url, "--name", "Ann"]) == 0
         else:
@@ -262,9 +281,8 @@ async def test_a_rematch_does_not_keep_the_last_races_result_on_the_message_line
                 await pilot.press("enter")
                 await until(lambda: app.model.me is not None and app.model.me.ready, "Ann ready")
                 await pilot.press("s")
-                await until(lambda r=race: app.model.phase == p.RACING and app.model.race is not None
-                            and app.model.race.race == r, f"race {race}")  # fmt: skip
-                await until(lambda r=race: message(app).startswith(f"race {r} is on"), "the race's first word")
+                await until(racing(app, race), f"race {race}")
+                await until(says(app, f"race {race} is on"), "the race's first word")
                 assert "race over" not in message(app)
                 await bob.send(p.Move(id=race, move="resign"))
                 await pilot.press("R", "y")
@@ -343,7 +361,7 @@ async def test_plot_bot_counts_each_races_moves_as_its_results_do() -> None:
             await host.send(p.Start())
             await room_phase(host, p.RACING)
             await host.send(p.Move(id=race, move="resign"))
-            await until(lambda r=race: any(isinstance(m, p.Results) and m.race == r for m in host.messages), "results")
+            await until(has_results(host, race), f"the results of race {race}")
             if race == 1:
                 await host.send(p.Rematch())
         out, err = await asyncio.wait_for(proc.communicate(), 60)
