@@ -115,6 +115,21 @@ def test_a_spectator_leaving_is_coalesced_and_its_connection_is_nobody_elses_bus
     assert [r.spectators for r in rooms(shell, conns[0])] == [0]
 
 
+def test_a_watching_host_keeps_the_room_through_a_dropped_connection() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    shell.send(conns[0], p.Join(code=code, role=p.SPECTATOR))  # the host watches
+    sue = watch(shell, code, "Sue")
+    shell.run(Disconnected(conns[0], shell.now))
+    shell.run(Disconnected(sue, shell.now))
+    shell.advance(shell.config.spectators_interval_ms)
+    room = rooms(shell, conns[1])[-1]
+    assert room.host == ann and room.spectators == 1  # Sue went at once; the host is still seated
+    shell.advance(shell.config.member_grace_ms)
+    assert rooms(shell, conns[1])[-1].host == bob  # gone after the lobby's grace
+
+
 def test_racers_switching_role_and_a_watching_host_go_out_at_once() -> None:
     shell = Shell()
     conns, code = lobby(shell, ("Ann", "Bob", "Cy"))

@@ -25,7 +25,8 @@ class CoreConfig:
     grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
     member_grace_ms: int = 120_000  # a disconnected lobby (or results) racer is removed after this
     # A disconnected spectator holds nothing worth keeping (no ready mark, no game): its seat goes
-    # at once, so closed pages stop counting; one that comes back joins again.
+    # at once, so closed pages stop counting; one that comes back joins again. (A watching host
+    # holds the room: it has member_grace_ms, like a racer in the lobby.)
     spectator_grace_ms: int = 0
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
     # The room's leaderboard tick, and the racers' rate: at most ~10 leaderboards per second per room.
