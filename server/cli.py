@@ -619,6 +619,10 @@ def supervise(workers: int, argv: list[str]) -> int:
     due: dict[int, float] = {}
     while not stopping:
         time.sleep(0.1)
+        if stopping:
+            # Ctrl+C reaches the whole process group: the workers are already stopping on their own
+            # SIGINT, and their exits are the shutdown, not deaths to restart.
+            break
         if reload_wanted:
             reload_wanted = False
             replaced = 0
@@ -629,7 +633,7 @@ def supervise(workers: int, argv: list[str]) -> int:
             log_event(logging.INFO, "workers_reloaded", replaced=replaced, workers=workers)
         for slot, proc in procs.items():
             code = proc.poll()
-            if code is None or slot in due:
+            if code is None or slot in due or stopping:
                 continue
             quick = time.monotonic() - started[slot] < 2.0
             delays[slot] = min(5.0, delays.get(slot, 0.1) * 2) if quick else 0.0

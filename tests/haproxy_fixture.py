@@ -4,7 +4,7 @@ and deploy/haproxy_trial.py.
 The compose names (``server``, ``server-b``) become loopback ports, the Docker DNS resolver is left
 out, checks run every 500 ms instead of 5 s, and a stats socket is added so a caller can wait until
 HAProxy sees every node up (``wait_up``) rather than sleep. The binary is Debian's ``haproxy``
-package (``.ci/run`` installs it where missing); ``$PLOT_TEST_HAPROXY`` names another.
+package (``scripts/setup.sh`` installs it where missing); ``$PLOT_TEST_HAPROXY`` names another.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def find_haproxy() -> str:
     found = shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy",) if os.access(p, os.X_OK)), None)
     if found is None:
         raise RuntimeError(
-            "no haproxy found for the balancer tests: install it (Debian: apt-get install haproxy; .ci/run does) "
+            "no haproxy found for the balancer tests: install it "
+            "(scripts/setup.sh does; Debian: apt-get install haproxy) "
             "or set PLOT_TEST_HAPROXY to its path"
         )
     return found

@@ -5,7 +5,7 @@ One real Redis, two real ``plot-server --multi-node`` nodes and HAProxy on loopb
 are this project's client connections (client/connection.py): they name their room in the URL,
 and the host reconnects naming its room once it has one. Each node's /healthz says how many
 connections it holds. HAProxy is required: where it is missing the test fails saying how to
-install it (``.ci/run`` does).
+install it (``scripts/setup.sh`` does).
 """
 
 from __future__ import annotations
