@@ -235,7 +235,10 @@ C = TypeVar("C", bound=ProxiedConnection)
 
 
 def trusting(base: type[C], trusted: TrustedProxies) -> type[C]:
-    """``base`` believing the PROXY headers of ``trusted`` (a subclass; ``base`` when no trust is given)."""
+    """``base`` believing the PROXY headers of ``trusted`` (a subclass; ``base`` itself, which trusts
+    no one, when ``trusted`` is empty)."""
+    if not trusted:
+        return base
     return cast(type[C], type(base.__name__, (base,), {"trusted_proxies": trusted}))
 
 
