@@ -10,7 +10,7 @@
 #   python3-venv  `python3 -m venv` itself (Debian ships Python without ensurepip)
 #   chromium      the spectator page's browser tests (tests/test_web_browser.py, through Playwright)
 #   haproxy       the balancer tests (tests/test_haproxy_affinity.py, tests/test_deploy.py)
-#   pkg-config, libicu-dev   building PyICU (the display-name checks) where no wheel fits
+#   pkg-config, libicu-dev, g++   building PyICU (the display-name checks, shared/names.py): an sdist
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +34,7 @@ missing_packages() {
     if ! { have_program pkg-config && pkg-config --exists icu-uc; }; then
         echo libicu-dev
     fi
+    have_program g++ || echo g++
 }
 
 missing="$(missing_packages | tr '\n' ' ')"

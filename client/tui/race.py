@@ -38,6 +38,7 @@ from shared.protocol import (
     COUNTDOWN,
     DEALING,
     LOBBY,
+    NAME_TAKEN,
     RACER,
     RACING,
     RESULTS,
@@ -591,6 +592,9 @@ class RaceApp(App[int]):
             why = describe_error(reply)
             if reply.code == UNKNOWN_ROOM:
                 why = f"there is no room {code} on {self.config.url} ({plot_command()} rooms lists the open ones)"
+            elif reply.code == NAME_TAKEN:
+                command = "watch" if role == SPECTATOR else "join"
+                why = f"{reply.message}: {plot_command()} {command} {code} --name ANOTHER"
             if self.entered:
                 self.screen_.say(f"cannot join room {code} again: {why}", error=True, sticky=True)
             else:
