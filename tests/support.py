@@ -553,3 +553,9 @@ def race_number(server: RaceServer, code: str) -> int:
     record = server.core.room_record(code)
     assert record is not None, f"the server holds no room {code}"
     return record.race_number
+
+
+def phase_of(core: ServerCore, code: str) -> str | None:
+    """The phase of a room the core holds (None: it holds no such room), from its summary."""
+    summary = core.summary(code)
+    return None if summary is None else summary.phase

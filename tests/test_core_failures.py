@@ -1,4 +1,4 @@
-"""The room core's failure paths (issue 9): a handler that raises, writes whose outcome is
+"""The room core's failure paths: a handler that raises, writes whose outcome is
 unknown, rooms that must stay closed or count toward the limit, players that must be forgotten,
 and the move-id rules of docs/protocol.md.
 
@@ -21,6 +21,7 @@ from support import (
     fast_config,
     lobby,
     make_room,
+    phase_of,
     pid,
     racing,
     running_server,
@@ -74,8 +75,8 @@ def test_a_handler_that_raises_drops_the_room_and_rebuilds_it_from_the_store(mon
     ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
     shell.move(conns[0], 1, "stock>waste")
     # Fault injection: the next acknowledgement's board change fails, after the move's write
-    # landed and the racer's game took it (the half-changed state the issue describes: a racer
-    # left in flight).
+    # landed and the racer's game took it (the half-changed state a racer must never be left
+    # in: in flight forever).
     real_changes = Game.changes
     calls = {"n": 0}
 
@@ -226,7 +227,7 @@ def test_a_race_gone_from_the_store_is_not_retried_and_the_room_closes() -> None
 
 
 def test_a_move_past_the_racer_s_queue_bound_is_answered_busy_and_the_queue_is_untouched() -> None:
-    """Issue 10, bounded queues: a client far ahead of its answers (the store slow) fills its
+    """Bounded queues: a client far ahead of its answers (the store slow) fills its
     queue; each move past CoreConfig.max_queued_moves (32 by default) is answered busy at once
     with a retry hint, and the moves queued before it are written and acknowledged in order."""
     shell = Shell()
@@ -558,7 +559,7 @@ def test_results_go_out_only_once_the_save_that_ends_the_race_has_landed() -> No
     start = len(shell.effects)
     for n, conn in enumerate(conns):
         shell.move(conn, 100 + n, "resign")
-    assert shell.core.rooms[code].phase == p.RESULTS
+    assert phase_of(shell.core, code) == p.RESULTS
     sent = [e for e in shell.effects[start:] if isinstance(e, Send) and isinstance(e.message, p.Results)]
     assert sent == [] and all(results_of(shell, c) == [] for c in conns)
     [save] = [s for s in shell.held_saves if s.record.phase == p.RESULTS]
@@ -602,7 +603,7 @@ def test_a_node_whose_results_save_loses_sends_the_stored_results_not_its_own() 
     assert results != own_results
     assert next(r for r in results.racers if r.player_id == bob).connected
     assert next(r for r in results.racers if r.player_id == ann).connected
-    assert shell.core.rooms[code].phase == p.RESULTS
+    assert phase_of(shell.core, code) == p.RESULTS
 
 
 def test_on_several_nodes_a_room_change_is_shown_once_its_save_has_landed_never_rolled_back() -> None:
@@ -654,7 +655,7 @@ def test_a_race_start_whose_save_lost_comes_from_the_read_back_and_a_later_one_r
     shell.send(conns[0], p.Start())
     shell.hold_saves = True
     shell.advance(shell.config.countdown_ms)
-    assert shell.core.rooms[code].phase == p.RACING
+    assert phase_of(shell.core, code) == p.RACING
     assert not any(isinstance(m, p.RaceStart) for c in conns for m in shell.inbox[c])  # waiting for the save
     [own] = [s for s in shell.held_saves if s.record.phase == p.RACING]
     stored = msgspec.structs.replace(own.record, version=own.record.version + 1)  # the other node's start
@@ -962,7 +963,7 @@ def test_a_shared_leaderboard_tick_that_raises_rebuilds_the_rooms_it_ticked_and_
     assert all(got[code] and not got[code][-1].partial for code in due[:2])
     # The rebuilt rooms tick again: a change goes out with the next shared tick.
     for conns, code in rooms:
-        assert shell.core.rooms[code].phase == p.RACING
+        assert phase_of(shell.core, code) == p.RACING
         assert isinstance(shell.move(conns[0], len(opening) + 2, "undo"), p.MoveOk)
     shell.advance(shell.config.leaderboard_interval_ms)
     for code, conn in bobs.items():

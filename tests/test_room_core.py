@@ -1,6 +1,6 @@
 """The room core as a pure state machine: plain function calls, no sockets, no clock.
 
-The test shell (:class:`server.testing.shell.Shell`) carries out the effects the way server/app.py
+The test shell (:class:`server.testing.shell.Shell`) carries out the effects the way the real shell
 does (store writes are a dict there, acknowledged immediately unless a test holds them back), so
 each test reads as a session: hello, create, join, ready, start, moves, results.
 """
@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
-from support import DEAL, SeededEntropy, Shell, board, lobby, pid, racing
+from support import DEAL, SeededEntropy, Shell, board, lobby, phase_of, pid, racing
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
@@ -169,7 +169,7 @@ def test_start_needs_everyone_ready() -> None:
     shell.send(conns[0], p.Start())
     err = shell.error(conns[0])
     assert err.code == p.NOT_READY and "Cy" in err.message
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
 
 
 def test_kick_and_host_passes_on_leave() -> None:
@@ -416,7 +416,7 @@ def test_ranking_by_cards_then_time_reached_and_results_reveal() -> None:
     assert set(results.records) == {ann, bob, cy}
     assert results.records[cy].moves == ["stock>waste", "resign"]
     assert {r.status for r in results.racers} == {"resigned"}
-    assert shell.core.rooms[code].phase == p.RESULTS
+    assert phase_of(shell.core, code) == p.RESULTS
 
 
 def test_winner_ranks_first_by_win_time() -> None:
@@ -454,7 +454,7 @@ def test_race_end_waits_for_writes_in_flight() -> None:
     shell.send(conns[0], p.EndRace())
     queued = shell.inbox[conns[0]][-1]
     assert isinstance(queued, p.MoveRejected) and queued.id == 2
-    assert shell.core.rooms[code].phase == p.RACING
+    assert phase_of(shell.core, code) == p.RACING
     shell.release()
     results = shell.last(conns[0], p.Results)
     assert isinstance(results, p.Results) and results.records[pid(shell, conns[0])].moves == ["stock>waste"]
@@ -465,9 +465,9 @@ def test_host_ends_the_countdown_back_to_lobby() -> None:
     conns, code = lobby(shell)
     shell.send(conns[0], p.Start())
     shell.send(conns[0], p.EndRace())
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
     shell.advance(5000)
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
 
 
 def test_rematch_same_room_new_race() -> None:

@@ -1,4 +1,4 @@
-"""Winnable-deals-only rooms (issue 5) and hints only in practice.
+"""Winnable-deals-only rooms and hints only in practice.
 
 The core's side as plain function calls (FindDeal out, DealFound in); the shell's side against the
 real server on 127.0.0.1 with real WebSocket clients: the search runs in a worker process while
@@ -23,6 +23,7 @@ from support import (
     latest,
     lobby,
     make_room,
+    phase_of,
     pid,
     play,
     room_phase,
@@ -73,7 +74,7 @@ def test_start_asks_for_a_winnable_deal_and_the_countdown_waits_for_it() -> None
         assert not any(isinstance(m, p.Countdown | p.RaceStart) for m in shell.inbox[conn])
     # However long the search takes, nothing starts by itself, and nothing may be played.
     shell.advance(60_000)
-    assert shell.core.rooms[code].phase == p.DEALING and shell.core.rooms[code].race is None
+    assert phase_of(shell.core, code) == p.DEALING and shell.core.rooms[code].race is None
     rejected = shell.move(conns[1], 1, "stock>waste")
     assert isinstance(rejected, p.MoveRejected) and rejected.code == p.WRONG_PHASE
     # The racers are fixed, as in a countdown: no new racer, no readiness change, no second start.
@@ -122,9 +123,9 @@ def test_no_deal_found_returns_to_the_lobby_and_tells_everyone() -> None:
     first, second = find_deals(shell)
     assert second.search != first.search and shell.room(conns[1]).phase == p.DEALING
     shell.run(DealFound(code, 1, first.search, 5, shell.now))
-    assert shell.core.rooms[code].phase == p.DEALING
+    assert phase_of(shell.core, code) == p.DEALING
     shell.run(DealFound(code, 1, second.search, 6, shell.now))
-    assert shell.core.rooms[code].phase == p.COUNTDOWN and shell.core.rooms[code].race.record.deal == 6  # type: ignore[union-attr]
+    assert phase_of(shell.core, code) == p.COUNTDOWN and shell.core.rooms[code].race.record.deal == 6  # type: ignore[union-attr]
 
 
 def test_host_can_cancel_the_search_and_a_late_answer_is_ignored() -> None:
@@ -135,7 +136,7 @@ def test_host_can_cancel_the_search_and_a_late_answer_is_ignored() -> None:
     shell.send(conns[0], p.EndRace())
     assert shell.room(conns[1]).phase == p.LOBBY
     shell.run(DealFound(code, 1, search.search, 5, shell.now))
-    assert shell.core.rooms[code].phase == p.LOBBY and shell.core.rooms[code].race is None
+    assert phase_of(shell.core, code) == p.LOBBY and shell.core.rooms[code].race is None
     shell.advance(10_000)
     assert not any(isinstance(m, p.Countdown) for m in shell.inbox[conns[1]])
 
@@ -152,7 +153,7 @@ def test_when_every_racer_leaves_the_search_is_dropped() -> None:
     room = shell.room(watcher)
     assert room.phase == p.LOBBY and all(m.role == p.SPECTATOR for m in room.members)
     shell.run(DealFound(code, 1, search.search, 5, shell.now))
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
 
 
 def test_a_winnable_room_takes_no_chosen_deal() -> None:

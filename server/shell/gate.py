@@ -23,6 +23,7 @@ from websockets.protocol import Event as WsEvent
 
 from server.core.events import ClientEvent, Connected, Disconnected, HelloEvent
 from server.limits import AddressLimits, address_key
+from server.proxy import ProxiedConnection
 from server.shell.appends import AppendPipeline
 from server.shell.config import ServerStats, log, log_event, now_ms
 from server.shell.delivery import Conn, Delivery, TokenBucket, close_ws
@@ -31,7 +32,7 @@ from server.store.base import StoreUnavailable
 from shared import protocol as p
 
 
-class PlotConnection(ServerConnection):
+class PlotConnection(ProxiedConnection):
     """A server connection whose WebSocket pings and pongs take from its message bucket, and whose
     whole binary messages go straight to the server's handler.
 
@@ -43,7 +44,8 @@ class PlotConnection(ServerConnection):
     handler task and read back by it (the queue, a future and a task wake-up per message were
     a tenth of a move's CPU: docs/benchmarks.md, "The move path at saturation"). Anything else
     (text, a fragmented message) takes websockets' own path, and while such a message waits
-    there every later one does too, so messages are handled in the order they came."""
+    there every later one does too, so messages are handled in the order they came. A trusted
+    proxy's PROXY header comes off the stream first (server/proxy.py)."""
 
     bucket: TokenBucket | None = None
     address: str = "local"
@@ -173,7 +175,7 @@ class Gate(Part):
             wait, what, per = self.limits.take_hello(conn.address), "hellos", limits.hellos_per_minute
         elif isinstance(msg, p.CreateRoom):
             wait, what, per = self.limits.take_room(conn.address), "rooms created", limits.rooms_per_minute
-        elif isinstance(msg, p.Join):
+        elif isinstance(msg, p.Join) and conn.player is not None:  # before welcome: wrong_phase, no guess
             wait, what, per = self.limits.take_join(conn.address), "failed joins", limits.join_failures_per_minute
         else:
             return None
@@ -219,8 +221,8 @@ class Gate(Part):
                 self.dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
             self.dispatch(ClientEvent(conn.id, msg, now_ms()))
-            if isinstance(msg, p.Join):
-                if conn.player is not None and self.core.is_member(msg.code, conn.player):
+            if isinstance(msg, p.Join) and conn.player is not None:
+                if self.core.is_member(msg.code, conn.player):
                     self.limits.join_succeeded(conn.address)  # only failed joins spend the budget
                 elif not self.core.has_room(msg.code):
                     conn.join_pending = msg.code  # decided once the room is loaded

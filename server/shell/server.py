@@ -23,6 +23,7 @@ from websockets.http11 import Request, Response
 from server.core import ServerCore
 from server.core import events as ev
 from server.limits import AddressLimits
+from server.proxy import trusting
 from server.shell.appends import AppendPipeline
 from server.shell.config import ServerConfig, ServerStats, Tasks, log, log_event
 from server.shell.delivery import Delivery
@@ -244,7 +245,7 @@ class RaceServer:
             process_request=self._process_request,
             ssl=ssl_context,
             server_header="plot-server",
-            create_connection=PlotConnection,
+            create_connection=trusting(PlotConnection, self.config.limits.trusted_proxies),
         )
         self.delivery.start()
         self.health.start()

@@ -457,7 +457,8 @@ def racing(shell: Shell, names: tuple[str, ...] = ("Ann", "Bob", "Cy"), **option
     conns, code = lobby(shell, names, **options)
     shell.send(conns[0], p.Start())
     shell.advance(shell.config.countdown_ms)
-    assert shell.core.rooms[code].phase == p.RACING
+    summary = shell.core.summary(code)
+    assert summary is not None and summary.phase == p.RACING
     return conns, code
 
 
