@@ -7,9 +7,9 @@ parts add up to the samples counted: the subscription's read and parse; the shel
 decoding of other nodes' entries; the core applying them (``_remote_moves``: the engine replaying
 them, the budgeted blocked check, the rest) and the core's own per-event work around it (the
 error-state snapshot, the deadline table, effects such as rescheduling a room's wake-up); the room
-ticks (``_on_timer``: leaderboard rows, their comparison, encoding, writing to the connections, the
-rest); heartbeats and liveness; the node's own racers' moves (frames in, the group commit to Redis);
-anything else. Stacks whose innermost frame is the event loop's runner are left out, as
+ticks (``Timers._due`` in server/shell/timers.py: leaderboard rows, their comparison, encoding,
+writing to the connections, the rest); heartbeats and liveness; the node's own racers' moves
+(frames in, the group commit to Redis); anything else. Stacks whose innermost frame is the event loop's runner are left out, as
 ``bench/profile_move.py`` does (py-spy could not tell an idle loop from a busy one on this VM; a
 ``--native`` profile shows those samples to be mostly ``epoll_pwait``, the loop waiting), and so are
 native stacks ending in ``epoll_pwait``.
