@@ -9,8 +9,8 @@ them, the budgeted blocked check, the rest) and the core's own per-event work ar
 error-state snapshot, the deadline table, effects such as rescheduling a room's wake-up); the room
 ticks (``Timers._due`` in server/shell/timers.py: leaderboard rows, their comparison, encoding,
 writing to the connections, the rest); heartbeats and liveness; the node's own racers' moves
-(frames in, the group commit to Redis); anything else. Stacks whose innermost frame is the event loop's runner are left out, as
-``bench/profile_move.py`` does (py-spy could not tell an idle loop from a busy one on this VM; a
+(frames in, the group commit to Redis); anything else. Stacks whose innermost frame is the event
+loop's runner are left out, as ``bench/profile_move.py`` does (py-spy could not tell an idle loop from a busy one on this VM; a
 ``--native`` profile shows those samples to be mostly ``epoll_pwait``, the loop waiting), and so are
 native stacks ending in ``epoll_pwait``.
 With ``--moves N`` (the moves acknowledged in the window, from nodes_bench's JSON) each part is also
