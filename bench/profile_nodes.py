@@ -1,21 +1,21 @@
 """Where a node's CPU goes, from the py-spy profiles ``bench/nodes_bench.py --profile DIR`` writes.
 
-    .venv/bin/python bench/profile_nodes.py DIR/split-run1-node1.txt [more files] [--moves N] [--top 20]
+.venv/bin/python bench/profile_nodes.py DIR/split-run1-node1.txt [more files] [--moves N] [--top
+20]
 
 Each sample (a collapsed stack) goes to the first part below whose test its stack passes, so the
 parts add up to the samples counted: the subscription's read and parse; the shell's grouping and
 decoding of other nodes' entries; the core applying them (``_remote_moves``: the engine replaying
-them, the budgeted blocked check, the rest) and the core's own per-event work around it (the
-error-state snapshot, the deadline table, effects such as rescheduling a room's wake-up); the room
-ticks (``Timers._due`` in server/shell/timers.py: leaderboard rows, their comparison, encoding,
-writing to the connections, the rest); heartbeats and liveness; the node's own racers' moves
-(frames in, the group commit to Redis); anything else. Stacks whose innermost frame is the event
-loop's runner are left out, as ``bench/profile_move.py`` does (py-spy could not tell an idle loop from a busy one on this VM; a
-``--native`` profile shows those samples to be mostly ``epoll_pwait``, the loop waiting), and so are
-native stacks ending in ``epoll_pwait``.
-With ``--moves N`` (the moves acknowledged in the window, from nodes_bench's JSON) each part is also
-given in µs per move, at ``--rate`` samples per second (500, nodes_bench's).
-"""
+them, the budgeted blocked check, the rest) and the core's own per-event work around it (the error-
+state snapshot, the deadline table, effects such as rescheduling a room's wake-up); the room ticks
+(``Timers._due`` in server/shell/timers.py: leaderboard rows, their comparison, encoding, writing
+to the connections, the rest); heartbeats and liveness; the node's own racers' moves (frames in,
+the group commit to Redis); anything else. Stacks whose innermost frame is the event loop's runner
+are left out, as ``bench/profile_move.py`` does (py-spy could not tell an idle loop from a busy one
+on this VM; a ``--native`` profile shows those samples to be mostly ``epoll_pwait``, the loop
+waiting), and so are native stacks ending in ``epoll_pwait``. With ``--moves N`` (the moves
+acknowledged in the window, from nodes_bench's JSON) each part is also given in µs per move, at
+``--rate`` samples per second (500, nodes_bench's)."""
 
 from __future__ import annotations
 
