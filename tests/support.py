@@ -33,7 +33,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from server.core import CoreConfig, ServerCore
-from server.core.records import MemberRecord
+from server.core.records import MemberRecord, RoomRecord
 from server.limits import LimitsConfig
 from server.shell import RaceServer, ServerConfig
 from server.store.base import Store
@@ -559,3 +559,10 @@ def phase_of(core: ServerCore, code: str) -> str | None:
     """The phase of a room the core holds (None: it holds no such room), from its summary."""
     summary = core.summary(code)
     return None if summary is None else summary.phase
+
+
+def record_of(core: ServerCore, code: str) -> RoomRecord:
+    """A room the core holds, as it would store it now."""
+    record = core.room_record(code)
+    assert record is not None, f"the core holds no room {code}"
+    return record

@@ -24,6 +24,7 @@ from support import (
     phase_of,
     pid,
     racing,
+    record_of,
     running_server,
     toggling_moves,
 )
@@ -130,7 +131,7 @@ def test_a_client_message_that_makes_a_handler_raise_is_answered_internal(monkey
     assert err.code == p.INTERNAL and err.ref == "ready"
     assert isinstance(got[-1], p.Room), "resynchronised with the rebuilt room"
     monkeypatch.undo()
-    assert code in shell.core.rooms  # rebuilt at once from the store
+    assert shell.core.has_room(code)  # rebuilt at once from the store
     shell.send(conns[1], p.Ready(ready=False))
     assert not next(m for m in shell.room(conns[1]).members if m.name == "Bob").ready
 
@@ -221,7 +222,7 @@ def test_a_race_gone_from_the_store_is_not_retried_and_the_room_closes() -> None
     start = len(shell.effects)
     shell.run(MovePersistFailed(code, 1, ann, "gone", shell.now))
     assert not any(isinstance(e, PersistMove) for e in shell.effects[start:])
-    assert code not in shell.core.rooms
+    assert not shell.core.has_room(code)
     kicked = shell.last(conns[1], p.Kicked)
     assert isinstance(kicked, p.Kicked) and kicked.room == code
 
@@ -309,7 +310,7 @@ def test_players_without_a_connection_or_a_room_are_forgotten() -> None:
     shell.disconnect(conns[1])
     assert bob in shell.core.players  # still a member, within its grace period
     shell.advance(shell.config.member_grace_ms)
-    assert bob not in shell.core.rooms[code].members
+    assert bob not in {m.player_id for m in record_of(shell.core, code).members}
     assert bob not in shell.core.players
     alone = shell.hello("Cy")
     cy = pid(shell, alone)
@@ -379,7 +380,7 @@ async def test_a_room_loaded_from_the_store_counts_toward_the_room_limit() -> No
             await bob.send(p.Join(code=code))
             err = await bob.expect(p.Error)
             assert err.code == p.SERVER_FULL, err
-            await eventually(lambda: len(second.core.rooms) == 1)
+            await eventually(lambda: second.core.room_count() == 1)
             for client in (ann, cy, bob):
                 await client.close()
 
@@ -474,7 +475,7 @@ def test_a_race_gone_from_the_store_while_the_room_is_there_rebuilds_it_from_the
     shell.send(conns[0], p.Move(id=1, move="stock>waste"))
     shell.held.clear()
     shell.run(MovePersistFailed(code, 1, ann, "gone", shell.now))
-    assert code in shell.core.rooms, "rebuilt from the stored record"
+    assert shell.core.has_room(code), "rebuilt from the stored record"
     (reread,) = [r for r in shell.reloads if r.player_id == ann]
     shell.hold_persists = False
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
@@ -497,7 +498,7 @@ def test_a_move_whose_handler_raises_is_answered_internal_with_its_id(monkeypatc
     assert err.code == p.INTERNAL and err.ref == "move" and err.id == 9
     monkeypatch.undo()
     ok = shell.move(conns[0], 9, "stock>waste")  # nothing happened under id 9: it plays now
-    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and code in shell.core.rooms
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and shell.core.has_room(code)
 
 
 # ====================================================================== store reads are effects

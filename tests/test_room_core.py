@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
-from support import DEAL, SeededEntropy, Shell, board, lobby, phase_of, pid, racing
+from support import DEAL, SeededEntropy, Shell, board, lobby, phase_of, pid, racing, record_of
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
@@ -189,7 +189,7 @@ def test_kick_and_host_passes_on_leave() -> None:
     assert isinstance(shell.inbox[conns[0]][-1], p.Left)
     assert shell.room(conns[1]).host == bob
     shell.send(conns[1], p.Leave())
-    assert code not in shell.core.rooms  # empty rooms close
+    assert not shell.core.has_room(code)  # empty rooms close
 
 
 def test_room_code_collision_in_the_store_retries() -> None:
@@ -245,7 +245,7 @@ def test_hosting_passes_to_a_racer_before_a_spectator() -> None:
     shell.send(watcher, p.Join(code=code, role=p.SPECTATOR))
     shell.disconnect(bob)  # Bob is away (within his grace): still a racer, and before a connected spectator
     shell.send(ann, p.Leave())
-    assert shell.core.rooms[code].host == pid(shell, bob)
+    assert record_of(shell.core, code).host == pid(shell, bob)
 
 
 # ====================================================================== race
@@ -524,7 +524,7 @@ def test_idle_lobby_expires_and_members_are_told() -> None:
     shell = Shell(CoreConfig(lobby_idle_ms=60_000))
     conns, code = lobby(shell)
     shell.advance(60_000)
-    assert code not in shell.core.rooms
+    assert not shell.core.has_room(code)
     kicked = shell.last(conns[1], p.Kicked)
     assert isinstance(kicked, p.Kicked) and kicked.reason == "idle"
     assert shell.players[pid(shell, conns[1])].room is None
