@@ -1,4 +1,4 @@
-"""The one dispatch of the core's effects, shared by the real shell (server/shell/server.py), the
+"""The one dispatch of the core's effects, shared by the real shell (server/shell/effects.py), the
 test shell (server/testing/shell.py) and the fuzzer's runner (server/testing/fuzzing.py).
 
 :meth:`EffectExecutor.execute` names each effect once and ends in ``assert_never``, so a new effect
