@@ -11,12 +11,15 @@ an honest client on 127.0.0.1 where it applies:
 - ``rooms``: throwaway identities creating rooms as fast as they can: rooms made, and whether
   the honest client can still create one;
 - ``guess``: joins of random room codes over many connections: wrong guesses answered per
-  second (the private-code search rate).
+  second (the private-code search rate);
+- ``web``: idle connections to the spectator page's port that never send a request, each
+  reopened as soon as the server closes it, from one address and from 20: how many of an
+  honest client's ``GET /`` (one a second) are served, and how fast.
 
 ``--server-root DIR`` runs the server from another checkout (for a before/after comparison, run
 once against a checkout of the commit before the limits). Usage::
 
-    python bench/attacks.py [--only ping,conns,rooms,guess] [--seconds 20] [--server-root DIR] [--json]
+    python bench/attacks.py [--only ping,conns,rooms,guess,web] [--seconds 20] [--server-root DIR] [--json]
 """
 
 from __future__ import annotations
@@ -317,6 +320,83 @@ async def attack_guess(root: Path, seconds: float, conns: int) -> dict[str, Any]
         }
 
 
+async def honest_get(web_port: int, timeout: float = 5.0) -> tuple[int | None, float]:
+    """One ``GET /`` from the honest address: its status (None: no answer) and how long it took."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection("127.0.0.1", web_port, local_addr=(HONEST, 0))
+            try:
+                writer.write(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{web_port}\r\n\r\n".encode())
+                answer = await reader.read()
+            finally:
+                writer.close()
+        status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.") else None
+    except (OSError, TimeoutError, ValueError, IndexError):
+        status = None
+    return status, time.monotonic() - started
+
+
+async def attack_web(root: Path, seconds: float, sockets: int, addresses: int) -> dict[str, Any]:
+    """``sockets`` idle connections to the page's port from ``addresses`` loopback addresses,
+    each reopened as soon as it is closed, while an honest client asks for the page each second."""
+    sources = [ATTACKER] if addresses == 1 else [f"127.0.2.{i + 1}" for i in range(addresses)]
+    web_port = free_port()
+    with plot_server(root, "--web-port", str(web_port)) as (_proc, _port):
+        opened = 0
+        stop = asyncio.Event()
+
+        async def hold(n: int) -> None:
+            nonlocal opened
+            while not stop.is_set():
+                try:
+                    reader, writer = await asyncio.open_connection(
+                        "127.0.0.1", web_port, local_addr=(sources[n % len(sources)], 0)
+                    )
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                opened += 1
+                try:
+                    stop_wait = asyncio.ensure_future(stop.wait())
+                    read = asyncio.ensure_future(reader.read())
+                    await asyncio.wait([stop_wait, read], return_when=asyncio.FIRST_COMPLETED)
+                    stop_wait.cancel()
+                    read.cancel()
+                except (OSError, ConnectionError):
+                    pass
+                finally:
+                    writer.transport.abort()
+
+        holders = [asyncio.ensure_future(hold(n)) for n in range(sockets)]
+        await asyncio.sleep(2.0)  # the flood is up
+        served: list[float] = []
+        answers: dict[str, int] = {}
+        started = time.monotonic()
+        asked = 0
+        while time.monotonic() - started < seconds:
+            began = time.monotonic()
+            status, took = await honest_get(web_port)
+            asked += 1
+            answers[str(status)] = answers.get(str(status), 0) + 1
+            if status == 200:
+                served.append(took)
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+        flood_s = time.monotonic() - started + 2.0
+        stop.set()
+        await asyncio.gather(*holders)
+        served.sort()
+        return {
+            "attack": f"{sockets} idle page connections from {addresses} address(es), reopened when closed",
+            "honest_gets": asked,
+            "honest_served": len(served),
+            "honest_answers": answers,
+            "honest_median_ms": round(served[len(served) // 2] * 1000, 1) if served else None,
+            "honest_max_ms": round(served[-1] * 1000, 1) if served else None,
+            "attacker_connections_per_s": round(opened / flood_s, 1),
+        }
+
+
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     root = Path(args.server_root).resolve()
     only = set(args.only.split(","))
@@ -331,12 +411,15 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         results.append(await attack_rooms(root, args.seconds, 1000))
     if "guess" in only:
         results.append(await attack_guess(root, min(args.seconds, 10.0), 100))
+    if "web" in only:
+        results.append(await attack_web(root, args.seconds, 300, 1))
+        results.append(await attack_web(root, args.seconds, 300, 20))
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="ping,conns,rooms,guess")
+    parser.add_argument("--only", default="ping,conns,rooms,guess,web")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each flood (20)")
     parser.add_argument("--conns", type=int, default=2000, help="connections of the connection flood (2000)")
     parser.add_argument("--server-root", default=str(ROOT), help="the checkout whose server is attacked")

@@ -235,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--web-ws-url", default=_env("PLOT_WEB_WS_URL"), metavar="URL", help="the game WebSocket URL the page "
         "connects to, when browsers reach it under another name (a proxy) [PLOT_WEB_WS_URL]; default: the page's "
         "host name and --port")  # fmt: skip
+    web = WebConfig()
+    number("--web-conns-per-address", "PLOT_WEB_CONNS_PER_ADDRESS", int, web.conns_per_address, 0, "open "
+           "connections to the page's port per address; past it: 429; 0: no cap [PLOT_WEB_CONNS_PER_ADDRESS] "
+           f"({web.conns_per_address})")  # fmt: skip
+    number("--web-head-timeout", "PLOT_WEB_HEAD_TIMEOUT", float, web.head_timeout_s, 0, "seconds a page "
+           f"connection has to send its whole request head; then 408 [PLOT_WEB_HEAD_TIMEOUT] ({web.head_timeout_s:g})",
+           low_open=True)  # fmt: skip
     number("--winnable-queue", "PLOT_WINNABLE_QUEUE", int, DEFAULT_QUEUE, 1, "winnable-only rooms: searches "
            "waiting for a worker, one per room; past it a start is refused with server_busy "
            f"[PLOT_WINNABLE_QUEUE] ({DEFAULT_QUEUE})")  # fmt: skip
@@ -495,7 +502,14 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
         web_ssl.load_cert_chain(config.tls_cert, config.tls_key)
     try:
         return WebServer(
-            WebConfig(host=config.host, port=web_port, public_ws_url=args.web_ws_url, reuse_port=config.reuse_port),
+            WebConfig(
+                host=config.host,
+                port=web_port,
+                public_ws_url=args.web_ws_url,
+                reuse_port=config.reuse_port,
+                conns_per_address=args.web_conns_per_address,
+                head_timeout_s=args.web_head_timeout,
+            ),
             game_port=game_port,
             game_tls=bool(config.tls_cert),
             ssl_context=web_ssl,
