@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
-from server.limits import LimitsConfig
+from server.limits import ANSWER_BURST_S, LimitsConfig
 from server.store.base import Store
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url
@@ -267,6 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
            "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
            "private codes); 0: no cap "
            f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    number("--answer-bytes-per-s", "PLOT_ANSWER_BYTES_PER_S", int, limits.answer_bytes_per_s, 0, "bytes a second "
+           "the server sends in answer to one connection's requests (join, sync, list_rooms, ...; moves not "
+           f"counted), bursts of {ANSWER_BURST_S:g} s' worth; past it: error rate_limited with retry_ms; 0: no "
+           f"budget [PLOT_ANSWER_BYTES_PER_S] ({limits.answer_bytes_per_s})", metavar="BYTES")  # fmt: skip
+    number("--answer-bytes-per-address", "PLOT_ANSWER_BYTES_PER_ADDRESS", int, limits.address_answer_bytes_per_s, 0,
+           "the same for all of one address's connections together; 0: no budget "
+           f"[PLOT_ANSWER_BYTES_PER_ADDRESS] ({limits.address_answer_bytes_per_s})", metavar="BYTES")  # fmt: skip
     number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
            "sent to one connection before it is cut as too slow, checked every second "
            f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
@@ -397,6 +404,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             hellos_per_minute=args.hellos_per_minute,
             rooms_per_minute=args.rooms_per_minute,
             join_failures_per_minute=args.join_failures_per_minute,
+            answer_bytes_per_s=args.answer_bytes_per_s,
+            address_answer_bytes_per_s=args.answer_bytes_per_address,
         ),
         core=core,
         winnable=winnable,
