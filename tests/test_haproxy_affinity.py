@@ -57,7 +57,8 @@ async def balancer(redis_url: str) -> AsyncIterator[tuple[LocalHAProxy, Nodes]]:
     game = {"server-a": free_port(), "server-b": free_port()}
     web = {"server-a": free_port(), "server-b": free_port()}
     common = ["--redis", redis_url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
-              "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0"]  # fmt: skip
+              "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0",
+              "--answer-bytes-per-address", "0"]  # fmt: skip
     with (
         server_process("--port", str(game["server-a"]), "--web-port", str(web["server-a"]), *common) as a,
         server_process("--port", str(game["server-b"]), "--web-port", str(web["server-b"]), *common) as b,
