@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.limits import ANSWER_BURST_S, LimitsConfig
+from server.proxy import TrustedProxies
 from server.store.base import Store
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url
@@ -274,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     number("--answer-bytes-per-address", "PLOT_ANSWER_BYTES_PER_ADDRESS", int, limits.address_answer_bytes_per_s, 0,
            "the same for all of one address's connections together; 0: no budget "
            f"[PLOT_ANSWER_BYTES_PER_ADDRESS] ({limits.address_answer_bytes_per_s})", metavar="BYTES")  # fmt: skip
+    add("--trusted-proxy", default=_env("PLOT_TRUSTED_PROXY", ""), metavar="CIDR,...", help="balancers whose "
+        "PROXY protocol header (v1 or v2, e.g. HAProxy's send-proxy-v2) names the client, on the game and web "
+        "ports: addresses or networks, comma-separated; the per-address limits then count each client, not "
+        "the balancer. A PROXY header from any other address is refused; a trusted one that sends none is "
+        "taken at its own address. Not with --tls-cert (end TLS at the balancer) [PLOT_TRUSTED_PROXY] "
+        "(none)")  # fmt: skip
     number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
            "sent to one connection before it is cut as too slow, checked every second "
            f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
@@ -363,6 +370,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     for flag, path in (("--tls-cert / PLOT_TLS_CERT", args.tls_cert), ("--tls-key / PLOT_TLS_KEY", args.tls_key)):
         if path and not os.path.isfile(path):
             raise ConfigError(f"{flag} {path!r}: no such file")
+    try:
+        trusted_proxies = TrustedProxies.parse(args.trusted_proxy or "")
+    except ValueError as exc:
+        raise ConfigError(f"--trusted-proxy / PLOT_TRUSTED_PROXY: {exc}") from None
+    if trusted_proxies and args.tls_cert:
+        # The PROXY header comes before TLS would start: end TLS at the balancer instead.
+        raise ConfigError("--trusted-proxy does not go with --tls-cert: let the balancer end TLS")
     if args.redis:
         check_redis_url(args.redis)
     check_workers(args)
@@ -406,6 +420,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             join_failures_per_minute=args.join_failures_per_minute,
             answer_bytes_per_s=args.answer_bytes_per_s,
             address_answer_bytes_per_s=args.answer_bytes_per_address,
+            trusted_proxies=trusted_proxies,
         ),
         core=core,
         winnable=winnable,
@@ -518,6 +533,7 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
                 reuse_port=config.reuse_port,
                 conns_per_address=args.web_conns_per_address,
                 head_timeout_s=args.web_head_timeout,
+                trusted_proxies=config.limits.trusted_proxies,
             ),
             game_port=game_port,
             game_tls=bool(config.tls_cert),
@@ -621,6 +637,10 @@ def supervise(workers: int, argv: list[str]) -> int:
     due: dict[int, float] = {}
     while not stopping:
         time.sleep(0.1)
+        if stopping:
+            # Ctrl+C reaches the whole process group: the workers are already stopping on their own
+            # SIGINT, and their exits are the shutdown, not deaths to restart.
+            break
         if reload_wanted:
             reload_wanted = False
             replaced = 0
@@ -631,7 +651,7 @@ def supervise(workers: int, argv: list[str]) -> int:
             log_event(logging.INFO, "workers_reloaded", replaced=replaced, workers=workers)
         for slot, proc in procs.items():
             code = proc.poll()
-            if code is None or slot in due:
+            if code is None or slot in due or stopping:
                 continue
             quick = time.monotonic() - started[slot] < 2.0
             delays[slot] = min(5.0, delays.get(slot, 0.1) * 2) if quick else 0.0

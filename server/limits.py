@@ -1,10 +1,13 @@
-"""The limits a public server needs against one abusive address (issue 9; docs/reliability.md, Limits).
+"""The limits a public server needs against one abusive address (docs/reliability.md, Limits).
 
 Per connection, the shell (server/app.py) already has a message rate (a token bucket that
 WebSocket pings and pongs count in too) and a write-buffer cap. This module adds what is
 counted per *address*: how many connections it holds at once, how many hellos and room
 creations it may send per minute, and how many joins of rooms that do not exist it may make
 (a budget that makes guessing a private room's code impractical). Plus the hello deadline.
+
+An address is the client's: behind a balancer, the one its PROXY header names when the balancer
+is a trusted proxy (``trusted_proxies``, server/proxy.py), else the socket's peer.
 
 Every per-minute budget is a token bucket: ``N`` at once, refilled at ``N`` per minute. An
 address is an IPv4 address, or an IPv6 /64 (one customer's usual allocation); connections
@@ -24,10 +27,11 @@ import ipaddress
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from server.core.events import ClientEvent, Event, RoomLoaded, RoomsListed
+from server.proxy import TrustedProxies
 from shared import protocol as p
 
 
@@ -44,12 +48,22 @@ class LimitsConfig:
     # ANSWER_BURST_S seconds' worth); past it a request is answered rate_limited. 0: no budget.
     answer_bytes_per_s: int = 4 * 1024
     address_answer_bytes_per_s: int = 128 * 1024  # ... and to all of one address's connections
+    # Whose PROXY headers name the client (both ports); none: every peer is its own client.
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
 
     @classmethod
     def per_address_off(cls, hello_timeout_s: float = 10.0) -> LimitsConfig:
         """Every per-address cap off (tests open many connections from 127.0.0.1), and the
         per-connection answer budget too (tests send requests as fast as they like)."""
-        return cls(hello_timeout_s, 0, 0, 0, 0, 0, 0)
+        return cls(
+            hello_timeout_s,
+            conns_per_address=0,
+            hellos_per_minute=0,
+            rooms_per_minute=0,
+            join_failures_per_minute=0,
+            answer_bytes_per_s=0,
+            address_answer_bytes_per_s=0,
+        )
 
 
 def address_key(remote: object) -> str:

@@ -12,7 +12,8 @@ grammar, bare-LF lines, one ``Host``); on top of it only HTTP/1.0 and 1.1 are an
 ``Host`` must be a host name or an IP literal with an optional port (``host_of``). The port's
 defences (docs/reliability.md, "The spectator page's port"): a cap on connections in all and per
 address, idle connections evicted first when the slots run out (server/web/slots.py), and a
-deadline for the whole request head.
+deadline for the whole request head. Behind a trusted proxy (server/proxy.py) a connection is
+counted under the client its PROXY header names.
 
 The page learns the game server's WebSocket URL from a ``<meta>`` tag filled in per request:
 the host name the browser used (from ``Host``, checked) with the game port, ``ws://`` or
@@ -30,13 +31,14 @@ import logging
 import re
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import h11
 
 from server.limits import address_key
+from server.proxy import ProxyHeaderRefused, TrustedProxies, log_refused, read_header
 from server.web.slots import Refusal, Slots
 from shared.protocol import is_room_code
 
@@ -89,6 +91,8 @@ class WebConfig:
     max_clients: int = 256  # open connections at once; when all are taken an idle one is evicted
     conns_per_address: int = 32  # open connections per address (0: no cap); past it: 429
     head_timeout_s: float = 2.5  # the whole request head must arrive within this; else 408
+    # Balancers whose PROXY header names the client (server/proxy.py); another's header is refused.
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
 
 
 @dataclass(frozen=True)
@@ -168,10 +172,13 @@ def check_public_ws_url(url: str) -> str:
     return url
 
 
-async def read_request(reader: asyncio.StreamReader) -> h11.Request | None:
-    """The request head, parsed as it arrives; None if the client hung up first. h11 raises
-    RemoteProtocolError on a malformed head, and on one past MAX_HEAD_BYTES (hint 431)."""
+async def read_request(reader: asyncio.StreamReader, before: bytes = b"") -> h11.Request | None:
+    """The request head (``before``: its first bytes, read already), parsed as it arrives; None
+    if the client hung up first. h11 raises RemoteProtocolError on a malformed head, and on one
+    past MAX_HEAD_BYTES (hint 431)."""
     parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+    if before:
+        parser.receive_data(before)  # (b"" would mean the end of the stream to h11)
     while True:
         event = parser.next_event()
         if isinstance(event, h11.Request):
@@ -237,23 +244,35 @@ class WebServer:
     # ---------------------------------------------------------------- one connection
 
     async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        address = address_key(writer.get_extra_info("peername"))
+        peer = writer.get_extra_info("peername")
+        # A trusted proxy's connection is counted per address once its PROXY header names the client.
+        address = None if self.config.trusted_proxies.trusts(peer) else address_key(peer)
         slot = self._slots.admit(address, writer.transport.abort)
         if slot == "address" or slot == "full":
-            await self._refuse(slot, address, reader, writer)
+            await self._refuse(slot, address or "proxy", reader, writer)
             return
         try:
             try:
                 async with asyncio.timeout(self.config.head_timeout_s):
-                    request = await read_request(reader)
+                    client, before = await read_header(reader, peer, self.config.trusted_proxies)
+                    if not self._slots.counted(slot):  # a trusted proxy's: counted as the client it names
+                        address = address_key(client)
+                        if not self._slots.place(slot, address):
+                            self._slots.release(slot)
+                            await self._refuse("address", address, reader, writer)
+                            return
+                    request = await read_request(reader, before)
             except TimeoutError:
                 timeout = self.config.head_timeout_s
                 response = self._error(408, f"the request head did not arrive within {timeout:g} s\n")
             except h11.RemoteProtocolError as exc:
                 status = 431 if exc.error_status_hint == 431 else 400
                 response = self._error(status, f"malformed request: {exc}\n")
-            except ConnectionError:
+            except (asyncio.IncompleteReadError, ConnectionError):
                 return  # the client went away: nothing to answer
+            except ProxyHeaderRefused as exc:
+                log_refused(exc, peer)
+                return  # closed unanswered
             else:
                 if request is None:
                     return  # it hung up before a whole head

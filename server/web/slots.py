@@ -6,7 +6,8 @@ When every slot is taken, a new connection evicts the oldest idle one (aborted a
 flood of connections that never send a request cannot keep an honest request out, however many
 addresses it comes from, while a request being answered is never cut for a newcomer. Only when
 every slot is busy is a new connection refused. Addresses are counted as the game port counts
-them (server/limits.py: an IPv4 address, an IPv6 /64).
+them (server/limits.py: an IPv4 address, an IPv6 /64); a trusted proxy's connection is admitted
+uncounted and ``place``d under the client its PROXY header names once that is read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class Slot:
 
     __slots__ = ("abort", "address", "released")
 
-    def __init__(self, address: str, abort: Callable[[], None]) -> None:
+    def __init__(self, address: str | None, abort: Callable[[], None]) -> None:
         self.address = address
         self.abort = abort
         self.released = False
@@ -44,8 +45,9 @@ class Slots:
     def __len__(self) -> int:
         return self._open
 
-    def admit(self, address: str, abort: Callable[[], None]) -> Slot | Refusal:
-        if self.per_address and self._by_address.get(address, 0) >= self.per_address:
+    def admit(self, address: str | None, abort: Callable[[], None]) -> Slot | Refusal:
+        """A slot, counted under ``address`` (None: not yet, see ``place``), or why not."""
+        if address is not None and self._at_cap(address):
             return "address"
         if self._open >= self.total:
             if not self._idle:
@@ -56,9 +58,25 @@ class Slots:
             oldest.abort()
         slot = Slot(address, abort)
         self._open += 1
-        self._by_address[address] = self._by_address.get(address, 0) + 1
+        if address is not None:
+            self._by_address[address] = self._by_address.get(address, 0) + 1
         self._idle[slot] = None
         return slot
+
+    def _at_cap(self, address: str) -> bool:
+        return bool(self.per_address) and self._by_address.get(address, 0) >= self.per_address
+
+    @staticmethod
+    def counted(slot: Slot) -> bool:
+        return slot.address is not None
+
+    def place(self, slot: Slot, address: str) -> bool:
+        """Count an uncounted slot under ``address``; False (nothing changed) if it is at its cap."""
+        if self._at_cap(address):
+            return False
+        slot.address = address
+        self._by_address[address] = self._by_address.get(address, 0) + 1
+        return True
 
     def busy(self, slot: Slot) -> None:
         """Its request head is complete: it is answered, never evicted."""
@@ -70,6 +88,8 @@ class Slots:
         slot.released = True
         self._idle.pop(slot, None)
         self._open -= 1
+        if slot.address is None:
+            return
         left = self._by_address[slot.address] - 1
         if left:
             self._by_address[slot.address] = left
