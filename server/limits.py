@@ -243,6 +243,10 @@ class AddressLimits:
         budget = self._entry(key).joins
         return 0.0 if budget is None else budget.take(self.clock())
 
+    def answer_budget(self, key: str) -> ByteBudget | None:
+        """The address's budget of bytes sent in answer to its requests (AnswerBudgets)."""
+        return self._entry(key).answers if self.config.address_answer_bytes_per_s else None
+
     def join_succeeded(self, key: str) -> None:
         budget = self._entry(key).joins
         if budget is not None:
@@ -282,9 +286,7 @@ class AnswerBudgets:
         return ByteBudget(per_s, self.limits.clock()) if per_s else None
 
     def _address_budget(self, address: str) -> ByteBudget | None:
-        if not self.limits.config.address_answer_bytes_per_s:
-            return None
-        return self.limits._entry(address).answers
+        return self.limits.answer_budget(address)
 
     def refusal(self, conn: Payer, msg: p.ClientMessage) -> p.Error | None:
         """``rate_limited`` for a request past its connection's or its address's budget, with
