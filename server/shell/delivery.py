@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from websockets.asyncio.server import ServerConnection, broadcast
 
+from server.limits import AnswerBudgets, ByteBudget
 from server.shell.config import ServerConfig, ServerStats, Tasks, log_event
 from shared import protocol as p
 
@@ -62,14 +63,18 @@ class Conn:
     limited: bool = False  # over its message rate: being closed, its messages dropped
     moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
     results_seen: str | None = None  # the commitment of the race whose results it last got
+    answers: ByteBudget | None = None  # what its requests may make the server send (server/limits.py)
 
 
 class Delivery:
     """The open connections (``conns``), each player's (``conns_of``), and every frame out."""
 
-    def __init__(self, config: ServerConfig, stats: ServerStats, metrics: Metrics | None, tasks: Tasks) -> None:
+    def __init__(
+        self, config: ServerConfig, stats: ServerStats, metrics: Metrics | None, tasks: Tasks, answers: AnswerBudgets
+    ) -> None:
         self.config = config
         self.tasks = tasks
+        self.answers = answers  # every frame written is reported to the answer budgets
         self.stats = stats
         self.metrics = metrics
         self.conns: dict[int, Conn] = {}
@@ -81,7 +86,7 @@ class Delivery:
     # ------------------------------------------------------------------ the registry
 
     def open(self, ws: ServerConnection, bucket: TokenBucket, address: str) -> Conn:
-        conn = Conn(next(self._ids), ws, bucket, address)
+        conn = Conn(next(self._ids), ws, bucket, address, answers=self.answers.for_connection())
         self.conns[conn.id] = conn
         self.stats.connections += 1
         return conn
@@ -185,6 +190,7 @@ class Delivery:
             targets.append(conn.ws)
         if targets:
             self.stats.frames_out += len(targets)
+            self.answers.sent(len(frame) * len(targets))
             broadcast(targets, frame)
 
     def broadcast_all(self, frame: bytes) -> None:

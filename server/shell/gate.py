@@ -22,7 +22,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import Event as WsEvent
 
 from server.core.events import ClientEvent, Connected, Disconnected, HelloEvent
-from server.limits import AddressLimits, address_key
+from server.limits import AddressLimits, AnswerBudgets, address_key
 from server.proxy import ProxiedConnection
 from server.shell.appends import AppendPipeline
 from server.shell.config import ServerStats, log, log_event, now_ms
@@ -82,12 +82,21 @@ class PlotConnection(ProxiedConnection):
 class Gate(Part):
     """Connections in: the upgrade check, each connection's life, and every message it sends."""
 
-    def __init__(self, ctx: ShellContext, stats: ServerStats, delivery: Delivery, appends: AppendPipeline) -> None:
+    def __init__(
+        self,
+        ctx: ShellContext,
+        stats: ServerStats,
+        delivery: Delivery,
+        appends: AppendPipeline,
+        limits: AddressLimits,
+        answers: AnswerBudgets,
+    ) -> None:
         super().__init__(ctx)
         self.stats = stats
         self.delivery = delivery
         self.appends = appends
-        self.limits = AddressLimits(ctx.config.limits)
+        self.limits = limits
+        self.answers = answers
         self.closing = False
         self.timed = False  # move receipts are kept for the latency metric (metrics on)
 
@@ -213,7 +222,7 @@ class Gate(Part):
                 return
             if isinstance(msg, p.Hello):
                 conn.hello_seen = True
-            limited = self._address_limited(conn, msg)
+            limited = self.answers.refusal(conn, msg) or self._address_limited(conn, msg)
             if limited is not None:
                 self.delivery.reply(conn, limited)
                 return

@@ -22,7 +22,7 @@ from websockets.http11 import Request, Response
 
 from server.core import ServerCore
 from server.core import events as ev
-from server.limits import AddressLimits
+from server.limits import AddressLimits, AnswerBudgets
 from server.proxy import trusting
 from server.shell.appends import AppendPipeline
 from server.shell.config import ServerConfig, ServerStats, Tasks, log, log_event
@@ -70,9 +70,11 @@ class RaceServer:
         self.nodes: NodeLink | None = None  # several nodes: the pub/sub link
         self.link = self._make_link()
         ctx = ShellContext(self.config, store, self.core, self.link, self.tasks, self.dispatch)
-        self.delivery = Delivery(self.config, self.stats, None, self.tasks)
+        limits = AddressLimits(self.config.limits)
+        self.answers = AnswerBudgets(limits)  # what each connection's requests may make the server send
+        self.delivery = Delivery(self.config, self.stats, None, self.tasks, self.answers)
         self.appends = AppendPipeline(ctx)
-        self.gate = Gate(ctx, self.stats, self.delivery, self.appends)
+        self.gate = Gate(ctx, self.stats, self.delivery, self.appends, limits, self.answers)
         self.delivery.on_check = self.gate.limits.prune
         self.room_writes = RoomWrites(ctx, self.execute)
         self.link.attach(self.room_writes.versions.is_news)
@@ -147,9 +149,14 @@ class RaceServer:
                 if conn is not None:
                     self.delivery.reply(conn, p.Error(code=p.INTERNAL, message="the server failed on this message"))
             return
-        execute = self.effects.execute
-        for effect in effects:
-            execute(effect)
+        payers = self.answers.payers(event, self.delivery.conns)
+        if payers:  # what answers a request is charged to its connection and address
+            with self.answers.charging(payers):
+                self.effects.execute_all(effects)
+        else:
+            execute = self.effects.execute
+            for effect in effects:
+                execute(effect)
         if isinstance(event, ev.RoomLoaded):
             self.gate.room_loaded(event.code)
 
@@ -217,6 +224,7 @@ class RaceServer:
                 "hellos_per_minute": stats.address_limited["hello"],
                 "rooms_per_minute": stats.address_limited["create_room"],
                 "join_failures_per_minute": stats.address_limited["join"],
+                "answer_bytes": self.answers.refused,
             },
             connections_total=stats.connections,
             pubsub_published=published,
