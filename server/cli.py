@@ -30,6 +30,7 @@ from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.limits import LimitsConfig
 from server.store.base import Store
+from server.store.urls import shown_url
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url
 from server.winnable import (
@@ -279,9 +280,8 @@ def check_redis_url(url: str) -> str:
     """A URL redis-py can use, or a ConfigError saying what one looks like."""
     parts = urlsplit(url)
     if parts.scheme not in REDIS_SCHEMES:
-        shown = url if parts.password is None else "(a URL with a password)"
         raise ConfigError(
-            f"--redis / REDIS_URL {shown!r}: expected redis://host:port/db, rediss://, unix:///path "
+            f"--redis / REDIS_URL {shown_url(url)!r}: expected redis://host:port/db, rediss://, unix:///path "
             "or redis+cluster://host:port[,host:port...]"
         )
     if parts.scheme.endswith("+cluster"):  # one or more seeds, host:port,host:port
@@ -404,10 +404,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 def make_store(redis_url: str | None, replicas_ack: int = 0) -> tuple[Store, str]:
     if redis_url:
-        from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
+        from server.store.redis import RedisStore  # only a Redis deployment needs redis-py
 
         try:
-            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {redact_url(redis_url)}"
+            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {shown_url(redis_url)}"
         except ValueError as exc:  # redis-py refused the URL
             raise ConfigError(f"--redis / REDIS_URL: {exc}") from None
     from server.store.memory import MemoryStore

@@ -25,7 +25,9 @@ async def rejected_in_outage(ann: Client, move_id: int, move: str) -> p.MoveReje
     return rejected
 
 
-async def test_a_move_resent_during_and_after_an_outage_is_answered_each_time(persistent_redis_server: RedisServer) -> None:
+async def test_a_move_resent_during_and_after_an_outage_is_answered_each_time(
+    persistent_redis_server: RedisServer,
+) -> None:
     rng = random.Random(5)
     store = RedisStore(persistent_redis_server.url, socket_timeout=0.5, connect_timeout=0.5, retries=0)
     try:

@@ -37,7 +37,7 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--port", "99999"], None, "--port '99999': must be 0 to 65535"),
         (["--port", "65536"], None, "--port '65536': must be 0 to 65535"),
         (["--port", "-1"], None, "must be 0 to 65535"),
-        (["--redis", "nonsense"], None, "--redis / REDIS_URL 'nonsense': expected redis://"),
+        (["--redis", "nonsense"], None, "--redis / REDIS_URL '(not a URL: no scheme://)': expected redis://"),
         ([], {"REDIS_URL": "http://x"}, "REDIS_URL 'http://x': expected redis://"),
         (["--redis", "redis://:6379"], None, "no usable host and port"),
         (["--redis", "redis+cluster://10.0.0.5:7000,10.0.0.6:port"], None, "the port in '10.0.0.6:port' is not"),
