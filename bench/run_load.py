@@ -208,6 +208,7 @@ class Target:
     server: ProcSampler
     redis: ProcSampler | None
     log: Any = None  # the server's stderr (a temporary file)
+    metrics_port: int | None = None  # the server's metrics listener (an older tree's: its game port)
 
     def log_events(self) -> dict[str, int]:
         """How many of each warning/error the server logged (JSON lines), e.g. append_failed."""
@@ -241,7 +242,7 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
         redis_sampler: ProcSampler | None = None
         if kind == "redis":  # redis-shipped: Redis as docker-compose.yml runs it (appendfsync always)
             redis_url, redis_sampler = stack.enter_context(redis_server(shipped=variant == "shipped"))
-        port = free_port()
+        port, metrics_port = free_port(), free_port()
         if kind == "echo":
             cmd = [PYTHON, str(ROOT / "bench" / "echo_server.py"), "--port", str(port), "--reply-size", str(reply_size)]
         else:
@@ -253,8 +254,9 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             if redis_url is not None:
                 cmd += ["--redis", redis_url]
         log = stack.enter_context(tempfile.TemporaryFile())
-        # that tree's server, not the installed one; no spectator page (it would take port + 1)
-        env = server_environment(PYTHONPATH=str(root))
+        # that tree's server, not the installed one; no spectator page (it would take port + 1); its
+        # metrics listener on a free port (an older tree ignores the variable: metrics on its game port)
+        env = server_environment(PYTHONPATH=str(root), PLOT_METRICS_PORT=str(metrics_port))
         proc = subprocess.Popen(
             pinned(cmd, SERVER_CORE),
             cwd=root,
@@ -271,7 +273,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             raise RuntimeError(
                 f"{kind} server did not start: {exc}\n{log.read()[-2000:].decode(errors='replace')}"
             ) from None
-        yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler, log)
+        listener = None if kind == "echo" else metrics_port
+        yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler, log, listener)
 
 
 def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def test_the_server_runs_without_prometheus_client_with_metrics_off() -> None:
             assert server.metrics is None
             await server.start()
             try:
-                print(await asyncio.to_thread(get, server.port))
+                print(await asyncio.to_thread(get, server.metrics_port))
             finally:
                 await server.stop()
             assert "prometheus_client" not in sys.modules

@@ -15,7 +15,7 @@ from support import FAST, Client, board, eventually, fast_config, make_room, run
 from server.core.records import decode_entry
 from server.store.redis import RedisStore
 from shared import protocol as p
-from shared.engine import UNDO
+from shared.engine import UNDO, View
 
 RACERS = ["Ann", "Bob", "Cy", "Di"]
 
@@ -26,7 +26,7 @@ def test_the_shipped_redis_fsyncs_every_write_before_it_answers() -> None:
     assert settings["--appendonly"] == "yes" and settings["--appendfsync"] == "always"
 
 
-async def race_until_stopped(racer: Client, view: p.View, acked: set[int], stop: asyncio.Event, seed: int) -> None:
+async def race_until_stopped(racer: Client, view: View, acked: set[int], stop: asyncio.Event, seed: int) -> None:
     """Move, undo, move, ... (the game never ends) as fast as answered, until ``stop``; every
     acknowledged id into ``acked``. A move refused store_unavailable (Redis is down) waits for the
     board the server resends."""

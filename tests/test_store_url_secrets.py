@@ -80,17 +80,19 @@ def _health_answered(proc: subprocess.Popen[str], port: int) -> dict[str, Any]:
 async def test_no_credential_of_the_store_url_is_shown_or_logged(guarded_redis: RedisServer, form: str) -> None:
     assert guarded_redis.port is not None
     store_url, shown, answers = _forms(guarded_redis.port, (free_port(), free_port()))[form]
-    port = free_port()
-    with server_process("--port", str(port), "--redis", store_url, "--log-level", "info") as proc:
+    port, listener = free_port(), free_port()
+    args = ("--port", str(port), "--metrics-port", str(listener), "--redis", store_url, "--log-level", "info")
+    with server_process(*args) as proc:
         if answers:
-            body = await asyncio.to_thread(wait_healthy, proc, port)
-            assert body["store_ok"] is True  # the credentials worked: the URL reached redis-py whole
+            public = await asyncio.to_thread(wait_healthy, proc, port)
+            assert public["store_ok"] is True  # the credentials worked: the URL reached redis-py whole
         else:
-            body = await asyncio.to_thread(_health_answered, proc, port)
+            public = await asyncio.to_thread(_health_answered, proc, port)
+        detailed = health(listener)[1]  # the metrics listener's /healthz names the store
         output = await asyncio.to_thread(_output, proc)
-    assert SECRET not in json.dumps(body)
+    assert SECRET not in json.dumps(public) + json.dumps(detailed)
     assert SECRET not in output, [line for line in output.splitlines() if SECRET in line]
-    assert body["store"] == f"redis {shown}"
+    assert detailed["store"] == f"redis {shown}" and "store" not in public
     events = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     started = next(event for event in events if event["event"] == "server_started")
     assert started["store"] == f"redis {shown}"
