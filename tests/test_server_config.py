@@ -48,6 +48,11 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--web-ws-url", "http://not-a-websocket/"], None, "--web-ws-url / PLOT_WEB_WS_URL: not a WebSocket URL"),
         (["--spectator-hz", "0"], None, "--spectator-hz '0': must be 0.2 to 100"),
         ([], {"PLOT_RACER_HZ": "often"}, "PLOT_RACER_HZ 'often': expected a number"),
+        (["--metrics-allow", "10.0.0.0/33"], None, "--metrics-allow / PLOT_METRICS_ALLOW: '10.0.0.0/33' is not"),
+        ([], {"PLOT_METRICS_ALLOW": "loopback,,"}, "PLOT_METRICS_ALLOW: '' is not an address or a network"),
+        (["--port", "65534"], {"PLOT_METRICS_PORT": ""}, "the game port + 2 is 65536: give --metrics-port"),
+        (["--metrics-port", "70000"], None, "--metrics-port '70000': must be 0 to 65535"),
+        (["--probe-rate", "-1"], None, "--probe-rate '-1'"),
     ],
 )
 def test_a_bad_setting_is_one_line_and_exit_2(args: list[str], env: dict[str, str] | None, says: str) -> None:
