@@ -96,8 +96,9 @@ async def main() -> int:
     web = {"server-a": free_port(), "server-b": free_port()}
     listeners = {"server-a": free_port(), "server-b": free_port()}  # each node's metrics listener
     with RedisServer() as redis:
+        # HAProxy's PROXY headers (deploy/haproxy.cfg); the probes polled without a rate
         common = ["--redis", redis.url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
-                  "--probe-rate", "0"]  # fmt: skip
+                  "--trusted-proxy", "127.0.0.1", "--probe-rate", "0"]  # fmt: skip
 
         def node(label: str) -> Any:
             ports = ("--port", str(game[label]), "--web-port", str(web[label]), "--metrics-port", str(listeners[label]))

@@ -96,6 +96,7 @@ from server.core.records import (
 from server.fanout import Fanout, LocalFanout
 from server.limits import AddressLimits, LimitsConfig, address_key
 from server.probes import ProbeConfig, Probes, StoreStatus
+from server.proxy import ProxiedConnection, trusting
 from server.store.base import AppendRequest, AppendResult, LogLength, Store, StoreUnavailable
 from server.winnable import DealFinder, SearchOutcome, WinnableConfig
 from shared import protocol as p
@@ -265,7 +266,7 @@ class TokenBucket:
         return False
 
 
-class PlotConnection(ServerConnection):
+class PlotConnection(ProxiedConnection):
     """A server connection whose WebSocket pings and pongs take from its message bucket, and whose
     whole binary messages go straight to the server's handler.
 
@@ -277,7 +278,8 @@ class PlotConnection(ServerConnection):
     handler task and read back by it (the queue, a future and a task wake-up per message were
     a tenth of a move's CPU: docs/benchmarks.md, "The move path at saturation"). Anything else
     (text, a fragmented message) takes websockets' own path, and while such a message waits
-    there every later one does too, so messages are handled in the order they came."""
+    there every later one does too, so messages are handled in the order they came. A trusted
+    proxy's PROXY header comes off the stream first (server/proxy.py)."""
 
     bucket: TokenBucket | None = None
     address: str = "local"
@@ -517,7 +519,7 @@ class RaceServer:
             process_request=self._process_request,
             ssl=ssl_context,
             server_header="plot-server",
-            create_connection=PlotConnection,
+            create_connection=trusting(PlotConnection, self.config.limits.trusted_proxies),
         )
         await self.probes.start()
         self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
@@ -863,7 +865,7 @@ class RaceServer:
             wait, what, per = self.limits.take_hello(conn.address), "hellos", limits.hellos_per_minute
         elif isinstance(msg, p.CreateRoom):
             wait, what, per = self.limits.take_room(conn.address), "rooms created", limits.rooms_per_minute
-        elif isinstance(msg, p.Join):
+        elif isinstance(msg, p.Join) and conn.player is not None:  # before welcome: wrong_phase, no guess
             wait, what, per = self.limits.take_join(conn.address), "failed joins", limits.join_failures_per_minute
         else:
             return None
@@ -915,7 +917,7 @@ class RaceServer:
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
-            if isinstance(msg, p.Join):
+            if isinstance(msg, p.Join) and conn.player is not None:
                 if self._member_of(conn, msg.code):
                     self.limits.join_succeeded(conn.address)  # only failed joins spend the budget
                 elif not self.core.has_room(msg.code):

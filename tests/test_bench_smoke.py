@@ -127,7 +127,7 @@ def test_loadgen_refuses_addresses_off_the_loopback() -> None:
     assert "loopback" in out.stderr
 
 
-# ---------------------------------------------------------------- bench/profile_move.py (issue 10)
+# ---------------------------------------------------------------- bench/profile_move.py
 
 
 def test_profile_move_accounts_for_the_moves_of_a_paced_run() -> None:
@@ -250,7 +250,7 @@ def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
             assert b"plot_moves_accepted_total" in response.read()
 
 
-# ---------------------------------------------------------------- bench/attacks.py (issue 9)
+# ---------------------------------------------------------------- bench/attacks.py
 
 
 def test_the_attack_bench_runs_and_the_limits_hold() -> None:
@@ -268,6 +268,34 @@ def test_the_attack_bench_runs_and_the_limits_hold() -> None:
     rooms, guess = (json.loads(line) for line in out.stdout.splitlines())
     assert 1 <= rooms["rooms_created"] <= 11 and rooms["honest"]["ok"]
     assert 1 <= guess["wrong_guesses"] <= 11
+
+
+def test_the_proxy_lockout_bench_runs_and_the_shipped_config_lets_the_honest_client_in() -> None:
+    """bench/proxy_lockout.py, briefly (its figures: docs/reliability.md, "Clients behind a balancer")."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "proxy_lockout.py"), "--seconds", "3", "--every", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    no_proxy, shipped = (json.loads(line) for line in out.stdout.splitlines())
+    assert no_proxy["honest_answers"].get("rate_limited", 0) >= 1  # locked out behind HAProxy's one address
+    assert shipped["honest_joined"] == shipped["honest_tries"] >= 1
+
+
+def test_the_name_bench_finds_one_alice_in_the_room() -> None:
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "name_lookalikes.py"), "--json"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["alices_in_the_room"] == 1
 
 
 def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
@@ -376,7 +404,7 @@ def test_profile_nodes_puts_each_sample_in_one_part_of_a_remote_move() -> None:
 def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
     run_load: ModuleType, reference: str
 ) -> None:
-    """bench/run_load.py overload (issue 10), tiny: the memory store, a second of each phase; the
+    """bench/run_load.py overload, tiny: the memory store, a second of each phase; the
     reference either 64 racers or the overload's own racers (``--reference matched``)."""
     import argparse
 
@@ -413,7 +441,7 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
 
 
 def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_load: ModuleType) -> None:
-    """bench/run_load.py capacity (issue 10), tiny: 8 then 16 racers on the memory store, the echo
+    """bench/run_load.py capacity, tiny: 8 then 16 racers on the memory store, the echo
     at each load as the control."""
     import argparse
 

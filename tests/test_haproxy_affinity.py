@@ -5,8 +5,8 @@ One real Redis, two real ``plot-server --multi-node`` nodes and HAProxy on loopb
 are this project's client connections (client/connection.py): they name their room in the URL,
 and the host reconnects naming its room once it has one. Each node's /healthz says how many
 connections it holds (on its metrics listener); HAProxy answers /healthz from outside itself.
-HAProxy is required: where it is missing the test fails saying how to
-install it (``.ci/run`` does).
+HAProxy is required: where it is missing the test fails saying how to install it
+(``scripts/setup.sh`` does).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ async def balancer(redis_url: str) -> AsyncIterator[tuple[LocalHAProxy, Nodes]]:
     listeners = {"server-a": free_port(), "server-b": free_port()}
     common = ["--redis", redis_url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
               "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0",
-              "--probe-rate", "0"]  # fmt: skip
+              "--probe-rate", "0", "--trusted-proxy", "127.0.0.1"]  # fmt: skip
     with (
         server_process(
             "--port",
