@@ -86,14 +86,14 @@ async def racer_acks(url: str, seconds: float) -> list[float]:
     until = time.monotonic() + seconds
     while time.monotonic() < until:
         legal = [move for move in view_game(view).legal_moves() if move != UNDO]
-        plain = [move for move in legal if not move.startswith("stock")]
+        plain = [move for move in legal if not move.startswith(("stock>", "reserve>"))]
         move = UNDO if undo_next else rng.choice(plain or legal)
         sent = time.perf_counter()
         await ann.send(p.Move(id=move_id, move=move))
         reply = await ann.expect(p.MoveOk)
         times.append((time.perf_counter() - sent) * 1000)
         assert reply.view is not None
-        view, move_id, undo_next = reply.view, move_id + 1, move != UNDO and not move.startswith("stock")
+        view, move_id, undo_next = reply.view, move_id + 1, move != UNDO and not move.startswith(("stock>", "reserve>"))
     await ann.close()
     await bob.close()
     return times

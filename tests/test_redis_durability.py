@@ -33,10 +33,10 @@ async def race_until_stopped(racer: Client, view: View, acked: set[int], stop: a
     rng = random.Random(seed)
     move_id = 1
     resend: str | None = None
-    undo_next = False  # after a move that can be undone (one from the stock turns a card: it cannot)
+    undo_next = False  # after a move that can be undone (one from the stock or the reserve turns a card: not)
     while not stop.is_set():
         legal = [move for move in view_game(view).legal_moves() if move != UNDO]
-        plain = [move for move in legal if not move.startswith("stock")]
+        plain = [move for move in legal if not move.startswith(("stock>", "reserve>"))]
         move = resend or (UNDO if undo_next else rng.choice(plain or legal))
         await racer.send(p.Move(id=move_id, move=move))
         reply = await racer.expect(p.MoveOk | p.MoveRejected, timeout=30)  # type: ignore[arg-type]
@@ -49,7 +49,7 @@ async def race_until_stopped(racer: Client, view: View, acked: set[int], stop: a
             resend = move
             continue
         resend = None
-        undo_next = move != UNDO and not move.startswith("stock")
+        undo_next = move != UNDO and not move.startswith(("stock>", "reserve>"))
         acked.add(reply.id)
         view = board(reply)
         move_id += 1
@@ -68,13 +68,20 @@ async def test_a_redis_sigkill_mid_race_loses_no_acknowledged_move(shipped_redis
                 asyncio.ensure_future(race_until_stopped(racer, board(start), acked[racer.pid], stop, seed))
                 for seed, (racer, start) in enumerate(zip(racers, starts, strict=True))
             ]
-            await eventually(lambda: all(len(ids) >= 20 for ids in acked.values()), timeout=20, what="moves acked")
+
+            def racing(enough: int) -> bool:
+                for task in tasks:
+                    if task.done():
+                        task.result()  # a racer that failed fails the test with its own error
+                return all(len(ids) >= enough for ids in acked.values())
+
+            await eventually(lambda: racing(20), timeout=30, what="moves acked")
             shipped_redis_server.kill()  # SIGKILL, moves in flight: no goodbye, no last flush
             before_kill = {pid: set(ids) for pid, ids in acked.items()}
             shipped_redis_server.start()  # the same folder: it loads its append-only file
             # The race goes on after the restart: every racer gets moves acknowledged again.
             await eventually(
-                lambda: all(len(acked[pid]) > len(ids) for pid, ids in before_kill.items()),
+                lambda: racing(0) and all(len(acked[pid]) > len(ids) for pid, ids in before_kill.items()),
                 timeout=30,
                 what="moves acknowledged after the restart",
             )
