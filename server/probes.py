@@ -42,10 +42,12 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    """The metrics listener and the probes' limits. ``metrics_port`` 0: any free port; None: no listener."""
+    """The metrics listener and the probes' limits. ``metrics_port`` 0: any free port; None (the
+    default of a server made in code, as ``plot practice``'s): no listener. plot-server's own
+    default is the game port + 2 (server/cli.py)."""
 
     metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = 0
+    metrics_port: int | None = None
     metrics_allow: tuple[str, ...] = LOOPBACK  # networks (or single addresses) the listener answers
     probe_rate: float = 10.0  # requests per second per address, each endpoint's port; 0: no limit
     store_status_ttl_s: float = 1.0  # a store status is reused this long by every /healthz

@@ -139,7 +139,8 @@ def fast_config(**overrides: Any) -> ServerConfig:
         flush_timeout_s=2.0,
         core=core,
         limits=limits,
-        probes=ProbeConfig(probe_rate=0),  # and the probes' rate: tests poll /healthz and /metrics
+        # A metrics listener on a free port, and no probe rate: tests poll /healthz and /metrics.
+        probes=ProbeConfig(metrics_port=0, probe_rate=0),
     )
     return replace(base, **overrides)
 

@@ -65,14 +65,14 @@ async def test_plot_server_serves_metrics_on_its_own_loopback_listener_not_on_th
 
 
 async def test_the_metrics_listener_answers_only_the_allowed_networks() -> None:
-    probes = ProbeConfig(metrics_allow=("10.0.0.0/8", "192.168.0.0/16"))
+    probes = ProbeConfig(metrics_port=0, metrics_allow=("10.0.0.0/8", "192.168.0.0/16"))
     async with running_server(config=fast_config(probes=probes)) as server:
         assert server.metrics_port is not None
         for path in ("/metrics", "/healthz"):
             status, _, body = await asyncio.to_thread(get, server.metrics_port, path)
             assert status == 403 and b"--metrics-allow" in body
     async with running_server(config=fast_config(probes=ProbeConfig(metrics_port=None))) as server:
-        assert server.metrics_port is None  # --metrics-port 0: no listener at all
+        assert server.metrics_port is None  # no listener at all (plot-server --metrics-port 0)
         assert (await asyncio.to_thread(get, server.port, "/metrics"))[0] == 404
 
 
@@ -82,7 +82,7 @@ def burst(port: int, path: str, count: int) -> list[tuple[int, dict[str, str], b
 
 
 async def test_probes_past_the_per_address_rate_are_answered_429_on_both_ports() -> None:
-    probes = ProbeConfig(probe_rate=2.0)  # bursts of 4
+    probes = ProbeConfig(metrics_port=0, probe_rate=2.0)  # bursts of 4
     async with running_server(config=fast_config(probes=probes)) as server:
         assert server.metrics_port is not None
         for port, path in ((server.port, "/healthz"), (server.metrics_port, "/metrics"), (server.port, "/metrics")):
@@ -110,7 +110,7 @@ def ping_calls(redis: RedisServer) -> int:
 
 async def test_a_burst_of_healthz_costs_at_most_one_store_ping_a_second(own_redis_server: RedisServer) -> None:
     store = RedisStore(own_redis_server.url)
-    config = fast_config(probes=ProbeConfig(probe_rate=0))  # no rate: only the cache stands between
+    config = fast_config(probes=ProbeConfig(metrics_port=0, probe_rate=0))  # no rate: only the cache stands between
     try:
         async with running_server(store, config) as server:
             await asyncio.to_thread(get, server.port, "/healthz")  # the start-up's own pings are done
@@ -125,7 +125,7 @@ async def test_a_burst_of_healthz_costs_at_most_one_store_ping_a_second(own_redi
             assert 2 <= pings <= math.ceil(seconds) + 1, (pings, seconds, len(answers))
         # Without the cache (a ttl of 0) probes ping as they come (those in flight together share
         # one PING): the count above is the cache's doing.
-        uncached = replace(config, probes=ProbeConfig(probe_rate=0, store_status_ttl_s=0))
+        uncached = replace(config, probes=ProbeConfig(metrics_port=0, probe_rate=0, store_status_ttl_s=0))
         async with running_server(store, uncached) as server:
             before = ping_calls(own_redis_server)
             started = time.monotonic()
