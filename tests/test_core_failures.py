@@ -209,7 +209,8 @@ def test_the_move_in_doubt_resent_during_and_after_an_outage_is_answered_each_ti
     shell.take(conns[0])
     shell.hold_persists = False
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
-    assert shell.last(conns[0], p.RaceStart).seq == 0
+    resync = shell.last(conns[0], p.RaceStart)
+    assert isinstance(resync, p.RaceStart) and resync.seq == 0
     ok = shell.move(conns[0], 1, "stock>waste")
     assert isinstance(ok, p.MoveOk) and not ok.duplicate and ok.seq == 1
 

@@ -63,7 +63,7 @@ async def balancer(redis_url: str) -> AsyncIterator[tuple[LocalHAProxy, Nodes]]:
     listeners = {"server-a": free_port(), "server-b": free_port()}
     common = ["--redis", redis_url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
               "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0",
-              "--probe-rate", "0", "--trusted-proxy", "127.0.0.1"]  # fmt: skip
+              "--answer-bytes-per-address", "0", "--probe-rate", "0", "--trusted-proxy", "127.0.0.1"]  # fmt: skip
     with (
         server_process(
             "--port",
