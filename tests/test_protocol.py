@@ -154,9 +154,7 @@ SERVER_SAMPLES: list[p.ServerMessage] = [
     p.ChatHistory(
         room="ABCDE",
         lines=[
-            p.ChatLine(
-                seq=2, player_id="p3", name="Zed", role="spectator", text="go", at=9, audience=p.TO_SPECTATORS
-            )
+            p.ChatLine(seq=2, player_id="p3", name="Zed", role="spectator", text="go", at=9, audience=p.TO_SPECTATORS)
         ],
     ),
     p.Finished(race=1, player_id="p1", name="Ann", status="won", place=1, cards=104, elapsed_ms=459_000),

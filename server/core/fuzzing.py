@@ -892,9 +892,10 @@ class FrameGenerator:
                 host = room.host == pid
                 ready = member is not None and member.ready
                 crowd = len(room.racer_ids()) >= 2  # a host alone mostly waits for others to join
+                starting = (30 if crowd else 3) if host else 2
                 kind = rng.choices(
                     ("ready", "start", "leave", "kick", "join", "create_room", "move", "end_race", "chat", "mute"),
-                    (20 if not ready else 3, (30 if crowd else 3) if host else 2, 2, 3 if host else 1, 4, 1, 2, 1, 3, 1),
+                    (20 if not ready else 3, starting, 2, 3 if host else 1, 4, 1, 2, 1, 3, 1),
                 )[0]
             elif room.phase == p.RESULTS:
                 kind = rng.choices(("rematch", "leave", "join", "move", "ping", "chat"), (30, 4, 3, 3, 1, 3))[0]
