@@ -268,10 +268,13 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     connected: bool
 
 
+PACE_AFTER_MS: Final = 10_000  # a pace over less race time than this says little: none is shown
+
+
 def pace(cards: int, elapsed_ms: int) -> float | None:
     """Cards home per minute of race time (a typing race's words per minute): ``cards`` over
-    ``elapsed_ms``, the time of the racer's last accepted entry. None before any time has passed."""
-    if elapsed_ms <= 0:
+    ``elapsed_ms``, the time of the racer's last accepted entry. None before PACE_AFTER_MS."""
+    if elapsed_ms < PACE_AFTER_MS:
         return None
     return cards * 60_000 / elapsed_ms
 
@@ -583,6 +586,7 @@ class Finished(msgspec.Struct, tag="finished", tag_field="type", kw_only=True):
     place: int  # 1-based
     cards: int
     elapsed_ms: int  # race time of the racer's last entry
+    final: bool = False  # the place can no longer change (a winner's, or announced as the race ended)
 
 
 class Pong(msgspec.Struct, tag="pong", tag_field="type", kw_only=True):

@@ -923,6 +923,7 @@ def test_finish_events_go_to_racers_and_spectators_once_each() -> None:
         done = got[0]
         assert (done.player_id, done.name, done.status, done.race) == (cy, "Cy", "resigned", 1)
         assert done.place == 3 and done.elapsed_ms == 1500 and done.cards == 1  # the base card dealt home
+        assert not done.final  # a resigned racer may yet be passed
     shell.advance(2000)
     assert len(finishes(shell, zed)) == 1  # never again
     # The last two games end in one event: both are announced before the results.
@@ -933,4 +934,8 @@ def test_finish_events_go_to_racers_and_spectators_once_each() -> None:
         i for i, kind in enumerate(kinds) if kind == "finished"
     )
     # Those of one event in rank order (equal cards and time: seat order), with their final places.
-    assert [(f.name, f.place) for f in finishes(shell, zed)] == [("Cy", 3), ("Ann", 1), ("Bob", 2)]
+    assert [(f.name, f.place, f.final) for f in finishes(shell, zed)] == [
+        ("Cy", 3, False),
+        ("Ann", 1, True),
+        ("Bob", 2, True),
+    ]

@@ -189,7 +189,9 @@ class CoreBase:
     if TYPE_CHECKING:
 
         @abstractmethod  # chat.py
-        def _announce_finishes(self, room: RoomState, race: RaceState, rows: list[p.LeaderboardRow] | None) -> None: ...
+        def _announce_finishes(
+            self, room: RoomState, race: RaceState, rows: list[p.LeaderboardRow] | None, final: bool = False
+        ) -> None: ...
 
         @abstractmethod  # chat.py
         def _chat(self, conn: int, room: RoomState, player: PlayerState, text: str, now: int) -> None: ...

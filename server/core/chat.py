@@ -14,6 +14,7 @@ from server.core.base import CoreBase
 from server.core.events import Send
 from server.core.state import PlayerState, RaceState, RoomState
 from shared import protocol as p
+from shared.engine import WON
 
 RACE_ON = (p.COUNTDOWN, p.RACING)
 
@@ -110,9 +111,12 @@ class ChatMixin(CoreBase):
         self._note("member_muted" if muted else "member_unmuted", room=room.code, player=target)
         self._changed(room)
 
-    def _announce_finishes(self, room: RoomState, race: RaceState, rows: list[p.LeaderboardRow] | None) -> None:
+    def _announce_finishes(
+        self, room: RoomState, race: RaceState, rows: list[p.LeaderboardRow] | None, final: bool = False
+    ) -> None:
         """Each racer whose game ended since the last announcement (won, blocked, resigned), to
-        everyone in the room, with its place as the ranked ``rows`` have it."""
+        everyone in the room, with its place as the ranked ``rows`` have it (``final``: the race's
+        final rows, so every place is final)."""
         new = [pid for pid, racer in race.racers.items() if racer.game.over and pid not in race.finished]
         if not new:
             return
@@ -133,5 +137,6 @@ class ChatMixin(CoreBase):
                 place=row.rank,
                 cards=row.cards,
                 elapsed_ms=row.elapsed_ms,
+                final=final or row.status == WON,
             )
             self._send(members, finished)
