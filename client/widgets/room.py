@@ -40,6 +40,8 @@ def rules_text(room: Room, deal_note: str | None = None) -> Text:
         parts.append("spectators see boards after the race")
     else:
         parts.append(f"spectators see boards {rules.spectator_boards}s behind")
+    if rules.spectator_chat == "always":
+        parts.append("racers read the spectators' chat during the race")
     out = span(" · ".join(parts), "dim")
     if room.chosen_deal and deal_note is not None:
         out.append(f"\npractice deal: {deal_note} (this client knows it: that is what lets h give hints)", style="dim")
