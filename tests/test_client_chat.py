@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support import Client, eventually, running_server, screen_text, until, url
 
+from client.cli import main
 from client.tui.race import HOST, RaceApp, RaceConfig
 from client.widgets.chat import podium
 from client.widgets.leaderboard import row_text
@@ -127,3 +128,25 @@ def test_pace_shows_cards_home_per_minute_on_the_leaderboard_and_results() -> No
     lines = podium(rows, 78).plain.splitlines()
     assert len(lines) == 4 and "Ann 7:39" in lines[0] and "Bob 30 cards" in lines[1]
     assert "1st" in lines[1] and "2nd" in lines[2]
+
+
+async def test_a_room_whose_racers_read_the_spectators_chat_says_so_and_delivers_it(server: RaceServer) -> None:
+    options = p.RoomOptions(spectator_chat=p.CHAT_ALWAYS)
+    app = RaceApp(RaceConfig(url=url(server), name="Ann", mode=HOST, options=options))
+    async with app.run_test(size=SMALL) as pilot:
+        await until(lambda: app.model.room is not None, "the room")
+        assert app.model.room is not None
+        await until(lambda: "racers read the spectators' chat" in screen_text(app), "the rule in the lobby")
+        zed = await member(server, app.model.room.code, "Zed", p.SPECTATOR)
+        await pilot.press("s")  # Ann alone: she starts at once
+        await until(lambda: app.model.phase == p.RACING, "the race")
+        await zed.send(p.Chat(text="you can do it"))
+        await until(lambda: "Zed (watching): you can do it" in screen_text(app), "the spectator's line mid-race")
+        await zed.close()
+
+
+def test_plot_host_refuses_an_unknown_spectator_chat_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["host", "--spectator-chat", "never"])
+    assert exit_info.value.code == 2
+    assert "--spectator-chat: invalid choice: 'never'" in capsys.readouterr().err
