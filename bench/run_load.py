@@ -1,4 +1,4 @@
-"""Run the load benchmarks side by side and write the figures (issue 6).
+"""Run the load benchmarks side by side and write the figures (docs/benchmarks.md).
 
 Starts each server in its own process (plot-server with the memory store, plot-server
 with a local redis-server, and the bare echo baseline), pins it to core 0 where
@@ -492,7 +492,7 @@ def metrics_cost(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
 
 
 def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
-    """Issue 10, overload that degrades: each store's saturation rate (as ``saturation``: 64
+    """Overload that degrades: each store's saturation rate (as ``saturation``: 64
     racers at ``--pace 0``), then, on a fresh server, ``--overload-factor`` times that rate
     offered on a schedule for ``--duration`` s by racers with ``--overload-pace`` moves/s each
     (``--racers`` fixes their number instead). A racer sends on a fixed grid of slots, keeps at
@@ -609,7 +609,7 @@ OVERLOAD_FIELDS = [
 ]
 
 
-P99_TARGET_MS = 20.0  # issue 10: a paced load is held when every move is served with ack p99 <= this
+P99_TARGET_MS = 20.0  # the paced target: a load is held when every move is served with ack p99 <= this
 
 
 def held(run: dict[str, Any], racers: int, pace: float) -> tuple[bool, str]:
@@ -634,7 +634,7 @@ def held(run: dict[str, Any], racers: int, pace: float) -> tuple[bool, str]:
 
 
 def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
-    """Issue 10, the largest paced load per process: for each store, racers x ``--pace`` moves/s
+    """The largest paced load per process: for each store, racers x ``--pace`` moves/s
     on a fresh server, stepping up by ``--capacity-step`` racers from ``--capacity-start`` until a
     load is not held (see ``held``), then bisecting between the last load held and the first not
     held down to ``--capacity-resolution`` racers. The echo runs at each load right after the

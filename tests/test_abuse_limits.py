@@ -1,4 +1,4 @@
-"""The limits a public server needs against one abusive address (issue 9; docs/reliability.md,
+"""The limits a public server needs against one abusive address (docs/reliability.md,
 Limits): a real server on loopback, real WebSocket clients (some written by hand, to never read).
 
 Other loopback addresses (127.0.0.2, ...) stand for other clients: Linux routes all of 127/8."""

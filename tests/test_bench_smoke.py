@@ -127,7 +127,7 @@ def test_loadgen_refuses_addresses_off_the_loopback() -> None:
     assert "loopback" in out.stderr
 
 
-# ---------------------------------------------------------------- bench/profile_move.py (issue 10)
+# ---------------------------------------------------------------- bench/profile_move.py
 
 
 def test_profile_move_accounts_for_the_moves_of_a_paced_run() -> None:
@@ -251,7 +251,7 @@ def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
             assert b"plot_moves_accepted_total" in response.read()
 
 
-# ---------------------------------------------------------------- bench/attacks.py (issue 9)
+# ---------------------------------------------------------------- bench/attacks.py
 
 
 def test_the_attack_bench_runs_and_the_limits_hold() -> None:
@@ -377,7 +377,7 @@ def test_profile_nodes_puts_each_sample_in_one_part_of_a_remote_move() -> None:
 def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
     run_load: ModuleType, reference: str
 ) -> None:
-    """bench/run_load.py overload (issue 10), tiny: the memory store, a second of each phase; the
+    """bench/run_load.py overload, tiny: the memory store, a second of each phase; the
     reference either 64 racers or the overload's own racers (``--reference matched``)."""
     import argparse
 
@@ -414,7 +414,7 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
 
 
 def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_load: ModuleType) -> None:
-    """bench/run_load.py capacity (issue 10), tiny: 8 then 16 racers on the memory store, the echo
+    """bench/run_load.py capacity, tiny: 8 then 16 racers on the memory store, the echo
     at each load as the control."""
     import argparse
 

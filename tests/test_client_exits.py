@@ -1,4 +1,4 @@
-"""Exit codes and the words the client says (issue 12, item 4): a join to a missing room ends the
+"""Exit codes and the words the client says: a join to a missing room ends the
 window with exit code 1 and says so; server refusals reach the player as sentences, never a
 validator's text; counts come in the right number."""
 

@@ -1,4 +1,4 @@
-"""One seat per window, and how a window ends (issue 12, items 1 and 3): the race client through
+"""One seat per window, and how a window ends: the race client through
 Textual's harness against a real server on loopback, two windows sharing ONE state directory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The room core's failure paths (issue 9): a handler that raises, writes whose outcome is
+"""The room core's failure paths: a handler that raises, writes whose outcome is
 unknown, rooms that must stay closed or count toward the limit, players that must be forgotten,
 and the move-id rules of docs/protocol.md.
 
@@ -72,8 +72,8 @@ def test_a_handler_that_raises_drops_the_room_and_rebuilds_it_from_the_store(mon
     ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
     shell.move(conns[0], 1, "stock>waste")
     # Fault injection: the next acknowledgement's board change fails, after the move's write
-    # landed and the racer's game took it (the half-changed state the issue describes: a racer
-    # left in flight).
+    # landed and the racer's game took it (the half-changed state a racer must never be left
+    # in: in flight forever).
     real_changes = Game.changes
     calls = {"n": 0}
 
@@ -224,7 +224,7 @@ def test_a_race_gone_from_the_store_is_not_retried_and_the_room_closes() -> None
 
 
 def test_a_move_past_the_racer_s_queue_bound_is_answered_busy_and_the_queue_is_untouched() -> None:
-    """Issue 10, bounded queues: a client far ahead of its answers (the store slow) fills its
+    """Bounded queues: a client far ahead of its answers (the store slow) fills its
     queue; each move past CoreConfig.max_queued_moves (32 by default) is answered busy at once
     with a retry hint, and the moves queued before it are written and acknowledged in order."""
     shell = Shell()

@@ -1,4 +1,4 @@
-"""Display names by terminal cells (issue 9): shared/textwidth.py, the protocol's name rules
+"""Display names by terminal cells: shared/textwidth.py, the protocol's name rules
 (docs/protocol.md, "Names"), the server's answer to a bad name, and the client's columns."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """plot-server's configuration: every flag and environment variable is checked before anything
-starts, and a bad one ends in one line on stderr and exit 2, never a traceback (issue 9)."""
+starts, and a bad one ends in one line on stderr and exit 2, never a traceback."""
 
 from __future__ import annotations
 
