@@ -873,7 +873,7 @@ def test_a_room_can_let_spectators_chat_to_racers_during_a_race() -> None:
 
 
 def test_chat_history_keeps_the_last_lines_and_outlives_a_restart() -> None:
-    shell = Shell(CoreConfig(chat_burst=100))
+    shell = Shell(CoreConfig(chat_burst=100, chat_room_per_s=100))
     conns, code = lobby(shell, ("Ann", "Bob"))
     keep = shell.config.chat_history
     for i in range(keep + 7):
@@ -939,3 +939,17 @@ def test_finish_events_go_to_racers_and_spectators_once_each() -> None:
         ("Ann", 1, True),
         ("Bob", 2, True),
     ]
+
+
+def test_a_room_takes_a_bounded_number_of_lines_a_second_whoever_says_them() -> None:
+    shell = Shell(CoreConfig(chat_room_per_s=3))
+    conns, _code = lobby(shell)
+    for i in range(3):
+        shell.send(conns[i], p.Chat(text=f"line {i}"))
+    shell.send(conns[0], p.Chat(text="one more"))
+    err = shell.error(conns[0])
+    assert err.code == p.CHAT_LIMITED and "the room's chat is busy" in err.message
+    assert [line.text for line in chat_lines(shell, conns[1])] == ["line 0", "line 1", "line 2"]
+    shell.advance(1000)
+    shell.send(conns[0], p.Chat(text="one more"))  # a refused line did not count against the sender
+    assert chat_lines(shell, conns[1])[-1].text == "one more"

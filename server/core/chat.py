@@ -42,7 +42,15 @@ class ChatMixin(CoreBase):
             why = f"at most {burst} chat lines in {window // 1000} s: wait {wait_s} s before the next"
             self._error(conn, p.CHAT_LIMITED, why, "chat")
             return
+        room_times, room_most = room.chat_times, self.config.chat_room_per_s
+        while room_times and room_times[0] <= now - 1000:
+            room_times.popleft()
+        if len(room_times) >= room_most:
+            why = f"the room's chat is busy (at most {room_most} lines a second in a room): say it again in a moment"
+            self._error(conn, p.CHAT_LIMITED, why, "chat")
+            return
         times.append(now)
+        room_times.append(now)
         kept = (
             member.role == p.SPECTATOR and room.phase in RACE_ON and room.options.spectator_chat == p.CHAT_OUTSIDE_RACE
         )

@@ -64,10 +64,12 @@ class CoreConfig:
     shared_rooms: bool = False
     node_id: str = ""  # several nodes: this node's name, recorded with the members connected to it
     # Chat (docs/protocol.md, "Chat"): the lines a room keeps for joiners, and each player's rate:
-    # at most chat_burst lines in any chat_window_ms.
+    # at most chat_burst lines in any chat_window_ms. A room takes at most chat_room_per_s lines in
+    # any second whoever says them: each line is a save of the room's record (docs/store.md).
     chat_history: int = 50
     chat_burst: int = 5
     chat_window_ms: int = 10_000
+    chat_room_per_s: int = 10
 
 
 class Entropy:
@@ -330,6 +332,7 @@ class RoomState:
     # a read-back's snapshots); None: not known, so a read-back sends everyone a fresh snapshot.
     shown: tuple[str, int] | None = None
     chat: list[p.ChatLine] = field(default_factory=list)  # the last lines, oldest first (RoomRecord.chat)
+    chat_times: deque[int] = field(default_factory=deque)  # when the room took its lines of the last second
 
     @property
     def leak_proof(self) -> bool:
