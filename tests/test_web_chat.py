@@ -34,6 +34,14 @@ async def test_the_page_chats_shows_finish_events_pace_and_the_podium(browser: B
         line = page.locator("#chat-log li.chat").last
         await expect(line).to_have_text(f"Bob: hi {XSS_TEXT}")
         assert await page.locator("#chat-log img").count() == 0
+        # A name the server refuses (only a blank letter): the page says why and watches on.
+        await page.fill("#chat-name", "\u3164")
+        await page.fill("#chat-input", "hello?")
+        await page.click("#chat-form button")
+        await expect(page.locator("#chat-problem")).to_contain_text("That name cannot be used")
+        await expect(page.locator("#chat-name")).to_have_value("web spectator")
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "up")
+        await expect(page.locator("#phase")).to_have_text("lobby")
         # The page's person picks a name and says something: the racers get it, as a spectator's.
         await page.fill("#chat-name", "Eve")
         await page.fill("#chat-input", "good luck both")

@@ -365,6 +365,21 @@ function onError(msg) {
     render();
     return;
   }
+  if (msg.code === "name_invalid" && state.name !== SPECTATOR_NAME) {
+    // The name the page's person chose is refused: say why, and watch on under the default name.
+    state.chatProblem = `That name cannot be used: ${msg.message}.`;
+    state.pendingChat = null;
+    state.name = SPECTATOR_NAME;
+    try {
+      localStorage.removeItem(NAME_KEY);
+    } catch {
+      // storage refused: nothing was kept
+    }
+    document.getElementById("chat-name").value = state.name;
+    hello();
+    render();
+    return;
+  }
   if (msg.code === "bad_token") {
     state.token = null; // the server forgot us (a restart without Redis): a new identity
     hello();
