@@ -59,6 +59,13 @@ async def test_chat_finish_events_pace_and_podium_at_80x24(server: RaceServer) -
         await pilot.press("enter")
         await eventually(lambda: texts(bob) == ["good luck"] and texts(zed) == ["good luck"], what="Ann's line")
         await until(lambda: "Ann: good luck" in screen_text(app), "Ann's own line on screen")
+        # Esc leaves the line unsent.
+        await pilot.press("c")
+        await pilot.press(*"never mind")
+        await until(lambda: "never mind" in screen_text(app), "the line being typed")
+        await pilot.press("escape")
+        await until(lambda: "never mind" not in screen_text(app), "the line closed")
+        assert not app.screen_.has_class("-chatting")
         # Lines from the others show, names as in the room (a spectator marked watching).
         await bob.send(p.Chat(text="thanks, you too"))
         await zed.send(p.Chat(text="go Bob"))
@@ -85,6 +92,7 @@ async def test_chat_finish_events_pace_and_podium_at_80x24(server: RaceServer) -
         await bob.send(p.Move(id=1, move="resign"))
         await until(lambda: "» Bob resigned at " in screen_text(app), "Bob's finish event")
         assert re.search(r"» Bob resigned at 0:0\d with 1 card \(2nd for now\)", screen_text(app))
+        assert texts(bob) == ["good luck", "thanks, you too", "go Bob"]  # "never mind" went nowhere
         # The pace column on the leaderboard: none yet, a few seconds into the race.
         assert re.search(r"Ann .* 0:0\d +-\s*$", screen_text(app), re.MULTILINE), screen_text(app)
         # A chat line during the race, by keys, while the board keeps its keys otherwise.
