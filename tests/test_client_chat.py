@@ -8,12 +8,13 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from support import Client, eventually, running_server, screen_text, until, url
 
 from client.cli import main
 from client.tui.race import HOST, RaceApp, RaceConfig
-from client.widgets.chat import podium
+from client.widgets.chat import finish_text, podium
 from client.widgets.leaderboard import row_text
 from server.app import RaceServer
 from shared import protocol as p
@@ -158,3 +159,12 @@ def test_plot_host_refuses_an_unknown_spectator_chat_rule(capsys: pytest.Capture
         main(["host", "--spectator-chat", "never"])
     assert exit_info.value.code == 2
     assert "--spectator-chat: invalid choice: 'never'" in capsys.readouterr().err
+
+
+def test_finish_events_read_as_a_race_site_says_them() -> None:
+    won = p.Finished(race=1, player_id="p2", name="bob", status="won", place=3, cards=104, elapsed_ms=459_000)
+    assert finish_text(won) == "bob finished 3rd at 7:39"
+    blocked = p.Finished(race=1, player_id="p3", name="cy", status="blocked", place=2, cards=61, elapsed_ms=312_000)
+    assert finish_text(blocked) == "cy is blocked at 5:12 with 61 cards (2nd for now)"
+    final = msgspec.structs.replace(blocked, final=True)
+    assert finish_text(final) == "cy is blocked at 5:12 with 61 cards (2nd)"

@@ -953,3 +953,22 @@ def test_a_room_takes_a_bounded_number_of_lines_a_second_whoever_says_them() -> 
     shell.advance(1000)
     shell.send(conns[0], p.Chat(text="one more"))  # a refused line did not count against the sender
     assert chat_lines(shell, conns[1])[-1].text == "one more"
+
+
+def test_a_win_is_announced_with_its_final_place_and_time() -> None:
+    from shared.solver import solve_deal
+
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"), deal=DEAL)
+    zed = spectate(shell, code)
+    line = solve_deal(DEAL, max_positions=200_000)
+    assert line.verdict == "winnable"
+    shell.advance(459_000)  # 7:39 into the race, Bob plays his whole winning line
+    for move_id, move in enumerate(line.moves, start=1):
+        ok = shell.move(conns[1], move_id, move)
+        assert isinstance(ok, p.MoveOk), ok
+    shell.advance(200)
+    (won,) = finishes(shell, zed)
+    assert (won.name, won.status, won.place, won.cards, won.final) == ("Bob", "won", 1, 104, True)
+    assert won.elapsed_ms == 459_000
+    assert finishes(shell, conns[0]) == [won]  # the racer still playing is told too
