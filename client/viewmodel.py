@@ -151,6 +151,11 @@ class RaceModel:
             self.boards = msg
             return {"boards"}
         if isinstance(msg, Results):
+            # Another race's results (a node that read the room back late, a resume's replay) are
+            # never this race's: they would show (and save) an old ranking as the current one.
+            current = self.room.race if self.room is not None else self.race.race if self.race is not None else None
+            if current is not None and msg.race != current:
+                return set()
             self.results = msg
             return {"results"}
         if isinstance(msg, Error):

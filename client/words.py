@@ -4,6 +4,7 @@ player can act on (never a validator's raw text). Pure and light: command module
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -40,6 +41,17 @@ ERROR_SENTENCES: dict[str, str] = {
     "server_full": "the server is full right now: try again later",
     "store_unavailable": "the server's store did not answer; nothing changed: try again in a moment",
 }
+
+
+# A card's text name in the engine's sentences (docs/rules.md: rank, suit, deck: ``8d1``, ``Th0``).
+CARD_NAME = re.compile(r"\b([A2-9TJQK])([cdhs])[01]\b")
+RANK_WORDS = {"T": "10"}
+SUIT_SIGNS = dict(zip("cdhs", "♣♦♥♠", strict=True))
+
+
+def readable_cards(text: str) -> str:
+    """An engine sentence with its cards as people read them: ``8d1 is an 8`` -> ``8♦ is an 8``."""
+    return CARD_NAME.sub(lambda m: RANK_WORDS.get(m[1], m[1]) + SUIT_SIGNS[m[2]], text)
 
 
 def describe_error(error: Error) -> str:

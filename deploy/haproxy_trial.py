@@ -94,7 +94,17 @@ async def main() -> int:
     game = {"server-a": free_port(), "server-b": free_port()}
     web = {"server-a": free_port(), "server-b": free_port()}
     with RedisServer() as redis:
-        common = ["--redis", redis.url, "--multi-node", "--countdown", "0.2", "--log-level", "warning"]
+        common = [
+            "--redis",
+            redis.url,
+            "--multi-node",
+            "--countdown",
+            "0.2",
+            "--log-level",
+            "warning",
+            "--trusted-proxy",
+            "127.0.0.1",
+        ]  # HAProxy's PROXY headers (deploy/haproxy.cfg)
         with (
             server_process("--port", str(game["server-a"]), "--web-port", str(web["server-a"]), *common) as a,
             server_process("--port", str(game["server-b"]), "--web-port", str(web["server-b"]), *common) as b,

@@ -96,6 +96,7 @@ from server.core.records import (
 )
 from server.fanout import Fanout, LocalFanout
 from server.limits import AddressLimits, LimitsConfig, address_key
+from server.proxy import ProxiedConnection, trusting
 from server.store.base import AppendRequest, AppendResult, LogLength, Store, StoreUnavailable
 from server.winnable import DealFinder, SearchOutcome, WinnableConfig
 from shared import protocol as p
@@ -264,7 +265,7 @@ class TokenBucket:
         return False
 
 
-class PlotConnection(ServerConnection):
+class PlotConnection(ProxiedConnection):
     """A server connection whose WebSocket pings and pongs take from its message bucket, and whose
     whole binary messages go straight to the server's handler.
 
@@ -276,7 +277,8 @@ class PlotConnection(ServerConnection):
     handler task and read back by it (the queue, a future and a task wake-up per message were
     a tenth of a move's CPU: docs/benchmarks.md, "The move path at saturation"). Anything else
     (text, a fragmented message) takes websockets' own path, and while such a message waits
-    there every later one does too, so messages are handled in the order they came."""
+    there every later one does too, so messages are handled in the order they came. A trusted
+    proxy's PROXY header comes off the stream first (server/proxy.py)."""
 
     bucket: TokenBucket | None = None
     address: str = "local"
@@ -510,7 +512,7 @@ class RaceServer:
             process_request=self._process_request,
             ssl=ssl_context,
             server_header="plot-server",
-            create_connection=PlotConnection,
+            create_connection=trusting(PlotConnection, self.config.limits.trusted_proxies),
         )
         self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
         self._store_watch = asyncio.ensure_future(self._watch_store())
@@ -861,7 +863,7 @@ class RaceServer:
             wait, what, per = self.limits.take_hello(conn.address), "hellos", limits.hellos_per_minute
         elif isinstance(msg, p.CreateRoom):
             wait, what, per = self.limits.take_room(conn.address), "rooms created", limits.rooms_per_minute
-        elif isinstance(msg, p.Join):
+        elif isinstance(msg, p.Join) and conn.player is not None:  # before welcome: wrong_phase, no guess
             wait, what, per = self.limits.take_join(conn.address), "failed joins", limits.join_failures_per_minute
         else:
             return None
@@ -913,7 +915,7 @@ class RaceServer:
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
-            if isinstance(msg, p.Join):
+            if isinstance(msg, p.Join) and conn.player is not None:
                 if self._member_of(conn, msg.code):
                     self.limits.join_succeeded(conn.address)  # only failed joins spend the budget
                 elif not self.core.has_room(msg.code):

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.limits import LimitsConfig
+from server.proxy import TrustedProxies
 from server.store.base import Store
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url
@@ -260,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
            "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
            "private codes); 0: no cap "
            f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    add("--trusted-proxy", default=_env("PLOT_TRUSTED_PROXY", ""), metavar="CIDR,...", help="balancers whose "
+        "PROXY protocol header (v1 or v2, e.g. HAProxy's send-proxy-v2) names the client, on the game and web "
+        "ports: addresses or networks, comma-separated; the per-address limits then count each client, not "
+        "the balancer. A PROXY header from any other address is refused; a trusted one that sends none is "
+        "taken at its own address. Not with --tls-cert (end TLS at the balancer) [PLOT_TRUSTED_PROXY] "
+        "(none)")  # fmt: skip
     number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
            "sent to one connection before it is cut as too slow, checked every second "
            f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
@@ -349,6 +356,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     for flag, path in (("--tls-cert / PLOT_TLS_CERT", args.tls_cert), ("--tls-key / PLOT_TLS_KEY", args.tls_key)):
         if path and not os.path.isfile(path):
             raise ConfigError(f"{flag} {path!r}: no such file")
+    try:
+        trusted_proxies = TrustedProxies.parse(args.trusted_proxy or "")
+    except ValueError as exc:
+        raise ConfigError(f"--trusted-proxy / PLOT_TRUSTED_PROXY: {exc}") from None
+    if trusted_proxies and args.tls_cert:
+        # The PROXY header comes before TLS would start: end TLS at the balancer instead.
+        raise ConfigError("--trusted-proxy does not go with --tls-cert: let the balancer end TLS")
     if args.redis:
         check_redis_url(args.redis)
     check_workers(args)
@@ -390,6 +404,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             hellos_per_minute=args.hellos_per_minute,
             rooms_per_minute=args.rooms_per_minute,
             join_failures_per_minute=args.join_failures_per_minute,
+            trusted_proxies=trusted_proxies,
         ),
         core=core,
         winnable=winnable,
@@ -495,7 +510,13 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
         web_ssl.load_cert_chain(config.tls_cert, config.tls_key)
     try:
         return WebServer(
-            WebConfig(host=config.host, port=web_port, public_ws_url=args.web_ws_url, reuse_port=config.reuse_port),
+            WebConfig(
+                host=config.host,
+                port=web_port,
+                public_ws_url=args.web_ws_url,
+                reuse_port=config.reuse_port,
+                trusted_proxies=config.limits.trusted_proxies,
+            ),
             game_port=game_port,
             game_tls=bool(config.tls_cert),
             ssl_context=web_ssl,
@@ -598,6 +619,10 @@ def supervise(workers: int, argv: list[str]) -> int:
     due: dict[int, float] = {}
     while not stopping:
         time.sleep(0.1)
+        if stopping:
+            # Ctrl+C reaches the whole process group: the workers are already stopping on their own
+            # SIGINT, and their exits are the shutdown, not deaths to restart.
+            break
         if reload_wanted:
             reload_wanted = False
             replaced = 0
@@ -608,7 +633,7 @@ def supervise(workers: int, argv: list[str]) -> int:
             log_event(logging.INFO, "workers_reloaded", replaced=replaced, workers=workers)
         for slot, proc in procs.items():
             code = proc.poll()
-            if code is None or slot in due:
+            if code is None or slot in due or stopping:
                 continue
             quick = time.monotonic() - started[slot] < 2.0
             delays[slot] = min(5.0, delays.get(slot, 0.1) * 2) if quick else 0.0

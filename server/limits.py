@@ -1,10 +1,13 @@
-"""The limits a public server needs against one abusive address (issue 9; docs/reliability.md, Limits).
+"""The limits a public server needs against one abusive address (docs/reliability.md, Limits).
 
 Per connection, the shell (server/app.py) already has a message rate (a token bucket that
 WebSocket pings and pongs count in too) and a write-buffer cap. This module adds what is
 counted per *address*: how many connections it holds at once, how many hellos and room
 creations it may send per minute, and how many joins of rooms that do not exist it may make
 (a budget that makes guessing a private room's code impractical). Plus the hello deadline.
+
+An address is the client's: behind a balancer, the one its PROXY header names when the balancer
+is a trusted proxy (``trusted_proxies``, server/proxy.py), else the socket's peer.
 
 Every per-minute budget is a token bucket: ``N`` at once, refilled at ``N`` per minute. An
 address is an IPv4 address, or an IPv6 /64 (one customer's usual allocation); connections
@@ -17,7 +20,9 @@ from __future__ import annotations
 import ipaddress
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from server.proxy import TrustedProxies
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,8 @@ class LimitsConfig:
     hellos_per_minute: int = 60  # hellos per address (a burst of that many, refilled per minute)
     rooms_per_minute: int = 10  # create_room per address
     join_failures_per_minute: int = 10  # joins that fail (unknown_room, ...) per address; then joins wait
+    # Whose PROXY headers name the client (both ports); none: every peer is its own client.
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
 
     @classmethod
     def per_address_off(cls, hello_timeout_s: float = 10.0) -> LimitsConfig:

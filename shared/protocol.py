@@ -10,14 +10,17 @@ Pure: no I/O, no clock. Both sides import this module.
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Annotated, Final, Literal
 
 import msgspec
 
 from shared.deal import MAX_DEAL
 from shared.engine import PileChange, View, apply_changes, view_check
-from shared.textwidth import cell_width, is_joining_jamo
+
+# The name rule lives in shared/names.py; these stay importable from here.
+from shared.names import NAME_CHARS_MAX as NAME_CHARS_MAX
+from shared.names import NAME_MAX as NAME_MAX
+from shared.names import check_name as check_name
 
 # 2: small move acknowledgements (changes and a check value, docs/protocol.md), and sync.
 PROTOCOL_VERSION: Final = 2
@@ -40,6 +43,7 @@ BAD_TOKEN: Final = "bad_token"  # hello with a resume token the server does not 
 RATE_LIMITED: Final = "rate_limited"  # too many messages per second (the connection is closed, 1008)
 UNSUPPORTED_VERSION: Final = "unsupported_version"  # hello with another protocol version (then closed, 1002)
 NAME_INVALID: Final = "name_invalid"  # display name empty, too long, or with control characters
+NAME_TAKEN: Final = "name_taken"  # join: another member of the room shows the same name (or one that looks it)
 STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: nothing happened, retry later
 BUSY: Final = "busy"  # the server's store writes are backed up: the move was not played, resend it later
 SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
@@ -67,6 +71,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     RATE_LIMITED,
     UNSUPPORTED_VERSION,
     NAME_INVALID,
+    NAME_TAKEN,
     STORE_UNAVAILABLE,
     BUSY,
     SERVER_FULL,
@@ -82,12 +87,6 @@ CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the sam
 
 # ---------------------------------------------------------------- names, codes, limits
 
-NAME_MAX: Final = 24  # terminal cells (shared.textwidth.cell_width): a wide character takes 2
-NAME_CHARS_MAX: Final = 3 * NAME_MAX  # characters, combining marks included
-# Letters that draw nothing: Hangul fillers, the blank Braille pattern, the Mongolian vowel
-# separator and the like. A name of only these (with spaces and marks) looks empty.
-BLANK_LETTERS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e\u17b4\u17b5")
-MARKS_PER_LETTER_MAX: Final = 2  # combining marks on one letter (Vietnamese needs 2)
 ROOM_CODE_ALPHABET: Final = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L: unambiguous read aloud
 ROOM_CODE_LENGTH: Final = 5
 MAX_RACERS_MIN: Final = 2
@@ -123,46 +122,6 @@ SPECTATOR: Final = "spectator"
 # Leaderboard status of a racer whose game was still going when the race ended (time limit,
 # host ended it). The others are the engine's: playing, won, blocked, resigned.
 STOPPED: Final = "stopped"
-
-
-def check_name(name: str) -> str | None:
-    """None if ``name`` is a valid display name, else the reason it is not, in words a player
-    can act on (docs/protocol.md, "Names").
-
-    At most NAME_MAX terminal cells wide (a wide character such as 北 takes 2:
-    :func:`shared.textwidth.cell_width`); no control, escape or invisible format characters (so
-    no one can paint on others' terminals); at least one visible character (not only spaces or
-    blank letters such as U+3164); at most MARKS_PER_LETTER_MAX combining marks on one letter,
-    and none before the first; at most NAME_CHARS_MAX characters in all (zero-width ones too).
-    """
-    if not name:
-        return "a name needs at least one visible character"
-    if len(name) > NAME_CHARS_MAX:
-        return f"a name has at most {NAME_CHARS_MAX} characters, marks included (this one has {len(name)})"
-    visible = False
-    marks = 0
-    for index, ch in enumerate(name):
-        if not ch.isprintable():
-            return f"a name may not contain control or invisible characters (found U+{ord(ch):04X})"
-        if unicodedata.category(ch) in ("Mn", "Me") or is_joining_jamo(ch):
-            if index == 0:
-                return f"a name may not start with a combining mark (found U+{ord(ch):04X})"
-            marks += 1
-            if marks > MARKS_PER_LETTER_MAX:
-                return (
-                    f"a name may have at most {MARKS_PER_LETTER_MAX} combining marks on one letter "
-                    f"(found more on {name[index - marks]!r}, character {index - marks + 1})"
-                )
-            visible = visible or (is_joining_jamo(ch) and ch not in BLANK_LETTERS)
-            continue
-        marks = 0
-        visible = visible or not (ch.isspace() or ch in BLANK_LETTERS)
-    if not visible:
-        return "a name needs at least one visible character (spaces and blank letters such as U+3164 do not show)"
-    width = cell_width(name)
-    if width > NAME_MAX:
-        return f"a name is at most {NAME_MAX} cells wide, a wide character such as 北 taking 2 (this one takes {width})"
-    return None
 
 
 def check_chat(text: str) -> str | None:

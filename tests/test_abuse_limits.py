@@ -123,6 +123,22 @@ async def test_joins_of_unknown_rooms_have_a_budget_per_address() -> None:
             await client.close()
 
 
+async def test_a_join_sent_before_welcome_is_wrong_phase_and_spends_no_budget() -> None:
+    async with running_server(config=limited(join_failures_per_minute=2)) as server:
+        eager = await Client.open(server, "eager")
+        for _ in range(5):
+            await eager.send(p.Join(code="22222"))
+            error = await eager.expect(p.Error)
+            assert error.code == p.WRONG_PHASE and error.message == "say hello first", error
+        await eager.hello("Eager")
+        for _ in range(2):  # the whole budget is still there
+            await eager.send(p.Join(code="22222"))
+            assert (await eager.expect(p.Error)).code == p.UNKNOWN_ROOM
+        await eager.send(p.Join(code="22222"))
+        assert (await eager.expect(p.Error)).code == p.RATE_LIMITED
+        await eager.close()
+
+
 async def test_joins_sent_at_once_over_many_connections_cannot_overdraw_the_budget() -> None:
     async with running_server(config=limited(join_failures_per_minute=3)) as server:
         guessers = [await Client.open(server) for _ in range(6)]

@@ -271,6 +271,34 @@ def test_the_attack_bench_runs_and_the_limits_hold() -> None:
     assert 1 <= guess["wrong_guesses"] <= 11
 
 
+def test_the_proxy_lockout_bench_runs_and_the_shipped_config_lets_the_honest_client_in() -> None:
+    """bench/proxy_lockout.py, briefly (its figures: docs/reliability.md, "Clients behind a balancer")."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "proxy_lockout.py"), "--seconds", "3", "--every", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    no_proxy, shipped = (json.loads(line) for line in out.stdout.splitlines())
+    assert no_proxy["honest_answers"].get("rate_limited", 0) >= 1  # locked out behind HAProxy's one address
+    assert shipped["honest_joined"] == shipped["honest_tries"] >= 1
+
+
+def test_the_name_bench_finds_one_alice_in_the_room() -> None:
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "name_lookalikes.py"), "--json"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["alices_in_the_room"] == 1
+
+
 def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
     import json
     import subprocess

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import subprocess
@@ -10,6 +11,8 @@ from typing import Any
 
 import yaml
 from haproxy_fixture import find_haproxy
+
+from server.proxy import TrustedProxies
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_COMMAND = ["plot-server", "--host", "0.0.0.0", "--port", "8765", "--redis", "redis://redis:6379/0"]
@@ -124,6 +127,21 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
     assert result.returncode == 0 and "Configuration file is valid" in result.stdout + result.stderr, (
         result.stdout + result.stderr
     )
+
+
+def test_haproxy_names_each_client_and_only_haproxy_is_trusted_to() -> None:
+    """The nodes count each client behind HAProxy (docs/reliability.md, "Clients behind a balancer"):
+    HAProxy sends a PROXY v2 header on every node connection, and the nodes trust exactly
+    HAProxy's fixed address, which lies in the compose network's fixed subnet."""
+    default_server = next(line for line in haproxy_sections()["defaults"] if line.startswith("default-server "))
+    assert "send-proxy-v2" in default_server.split()
+    document = compose()
+    subnet = ipaddress.ip_network(document["networks"]["default"]["ipam"]["config"][0]["subnet"])
+    balancer = ipaddress.ip_address(document["services"]["haproxy"]["networks"]["default"]["ipv4_address"])
+    assert balancer in subnet
+    for name in ("server", "server-b"):
+        trusted = TrustedProxies.parse(document["services"][name]["environment"]["PLOT_TRUSTED_PROXY"])
+        assert trusted.networks == (ipaddress.ip_network(f"{balancer}/32"),)
 
 
 def test_dockerfile_installs_the_server_extra_on_python_3_11_slim() -> None:

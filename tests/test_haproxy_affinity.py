@@ -5,7 +5,7 @@ One real Redis, two real ``plot-server --multi-node`` nodes and HAProxy on loopb
 are this project's client connections (client/connection.py): they name their room in the URL,
 and the host reconnects naming its room once it has one. Each node's /healthz says how many
 connections it holds. HAProxy is required: where it is missing the test fails saying how to
-install it (``.ci/run`` does).
+install it (``scripts/setup.sh`` does).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ async def balancer(redis_url: str) -> AsyncIterator[tuple[LocalHAProxy, Nodes]]:
     game = {"server-a": free_port(), "server-b": free_port()}
     web = {"server-a": free_port(), "server-b": free_port()}
     common = ["--redis", redis_url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
-              "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0"]  # fmt: skip
+              "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0",
+              "--trusted-proxy", "127.0.0.1"]  # fmt: skip
     with (
         server_process("--port", str(game["server-a"]), "--web-port", str(web["server-a"]), *common) as a,
         server_process("--port", str(game["server-b"]), "--web-port", str(web["server-b"]), *common) as b,

@@ -1,6 +1,6 @@
 """Helpers for the spectator page's tests (tests/test_web_*.py) and its screenshot script.
 
-The browser is the system's Chromium (Debian's ``chromium`` package; ``.ci/run`` installs it
+The browser is the system's Chromium (Debian's ``chromium`` package; ``scripts/setup.sh`` installs it
 where it is missing), driven by Playwright for Python through ``executable_path``: Playwright's
 own browser download is never used. ``$PLOT_TEST_CHROMIUM`` names another binary.
 """
@@ -33,7 +33,7 @@ def find_chromium() -> str:
         if found:
             return found
     raise RuntimeError(
-        "no Chromium found for the browser tests: install it (Debian: apt-get install chromium; .ci/run does) "
+        "no Chromium found for the browser tests: install it (Debian: apt-get install chromium; scripts/setup.sh does) "
         "or set PLOT_TEST_CHROMIUM to its path"
     )
 

@@ -51,6 +51,7 @@ def practice_config(url: str, *, name: str, bots: int, deal: int, speed: float, 
         title="practice",
         next_deal=random_deal,
         deal_note=GIVEN_PRACTICE_DEAL if deal_given else RANDOM_PRACTICE_DEAL,
+        reachable=False,
     )
     return config
 

@@ -40,6 +40,7 @@ from shared.protocol import (
     COUNTDOWN,
     DEALING,
     LOBBY,
+    NAME_TAKEN,
     RACER,
     RACING,
     RESULTS,
@@ -55,6 +56,7 @@ from shared.protocol import (
     Left,
     MoveOk,
     Mute,
+    RaceStart,
     Ready,
     Rematch,
     Room,
@@ -91,6 +93,7 @@ class RaceConfig:
     title: str = "The Plot race"
     watch_url: str | None = None  # the spectator page's base URL: the lobby shows the room's link (plot host)
     deal_note: str | None = None  # practice: how the (chosen) deal was chosen, said instead of the chosen-deal warning
+    reachable: bool = True  # others can reach the server (False: practice, a server inside this process)
 
 
 class NetDriver:
@@ -130,6 +133,7 @@ class RaceScreen(GameScreen):
         Binding("n", "rematch", "new race"),
         Binding("E", "end_race", "end race"),
         Binding("c", "chat", "chat"),
+        Binding("g", "qr_code", "QR code"),
         Binding("left_square_bracket", "cycle(-1)", "prev board"),
         Binding("right_square_bracket", "cycle(1)", "next board"),
         # The results summary scrolls (a full room's does not fit 80x24); the footer shows one of them.
@@ -179,7 +183,10 @@ class RaceScreen(GameScreen):
         yield Static("", id="status-line", markup=False)
         with Horizontal(id="main"):
             with Vertical(id="play"):
-                yield LobbyPanel(self.race_app.model, watch_url=self.race_app.config.watch_url)
+                config = self.race_app.config
+                yield LobbyPanel(
+                    self.race_app.model, watch_url=config.watch_url, server=config.url if config.reachable else None
+                )
                 yield Board()
                 with VerticalScroll(id="results-scroll", can_focus=False):
                     yield ResultsPanel(self.race_app.model)
@@ -205,8 +212,9 @@ class RaceScreen(GameScreen):
         self.set_class(wide, "-wide")
         room = self.race_app.model.room
         racers = sum(1 for m in room.members if m.role == RACER) if room else 2
-        # status 1 + board 15 + message and move line 2 + footer 1, and the leaderboard below unless wide
-        needed = 19 + (0 if wide else 1 + racers)
+        # status 1 + board 15 + message (up to 2: a long reason wraps) and move line 3 + footer 1,
+        # and the leaderboard below unless wide
+        needed = 20 + (0 if wide else 1 + racers)
         if self.race_app.model.phase == RESULTS:
             needed = 23  # status 1 + board 15 + the results' few lines under it 5 + message 1 + footer 1
         self.set_class(height < needed, "-short")
@@ -371,6 +379,8 @@ class RaceScreen(GameScreen):
             return model.phase == RACING and model.is_host
         if action == "chat":
             return model.room is not None
+        if action == "qr_code":
+            return model.phase == LOBBY and self.query_one(LobbyPanel).watch_link() is not None
         if action == "scroll_results":
             return model.phase == RESULTS and model.results is not None and not self.has_class("-boards")
         if action == "cycle":
@@ -462,6 +472,13 @@ class RaceScreen(GameScreen):
         self.race_app.send(Mute(player_id=ids[0], muted=muted))
         self.say(f"{'muted' if muted else 'unmuted'} {name}")
 
+    def action_qr_code(self) -> None:
+        from client.widgets.invite import QrScreen
+
+        link = self.query_one(LobbyPanel).watch_link()
+        if link is not None:
+            self.app.push_screen(QrScreen(link))
+
     def action_cycle(self, step: int) -> None:
         self.board_index += step
         self.redraw({"boards"})
@@ -503,6 +520,8 @@ class RaceApp(App[int]):
         self.superseded = False  # another window resumed this seat: this one stopped
         self.left_room: str | None = None  # the room this window left when quitting (lobby, results)
         self.closed = False
+        self.announced_race: int | None = None  # the race whose start the message line said
+        self.was_connected = False  # this window has had a connection (a resume is then a reconnect)
         self.known_deal = config.options.deal  # the deal, when this client chose it (practice hints)
         self.accepted_entries: list[str] = []  # this race's entries the server accepted (practice hints)
 
@@ -526,10 +545,10 @@ class RaceApp(App[int]):
         try:
             await connection.start()
         except ConnectionFailed as exc:
+            # Bounded (the connection gives up after a few tries): say why, and end with exit 1.
             self.connection_state = "not connected"
-            self.screen_.say(str(exc), error=True, sticky=True)
-            self.exit_note = str(exc)
             self.screen_.tick()
+            self.fail(str(exc))
 
     def _seat(self) -> tuple[TokenFile | None, bool]:
         """The saved seat this window may use, and whether to resume it (docs/client.md, "One seat
@@ -564,8 +583,10 @@ class RaceApp(App[int]):
             return
         if state == RECONNECTING:
             self.screen_.say(f"reconnecting… ({detail})", error=True)
-        elif state == CONNECTED and detail == "resumed":
+        elif state == CONNECTED and detail == "resumed" and self.was_connected:
             self.screen_.say("reconnected: back in the race where you left it")
+        if state == CONNECTED:
+            self.was_connected = True  # a later "resumed" is a reconnect; the first is a saved seat's
         self.screen_.tick()
 
     def _stop_superseded(self) -> None:
@@ -625,7 +646,10 @@ class RaceApp(App[int]):
             # puts this seat on the room's node, with everyone who joins it (docs/scaling.md, "Room
             # affinity"). On one server it is a resume on the same one. The lobby stays on screen.
             await connection.follow_room(reply.code)
-            self.screen_.say(f"Room {reply.code} is open: friends join with  {plot_command()} join {reply.code}")
+            if config.reachable:
+                self.screen_.say(f"Room {reply.code} is open: share the invite above")
+            else:
+                self.screen_.say("Practice: the race starts once the bots are ready")
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
             self._maybe_auto_start()
@@ -640,12 +664,20 @@ class RaceApp(App[int]):
             why = describe_error(reply)
             if reply.code == UNKNOWN_ROOM:
                 why = f"there is no room {code} on {self.config.url} ({plot_command()} rooms lists the open ones)"
+            elif reply.code == NAME_TAKEN:
+                command = "watch" if role == SPECTATOR else "join"
+                why = f"{reply.message}: {plot_command()} {command} {code} --name ANOTHER"
             if self.entered:
                 self.screen_.say(f"cannot join room {code} again: {why}", error=True, sticky=True)
             else:
                 self.fail(f"cannot join room {code}: {why}")
             return
         self.entered = True
+        room = self.model.room
+        if role == RACER and room is not None and room.phase == RESULTS:
+            self.screen_.say(
+                f"race {room.race} is over: you have a racer's seat for the next one, when the host starts it"
+            )
 
     def fail(self, note: str) -> None:
         """This window cannot do what its command asked (no such room, a refused room): say so,
@@ -689,6 +721,13 @@ class RaceApp(App[int]):
             self.screen_.board_index = 0
         if "race" in changed and self.model.seq <= 0:
             self.accepted_entries = []
+        if isinstance(msg, RaceStart) and msg.race != self.announced_race:
+            # A new race's first word replaces the last one's (a sticky "race over" among them).
+            self.announced_race = msg.race
+            if msg.seq > 0:
+                self.screen_.say(f"back in race {msg.race}, where you left it")
+            else:
+                self.screen_.say(f"race {msg.race} is on" + (": go!" if self.model.role == RACER else ""))
         if "left" in changed and self.entered:
             self.screen_.say(f"you are out of the room: {self.model.left_reason}", error=True, sticky=True)
         self._maybe_auto_start()
@@ -701,7 +740,8 @@ class RaceApp(App[int]):
         room = self.model.room
         if results is None:
             return
-        code = safe_name(room.code) if room else "room"  # the server's text never steers a path
+        # The server's text never steers a path (safe_name); the results may come before the room.
+        code = safe_name(room.code if room is not None else self.config.code or "room")
         folder = (self.config.record_dir or state_dir() / "records") / f"{code}-race{results.race}"
         try:
             self.model.saved_records = save_records(self.model, folder)
@@ -765,6 +805,8 @@ class RaceApp(App[int]):
 
         question = (
             "Quit mid-race? Your seat is kept: run the same command again to rejoin (away too long, you forfeit)."
+            if self.config.reachable
+            else "Quit mid-race? Practice ends with this program: this race cannot be taken up again."
         )
         self.push_screen(ConfirmScreen(question), answered)
 

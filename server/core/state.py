@@ -23,7 +23,11 @@ from shared.fairplay import new_salt, random_deal
 class CoreConfig:
     countdown_ms: int = 3000
     grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
-    member_grace_ms: int = 120_000  # a disconnected lobby member / spectator is removed after this
+    member_grace_ms: int = 120_000  # a disconnected lobby (or results) racer is removed after this
+    # A disconnected spectator holds nothing worth keeping (no ready mark, no game): its seat goes
+    # at once, so closed pages stop counting; one that comes back joins again. (A watching host
+    # holds the room: it has member_grace_ms, like a racer in the lobby.)
+    spectator_grace_ms: int = 0
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
     # The room's leaderboard tick, and the racers' rate: at most ~10 leaderboards per second per room.
     leaderboard_interval_ms: int = 100

@@ -21,10 +21,11 @@ import logging
 import re
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from server.proxy import ProxyHeaderRefused, TrustedProxies, log_refused, read_header
 from shared.protocol import is_room_code
 
 log = logging.getLogger("plot.web")
@@ -68,6 +69,8 @@ class WebConfig:
     # host name it used for the page (a reverse proxy, say): e.g. wss://race.example.org/
     public_ws_url: str | None = None
     reuse_port: bool = False  # SO_REUSEPORT: several processes serve the page (plot-server --workers)
+    # Balancers whose PROXY header names the client (server/proxy.py); another's header is refused.
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
 
 
 @dataclass(frozen=True)
@@ -170,11 +173,14 @@ class WebServer:
         self._clients += 1
         try:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+                head = await asyncio.wait_for(self._read_head(reader, writer), READ_TIMEOUT_S)
             except asyncio.LimitOverrunError:
                 response = self._error(431, "the request head is too large\n")
             except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
                 return  # the client went away or never finished: nothing to answer
+            except ProxyHeaderRefused as exc:
+                log_refused(exc, writer.get_extra_info("peername"))
+                return  # closed unanswered
             else:
                 response = self.respond(head)
             writer.write(response)
@@ -185,6 +191,12 @@ class WebServer:
             writer.close()
             with contextlib.suppress(Exception):  # the peer may be gone already; nothing to do about it
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    async def _read_head(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        """The request head, after a trusted proxy's PROXY header (which names the client; the
+        page is the same for every client, so nothing here counts by address yet)."""
+        _client, before = await read_header(reader, writer.get_extra_info("peername"), self.config.trusted_proxies)
+        return before + await reader.readuntil(b"\r\n\r\n")  # ``before``: a few bytes, never a whole head
 
     # ---------------------------------------------------------------- requests
 

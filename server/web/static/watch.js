@@ -386,7 +386,9 @@ function onError(msg) {
     return;
   }
   if (msg.code === "unknown_room") {
-    state.problem = { text: `There is no room ${CODE} on this server: it may have closed, or the code is mistyped.`, final: false };
+    // Final: the page shows only that (a room is never made under a code asked for).
+    state.problem = { text: `There is no room ${CODE} on this server: it may have closed, or the code is mistyped.`, final: true, notFound: true };
+    if (socket) socket.close(1000); // nothing to follow: no reconnecting either (final)
   } else {
     state.problem = { text: `The server says: ${msg.message} (${msg.code})`, final: false };
   }
@@ -406,7 +408,7 @@ function buildListPage(main) {
       el("th", { scope: "col" }, "Phase"),
       el("th", { scope: "col", className: "num" }, "Racers"),
       el("th", { scope: "col", className: "num" }, "Spectators"),
-      el("th", { scope: "col" }, "Rules"))),
+      el("th", { scope: "col", className: "rules" }, "Rules"))),
     tbody);
   const input = el("input", { id: "code-input", name: "code", autocomplete: "off", spellcheck: "false", maxlength: "9", placeholder: "K7QXM" });
   const form = el("form", { className: "bycode" },
@@ -441,9 +443,9 @@ function renderList() {
       el("td", {}, el("a", { href: `/watch/${encodeURIComponent(room.code)}`, className: "code" }, room.code)),
       el("td", { className: "name" }, room.host_name),
       el("td", {}, room.phase),
-      el("td", { className: "num" }, `${room.racers}/${room.max_racers}`),
-      el("td", { className: "num" }, room.spectators),
-      el("td", {}, rulesText(room, room.leak_proof),
+      el("td", { className: "num", "data-label": "racers" }, `${room.racers}/${room.max_racers}`),
+      el("td", { className: "num", "data-label": "watching" }, room.spectators),
+      el("td", { className: "rules" }, rulesText(room, room.leak_proof),
         warnings.length ? el("span", { className: "warn" }, ` · ${warnings.join(" · ")}`) : null));
   }));
 }
@@ -474,6 +476,8 @@ function buildWatchPage(main) {
     el("p", { id: "warnings", className: "warn" }),
     el("p", { id: "problem", className: "notice bad", hidden: true, role: "alert" }),
     el("p", { id: "note", className: "notice", "aria-live": "polite" }),
+    el("p", { id: "invite", className: "invite", hidden: true }, "Join this race: ",
+      el("code", { id: "invite-command" }, `plot join ${inviteUrl()}`)),
     el("ul", { id: "lobby", className: "lobby" }),
     el("section", { id: "podium-section", hidden: true, "aria-labelledby": "podium-title" },
       el("h2", { id: "podium-title", className: "visually-hidden" }, "Podium"),
@@ -818,7 +822,28 @@ async function renderVerify() {
     : `✗ NOT verified: SHA-256 of “the-plot:<deal>:<salt>” is ${actual}, not the commitment.`;
 }
 
+/** The invite `plot join` takes: the game server's address with the room's code as its last
+ * path segment (the same as `plot host` prints). */
+function inviteUrl() {
+  const parsed = new URL(WS_URL);
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname.replace(/\/+$/, "")}/${CODE}`;
+}
+
+/** The one state of a page whose room does not exist: what happened, and the way back. */
+function renderNotFound() {
+  document.title = `No room ${CODE} · The Plot race`;
+  setConn("not watching", "idle");
+  main.replaceChildren(
+    el("h2", { id: "not-found" }, "No room ", el("span", { className: "code" }, CODE)),
+    el("p", { id: "problem", className: "notice bad", role: "alert" }, state.problem.text),
+    el("p", {}, el("a", { href: "/", id: "back" }, "See the open rooms")));
+}
+
 function renderWatch() {
+  if (state.problem && state.problem.notFound) {
+    renderNotFound();
+    return;
+  }
   const room = state.room;
   const problem = document.getElementById("problem");
   problem.hidden = !state.problem;
@@ -831,6 +856,8 @@ function renderWatch() {
   if (room && !room.leak_proof) warnings.push("⚠ not leak-proof: spectators see live boards.");
   document.getElementById("warnings").textContent = warnings.join(" ");
   document.getElementById("note").textContent = phaseNote();
+  const racers = room ? room.members.filter((m) => m.role === "racer").length : 0;
+  document.getElementById("invite").hidden = !(room && room.phase === "lobby" && racers < room.rules.max_racers);
   if (room) document.title = `Room ${CODE} · ${room.phase} · The Plot race`;
   renderLobby();
   renderPodium();
