@@ -55,7 +55,8 @@ def start_node(url: str, mode: str) -> tuple[subprocess.Popen[str], int]:
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--multi-node",
                "--readback", mode, "--countdown", "0.1", "--rate", "1000",
                "--log-level", "warning", "--max-conns-per-address", "0", "--hellos-per-minute", "0",
-               "--rooms-per-minute", "0", "--join-failures-per-minute", "0"]  # fmt: skip
+               "--rooms-per-minute", "0", "--join-failures-per-minute", "0",
+               "--answer-bytes-per-address", "0"]  # fmt: skip
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
     wait_healthy(proc, port)
     return proc, port

@@ -83,6 +83,8 @@ BENCH_SERVER_FLAGS: list[str] = [
     "0",
     "--rooms-per-minute",
     "0",
+    "--answer-bytes-per-address",
+    "0",
 ]
 
 

@@ -61,6 +61,10 @@ def describe_error(error: Error) -> str:
     sentence = ERROR_SENTENCES.get(error.code)
     if sentence is None:
         return error.message
+    if error.code == "rate_limited" and error.ref is not None:
+        # A budget (per address, or of what the server sends you) refused one request: the
+        # connection stays open, and the message says how long to wait.
+        return error.message.split("; retry_ms=", 1)[0]
     if error.code == "bad_field" and error.message.startswith("field '"):
         field = error.message.split("'", 2)[1]
         return f"{sentence} (the server refused {field})"

@@ -95,7 +95,7 @@ from server.core.records import (
     open_race_of,
 )
 from server.fanout import Fanout, LocalFanout
-from server.limits import AddressLimits, LimitsConfig, address_key
+from server.limits import AddressLimits, AnswerBudgets, ByteBudget, LimitsConfig, address_key
 from server.proxy import ProxiedConnection, trusting
 from server.store.base import AppendRequest, AppendResult, LogLength, Store, StoreUnavailable
 from server.winnable import DealFinder, SearchOutcome, WinnableConfig
@@ -326,6 +326,7 @@ class Conn:
     limited: bool = False  # over its message rate: being closed, its messages dropped
     moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
     results_seen: str | None = None  # the commitment of the race whose results it last got
+    answers: ByteBudget | None = None  # what its requests may make the server send (server/limits.py)
 
 
 class RaceServer:
@@ -385,6 +386,7 @@ class RaceServer:
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
         self._searches: set[asyncio.Task[None]] = set()
         self.limits = AddressLimits(self.config.limits)
+        self.answers = AnswerBudgets(self.limits)
         self._buffer_watch: asyncio.Task[None] | None = None
         # The store as last seen: None (not asked yet), True, or False with when it went.
         self.store_ok: bool | None = None
@@ -450,6 +452,7 @@ class RaceServer:
                 "hellos_per_minute": stats.address_limited["hello"],
                 "rooms_per_minute": stats.address_limited["create_room"],
                 "join_failures_per_minute": stats.address_limited["join"],
+                "answer_bytes": self.answers.refused,
             },
             connections_total=stats.connections,
             pubsub_published=0 if self.nodes is None else self.nodes.published,
@@ -798,7 +801,8 @@ class RaceServer:
     async def _handler(self, ws: ServerConnection) -> None:
         bucket = ws.bucket if isinstance(ws, PlotConnection) else None
         address = ws.address if isinstance(ws, PlotConnection) else "local"
-        conn = Conn(next(self._ids), ws, bucket or TokenBucket(self.config.rate_per_s, self.config.burst), address)
+        bucket = bucket or TokenBucket(self.config.rate_per_s, self.config.burst)
+        conn = Conn(next(self._ids), ws, bucket, address, answers=self.answers.for_connection())
         deadline = asyncio.get_running_loop().call_later(self.config.limits.hello_timeout_s, self._hello_overdue, conn)
         if self.config.socket_sndbuf is not None:
             sock = ws.transport.get_extra_info("socket")
@@ -907,7 +911,7 @@ class RaceServer:
                 return
             if isinstance(msg, p.Hello):
                 conn.hello_seen = True
-            limited = self._address_limited(conn, msg)
+            limited = self.answers.refusal(conn, msg) or self._address_limited(conn, msg)
             if limited is not None:
                 self._reply(conn, limited)
                 return
@@ -955,7 +959,8 @@ class RaceServer:
             return
         if self.nodes is not None and isinstance(event, ClientEvent):
             self._note_command(event, effects)
-        self._execute(effects)
+        with self.answers.charging(self.answers.payers(event, self._conns)):
+            self._execute(effects)
         if isinstance(event, RoomLoaded):
             for conn in self._conns.values():
                 if conn.join_pending == event.code:
@@ -1186,6 +1191,7 @@ class RaceServer:
             targets.append(conn.ws)
         if targets:
             self.stats.frames_out += len(targets)
+            self.answers.sent(len(frame) * len(targets))
             broadcast(targets, frame)
 
     def _buffer_state(self, conn: Conn, clock: float) -> str:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
-from server.limits import LimitsConfig
+from server.limits import ANSWER_BURST_S, LimitsConfig
 from server.proxy import TrustedProxies
 from server.store.base import Store
 from server.web import WebConfig, WebServer
@@ -236,6 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--web-ws-url", default=_env("PLOT_WEB_WS_URL"), metavar="URL", help="the game WebSocket URL the page "
         "connects to, when browsers reach it under another name (a proxy) [PLOT_WEB_WS_URL]; default: the page's "
         "host name and --port")  # fmt: skip
+    web = WebConfig()
+    number("--web-conns-per-address", "PLOT_WEB_CONNS_PER_ADDRESS", int, web.conns_per_address, 0, "open "
+           "connections to the page's port per address; past it: 429; 0: no cap [PLOT_WEB_CONNS_PER_ADDRESS] "
+           f"({web.conns_per_address})")  # fmt: skip
+    number("--web-head-timeout", "PLOT_WEB_HEAD_TIMEOUT", float, web.head_timeout_s, 0, "seconds a page "
+           f"connection has to send its whole request head; then 408 [PLOT_WEB_HEAD_TIMEOUT] ({web.head_timeout_s:g})",
+           low_open=True)  # fmt: skip
     number("--winnable-queue", "PLOT_WINNABLE_QUEUE", int, DEFAULT_QUEUE, 1, "winnable-only rooms: searches "
            "waiting for a worker, one per room; past it a start is refused with server_busy "
            f"[PLOT_WINNABLE_QUEUE] ({DEFAULT_QUEUE})")  # fmt: skip
@@ -261,6 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
            "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
            "private codes); 0: no cap "
            f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    number("--answer-bytes-per-s", "PLOT_ANSWER_BYTES_PER_S", int, limits.answer_bytes_per_s, 0, "bytes a second "
+           "the server sends in answer to one connection's requests (join, sync, list_rooms, ...; moves not "
+           f"counted), bursts of {ANSWER_BURST_S:g} s' worth; past it: error rate_limited with retry_ms; 0: no "
+           f"budget [PLOT_ANSWER_BYTES_PER_S] ({limits.answer_bytes_per_s})", metavar="BYTES")  # fmt: skip
+    number("--answer-bytes-per-address", "PLOT_ANSWER_BYTES_PER_ADDRESS", int, limits.address_answer_bytes_per_s, 0,
+           "the same for all of one address's connections together; 0: no budget "
+           f"[PLOT_ANSWER_BYTES_PER_ADDRESS] ({limits.address_answer_bytes_per_s})", metavar="BYTES")  # fmt: skip
     add("--trusted-proxy", default=_env("PLOT_TRUSTED_PROXY", ""), metavar="CIDR,...", help="balancers whose "
         "PROXY protocol header (v1 or v2, e.g. HAProxy's send-proxy-v2) names the client, on the game and web "
         "ports: addresses or networks, comma-separated; the per-address limits then count each client, not "
@@ -404,6 +418,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             hellos_per_minute=args.hellos_per_minute,
             rooms_per_minute=args.rooms_per_minute,
             join_failures_per_minute=args.join_failures_per_minute,
+            answer_bytes_per_s=args.answer_bytes_per_s,
+            address_answer_bytes_per_s=args.answer_bytes_per_address,
             trusted_proxies=trusted_proxies,
         ),
         core=core,
@@ -515,6 +531,8 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
                 port=web_port,
                 public_ws_url=args.web_ws_url,
                 reuse_port=config.reuse_port,
+                conns_per_address=args.web_conns_per_address,
+                head_timeout_s=args.web_head_timeout,
                 trusted_proxies=config.limits.trusted_proxies,
             ),
             game_port=game_port,

@@ -254,21 +254,35 @@ def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
 # ---------------------------------------------------------------- bench/attacks.py
 
 
-def test_the_attack_bench_runs_and_the_limits_hold() -> None:
-    """bench/attacks.py, briefly, so it cannot rot (its figures: docs/reliability.md, Limits)."""
+def run_attacks(only: str, seconds: str, timeout: float) -> list[dict[str, Any]]:
+    """bench/attacks.py's results for these attacks, from its --json lines."""
     import json
     import subprocess
 
     out = subprocess.run(
-        [sys.executable, str(BENCH / "attacks.py"), "--only", "rooms,guess", "--seconds", "1", "--json"],
+        [sys.executable, str(BENCH / "attacks.py"), "--only", only, "--seconds", seconds, "--json"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     assert out.returncode == 0, out.stderr
-    rooms, guess = (json.loads(line) for line in out.stdout.splitlines())
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_the_attack_bench_runs_and_the_limits_hold() -> None:
+    """bench/attacks.py, briefly, so it cannot rot (its figures: docs/reliability.md, Limits)."""
+    rooms, guess = run_attacks("rooms,guess", "1", 120)
     assert 1 <= rooms["rooms_created"] <= 11 and rooms["honest"]["ok"]
     assert 1 <= guess["wrong_guesses"] <= 11
+
+
+def test_the_attack_bench_measures_amplification_and_the_page_flood() -> None:
+    """bench/attacks.py's amplify and web attacks, briefly (figures: docs/reliability.md)."""
+    amplify, *web = run_attacks("amplify,web", "2", 180)
+    assert amplify["attacker_errors"].get("rate_limited", 0) > 0 and amplify["honest_ack_ms_flood"]["n"] > 0
+    assert amplify["sync_loop"]["bytes_out"] > 0
+    for flood in web:
+        assert flood["honest_served"] == flood["honest_gets"] >= 2, flood
 
 
 def test_the_proxy_lockout_bench_runs_and_the_shipped_config_lets_the_honest_client_in() -> None:

@@ -58,7 +58,7 @@ async def balancer(redis_url: str) -> AsyncIterator[tuple[LocalHAProxy, Nodes]]:
     web = {"server-a": free_port(), "server-b": free_port()}
     common = ["--redis", redis_url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
               "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0",
-              "--trusted-proxy", "127.0.0.1"]  # fmt: skip
+              "--answer-bytes-per-address", "0", "--trusted-proxy", "127.0.0.1"]  # fmt: skip
     with (
         server_process("--port", str(game["server-a"]), "--web-port", str(web["server-a"]), *common) as a,
         server_process("--port", str(game["server-b"]), "--web-port", str(web["server-b"]), *common) as b,

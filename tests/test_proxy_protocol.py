@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from support import Client, fast_config, running_server
+from support import Client, eventually, fast_config, running_server
 from websockets.asyncio.client import connect
 
 from server.app import RaceServer, ServerConfig
@@ -238,5 +238,28 @@ async def test_the_web_port_reads_a_trusted_proxys_header_and_refuses_anyone_els
             assert untrusted == b""  # closed unanswered
         else:
             assert untrusted.startswith(b"HTTP/1.1 200 OK")
+    finally:
+        await web.stop()
+
+
+async def test_the_web_ports_per_address_cap_counts_the_client_a_trusted_proxy_names() -> None:
+    """Every connection comes from the proxy's address; the cap (4 here) is per client named."""
+    config = WebConfig(host="127.0.0.1", port=0, trusted_proxies=TrustedProxies.parse(PROXY), conns_per_address=4)
+    web = WebServer(config, game_port=lambda: 8765)
+    await web.start()
+    try:
+        held = [sent_from(PROXY, web.port, v2("198.51.100.13")) for _ in range(4)]  # idle, counted as .13
+        try:
+
+            async def refused() -> bool:
+                return (await web_get(web.port, PROXY, v2("198.51.100.13"))).startswith(b"HTTP/1.1 429 ")
+
+            await eventually(refused, what="a fifth connection of 198.51.100.13 refused 429")
+            for client in ("198.51.100.14", "2001:db8::1"):  # the proxy's other clients: served
+                assert (await web_get(web.port, PROXY, v1(client))).startswith(b"HTTP/1.1 200 OK"), client
+            assert (await web_get(web.port, PROXY, b"")).startswith(b"HTTP/1.1 200 OK")  # the proxy's own
+        finally:
+            for sock in held:
+                sock.close()
     finally:
         await web.stop()

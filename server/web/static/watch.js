@@ -385,6 +385,14 @@ function onError(msg) {
     hello();
     return;
   }
+  if (msg.code === "rate_limited" && msg.ref === "join" && CODE) {
+    // The server's answer budget for this page (or its address) is spent: join again once it allows.
+    const wait = Number((/retry_ms=(\d+)/.exec(msg.message) || [])[1] || 1000);
+    state.problem = { text: `The server is busy: joining again in ${Math.ceil(wait / 1000)} s.`, final: false };
+    setTimeout(() => send({ type: "join", code: CODE, role: "spectator" }), wait);
+    render();
+    return;
+  }
   if (msg.code === "unknown_room") {
     // Final: the page shows only that (a room is never made under a code asked for).
     state.problem = { text: `There is no room ${CODE} on this server: it may have closed, or the code is mistyped.`, final: true, notFound: true };
