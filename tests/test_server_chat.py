@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import msgpack
 import pytest
-from support import Client, eventually, latest, make_room, running_server, start_race, url
+from support import Client, eventually, fast_config, latest, make_room, running_server, start_race, url
 from test_server_leaks import Recipient, scan
 from websockets.asyncio.client import connect
 
@@ -197,4 +198,23 @@ async def test_chat_and_finish_events_cross_between_two_nodes(redis_url: str) ->
             done = await client.expect(p.Finished, timeout=10)
             assert (done.player_id, done.status) == (bob.pid, "resigned")
         for client in everyone:
+            await client.close()
+
+
+async def test_chat_has_its_own_bounds_and_spends_no_answer_budget() -> None:
+    """A line goes to every reader, so in a full room it writes far more than its sender's answer
+    budget (server/limits.py) allows a request; chat is bounded by its own rates instead (5 lines
+    in 10 s per player, 10 a second per room: docs/protocol.md §3.4), so the sender's next lines
+    still go out."""
+    limits = replace(fast_config().limits, answer_bytes_per_s=400)  # bursts of 3,200 bytes
+    async with running_server(MemoryStore(), fast_config(limits=limits)) as server:
+        (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+        watchers = [await spectator(server, code, f"W{i}") for i in range(8)]
+        for i in range(4):  # about 1,500 bytes written per line: twice Bob's burst in all
+            await bob.send(p.Chat(text=f"line {i}: " + "good luck " * 8))
+        await eventually(lambda: len(said(watchers[-1])) == 4, what="every line at the last spectator")
+        assert not any(isinstance(m, p.Error) and m.ref == "chat" for m in bob.messages)
+        written = sum(len(frame) for frame in watchers[-1].frames if b"good luck" in frame) * (2 + len(watchers))
+        assert written > 2 * 3200
+        for client in (ann, bob, *watchers):
             await client.close()
