@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import os
 import random
@@ -96,6 +95,7 @@ from server.core.records import (
 )
 from server.fanout import Fanout, LocalFanout
 from server.limits import AddressLimits, AnswerBudgets, ByteBudget, LimitsConfig, address_key
+from server.probes import ProbeConfig, Probes, StoreStatus
 from server.proxy import ProxiedConnection, trusting
 from server.store.base import AppendRequest, AppendResult, LogLength, Store, StoreUnavailable
 from server.winnable import DealFinder, SearchOutcome, WinnableConfig
@@ -222,6 +222,7 @@ class ServerConfig:
     # entries this node's copy holds ("incremental"), or all of it ("full": for measuring).
     readback: str = "incremental"
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
+    probes: ProbeConfig = field(default_factory=ProbeConfig)  # /healthz, the metrics listener (server/probes.py)
     # plot-server --workers N: this worker's slot (0 to N-1), N, and the supervisor's directory where
     # each worker serves its own metrics on a unix socket, so that any worker answers /metrics for all.
     worker_slot: int | None = None
@@ -403,7 +404,11 @@ class RaceServer:
         self._uncommitted: dict[str, list[tuple[int, ClientEvent]]] = {}
         self._commands = 0
         self._sweeper: asyncio.Task[None] | None = None
+        status = StoreStatus(self._ping_store, self._store_seen, self.config.probes.store_status_ttl_s)
+        self.probes = Probes(self.config.probes, status, self._health_body, self._metrics_body, self.config.reuse_port)
         self.metrics: Metrics | None = self._make_metrics() if self.config.metrics else None
+        if self.config.metrics and self.metrics is None:
+            self.probes.metrics_off = "unavailable: no prometheus_client installed"
 
     # ================================================================ metrics
 
@@ -452,6 +457,8 @@ class RaceServer:
                 "hellos_per_minute": stats.address_limited["hello"],
                 "rooms_per_minute": stats.address_limited["create_room"],
                 "join_failures_per_minute": stats.address_limited["join"],
+                "probe_rate": self.probes.refused,
+                "metrics_allow": self.probes.forbidden,
                 "answer_bytes": self.answers.refused,
             },
             connections_total=stats.connections,
@@ -517,6 +524,7 @@ class RaceServer:
             server_header="plot-server",
             create_connection=trusting(PlotConnection, self.config.limits.trusted_proxies),
         )
+        await self.probes.start()
         self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
         self._store_watch = asyncio.ensure_future(self._watch_store())
         own = self._worker_socket(self.config.worker_slot)
@@ -532,6 +540,7 @@ class RaceServer:
             host=self.config.host,
             port=self.port,
             store=self.store_name,
+            metrics_port=self.probes.port,
             tls=ssl_context is not None,
             node=None if self.nodes is None else self.nodes.node_id,
         )
@@ -568,6 +577,11 @@ class RaceServer:
             if time.monotonic() - swept >= self.config.node_sweep_s:
                 swept = time.monotonic()
                 await self.nodes.retain(self.core.holds)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The metrics listener's port (None: none)."""
+        return self.probes.port
 
     @property
     def port(self) -> int:
@@ -646,6 +660,7 @@ class RaceServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        await self.probes.stop()
         if self._metrics_socket is not None:
             self._metrics_socket.close()
             own = self._worker_socket(self.config.worker_slot)
@@ -679,29 +694,8 @@ class RaceServer:
         # The query is ignored: clients name their room in it (?room=CODE) for a balancer to hash
         # on (docs/scaling.md, "Room affinity"); any path takes the WebSocket.
         path = request.path.split("?", 1)[0]
-        if path == "/healthz":
-            cause = await self._ping_store()
-            if cause is not None or self.store_ok is False:
-                self._store_seen(cause)
-            healthy = cause is None
-            down = self._store_down_since
-            body = {
-                "status": "ok" if healthy else "unavailable",
-                "store": self.store_name,
-                "store_ok": healthy,
-                "store_down_s": None if down is None else round(time.monotonic() - down, 1),
-                "connections": len(self._conns),
-                "rooms": len(self.core.rooms),
-                "protocol": p.PROTOCOL_VERSION,
-                "node": None if self.nodes is None else self.nodes.node_id,  # several nodes: which one answered
-                "pid": os.getpid(),
-            }
-            response = connection.respond(200 if healthy else 503, json.dumps(body) + "\n")
-            del response.headers["Content-Type"]
-            response.headers["Content-Type"] = "application/json"
-            return response
-        if path == "/metrics":
-            return await self._metrics_response(connection)
+        if path in Probes.PATHS:
+            return await self.probes.public(connection, path)
         if self._closing:
             return connection.respond(503, "the server is shutting down\n")
         if len(self._conns) >= self.config.max_connections:
@@ -767,9 +761,11 @@ class RaceServer:
         except (OSError, TimeoutError):
             return None
 
-    async def _metrics_body(self) -> bytes:
-        """This node's metrics; under ``--workers`` the host's: every worker's, labelled by worker."""
-        assert self.metrics is not None
+    async def _metrics_body(self) -> bytes | None:
+        """This node's metrics; under ``--workers`` the host's: every worker's, labelled by worker.
+        None: no metrics (--metrics off, or no prometheus_client installed)."""
+        if self.metrics is None:
+            return None
         own = self.config.worker_slot
         if own is None or self.config.workers_dir is None:
             return self.metrics.render()
@@ -781,20 +777,26 @@ class RaceServer:
         scrapes[own] = self.metrics.render()
         return merge_workers(scrapes, self.config.worker_count)
 
-    async def _metrics_response(self, connection: ServerConnection) -> Response:
-        if self.metrics is None:
-            why = "off (--metrics off)" if not self.config.metrics else "unavailable: no prometheus_client installed"
-            return connection.respond(404, f"metrics are {why}\n")
-        from server.metrics import CONTENT_TYPE
-
-        response = connection.respond(200, "")
-        body = await self._metrics_body()
-        response.body = body
-        del response.headers["Content-Type"]
-        del response.headers["Content-Length"]
-        response.headers["Content-Type"] = CONTENT_TYPE
-        response.headers["Content-Length"] = str(len(body))
-        return response
+    def _health_body(self, cause: str | None, detailed: bool) -> dict[str, object]:
+        """/healthz: the status a probe needs; ``detailed`` (the metrics listener) adds what only an
+        operator should see."""
+        down = self._store_down_since
+        body: dict[str, object] = {
+            "status": "ok" if cause is None else "unavailable",
+            "store_ok": cause is None,
+            "store_down_s": None if down is None else round(time.monotonic() - down, 1),
+            "protocol": p.PROTOCOL_VERSION,
+        }
+        if detailed:
+            body |= {
+                "store": self.store_name,
+                "connections": len(self._conns),
+                "rooms": len(self.core.rooms),
+                "node": None if self.nodes is None else self.nodes.node_id,  # several nodes: which one answered
+                "pid": os.getpid(),
+                "worker": self.config.worker_slot,
+            }
+        return body
 
     # ================================================================ connections
 
