@@ -28,9 +28,11 @@ from urllib.parse import urlsplit
 
 from server.core import CoreConfig
 from server.limits import ANSWER_BURST_S, LimitsConfig
+from server.probes import ProbeConfig, parse_networks
 from server.proxy import TrustedProxies
 from server.shell import RaceServer, ServerConfig, log_event, run_server
 from server.store.base import Store
+from server.store.urls import shown_url
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url
 from server.winnable import (
@@ -284,8 +286,19 @@ def build_parser() -> argparse.ArgumentParser:
     number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
            "sent to one connection before it is cut as too slow, checked every second "
            f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
-    add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the game port, "
-        "in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
+    add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the metrics "
+        "listener, in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
+    number("--metrics-port", "PLOT_METRICS_PORT", int, None, 0, "the metrics listener's port: GET /metrics and a "
+           "detailed GET /healthz (store address, pid, node), never on the game port; 0: no listener "
+           "[PLOT_METRICS_PORT] (the game port + 2: 8767)", high=65535, metavar="PORT")  # fmt: skip
+    add("--metrics-host", default=_env("PLOT_METRICS_HOST", "127.0.0.1"), metavar="ADDRESS", help="address the "
+        "metrics listener listens on [PLOT_METRICS_HOST] (127.0.0.1)")  # fmt: skip
+    add("--metrics-allow", default=_env("PLOT_METRICS_ALLOW", "loopback"), metavar="NETS", help="comma-separated "
+        "addresses or networks (10.0.0.0/8, ::1, loopback) the metrics listener answers; others get 403 "
+        "[PLOT_METRICS_ALLOW] (loopback)")  # fmt: skip
+    number("--probe-rate", "PLOT_PROBE_RATE", float, ProbeConfig().probe_rate, 0, "GET /healthz and /metrics per "
+           "second per client address, on each port (bursts of twice that); past it HTTP 429; 0: no limit "
+           f"[PLOT_PROBE_RATE] ({ProbeConfig().probe_rate:g})")  # fmt: skip
     add("--readback", default=_env("PLOT_READBACK", "incremental"), metavar="incremental|full",
         help="--multi-node: read a room back after another node's change from the log entries this node "
         "lacks, or whole (for measuring) [PLOT_READBACK] (incremental)")  # fmt: skip
@@ -300,9 +313,8 @@ def check_redis_url(url: str) -> str:
     """A URL redis-py can use, or a ConfigError saying what one looks like."""
     parts = urlsplit(url)
     if parts.scheme not in REDIS_SCHEMES:
-        shown = url if parts.password is None else "(a URL with a password)"
         raise ConfigError(
-            f"--redis / REDIS_URL {shown!r}: expected redis://host:port/db, rediss://, unix:///path "
+            f"--redis / REDIS_URL {shown_url(url)!r}: expected redis://host:port/db, rediss://, unix:///path "
             "or redis+cluster://host:port[,host:port...]"
         )
     if parts.scheme.endswith("+cluster"):  # one or more seeds, host:port,host:port
@@ -425,6 +437,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         core=core,
         winnable=winnable,
         metrics=args.metrics == "on",
+        probes=probe_config(args),
         readback=args.readback,
         reuse_port=_switch(args.reuse_port, "PLOT_REUSE_PORT") or args.workers > 1,
         worker_slot=args.worker_slot,
@@ -433,12 +446,27 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
+def probe_config(args: argparse.Namespace) -> ProbeConfig:
+    """The metrics listener (by default on the game port + 2; none when the game port is 0: any
+    free port) and the probes' rate."""
+    port = args.metrics_port if args.metrics_port is not None else (args.port + 2 if args.port else 0)
+    if port > 65535:
+        raise ConfigError(f"--metrics-port / PLOT_METRICS_PORT: the game port + 2 is {port}: give --metrics-port")
+    try:
+        allow = parse_networks(args.metrics_allow)
+    except ValueError as exc:
+        raise ConfigError(f"--metrics-allow / PLOT_METRICS_ALLOW: {exc}") from None
+    return ProbeConfig(
+        metrics_host=args.metrics_host, metrics_port=port or None, metrics_allow=allow, probe_rate=args.probe_rate
+    )
+
+
 def make_store(redis_url: str | None, replicas_ack: int = 0) -> tuple[Store, str]:
     if redis_url:
-        from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
+        from server.store.redis import RedisStore  # only a Redis deployment needs redis-py
 
         try:
-            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {redact_url(redis_url)}"
+            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {shown_url(redis_url)}"
         except ValueError as exc:  # redis-py refused the URL
             raise ConfigError(f"--redis / REDIS_URL: {exc}") from None
     from server.store.memory import MemoryStore

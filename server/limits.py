@@ -18,7 +18,8 @@ And what a connection may make the server *send* (``AnswerBudgets``): the bytes 
 anyone, while the server handles one of that connection's requests (a join's snapshot, a sync,
 a room list, a lobby change told to every member), from a budget per connection and one per
 address. Moves are not counted (the game's own traffic, bounded by the message rate and the
-racer's queue), nor what others' requests and moves send this connection.
+racer's queue), nor chat lines (bounded by their own rates: docs/protocol.md §3.4), nor what
+others' requests and moves send this connection.
 """
 
 from __future__ import annotations
@@ -255,7 +256,9 @@ class AddressLimits:
 
 # ---------------------------------------------------------------- what a connection makes the server send
 
-UNCHARGED = (p.Move, p.Hello, p.Ping)  # the game's moves, and what has its own bound
+# The game's moves, and what has its own bound: a chat line goes to every reader of its room, so
+# its writes grow with the audience, and its rates (per player and per room, in the core) bound them.
+UNCHARGED = (p.Move, p.Hello, p.Ping, p.Chat)
 ALWAYS_ALLOWED = (p.Leave,)  # charged, never refused: leaving a room always works
 
 

@@ -51,6 +51,8 @@ NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved wi
 SERVER_BUSY: Final = "server_busy"  # winnable_only: the deal-search queue is full; start again shortly
 INTERNAL: Final = "internal"  # a server bug; nothing happened
 SUPERSEDED: Final = "superseded"  # a newer connection resumed this player: this one is closed (4001)
+MUTED: Final = "muted"  # chat: the host muted you in this room
+CHAT_LIMITED: Final = "chat_limited"  # chat: too many lines in a short time (the connection stays open)
 
 ERROR_CODES: Final[tuple[str, ...]] = (
     MALFORMED,
@@ -77,6 +79,8 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     SERVER_BUSY,
     INTERNAL,
     SUPERSEDED,
+    MUTED,
+    CHAT_LIMITED,
 )
 
 CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the same player
@@ -90,6 +94,18 @@ MAX_RACERS_MAX: Final = 16
 MAX_SPECTATOR_DELAY: Final = 3600
 TIME_LIMIT_MIN: Final = 10
 TIME_LIMIT_MAX: Final = 24 * 3600
+
+# Chat (docs/protocol.md, "Chat"). A line is at most CHAT_MAX characters once trimmed; a frame's
+# text field may carry up to CHAT_FRAME_MAX (past that the frame is refused as malformed field),
+# so that a line a little too long is told its own limit.
+CHAT_MAX: Final = 200
+CHAT_FRAME_MAX: Final = 4 * CHAT_MAX
+# Who hears a spectator's line while a race is on (countdown and racing): RoomOptions.spectator_chat.
+CHAT_ALWAYS: Final = "always"  # everyone, racers too
+CHAT_OUTSIDE_RACE: Final = "outside_race"  # spectators only during a race; everyone otherwise (default)
+# A line's audience: everyone in the room, or only its spectators (kept from the racers).
+TO_ALL: Final = "all"
+TO_SPECTATORS: Final = "spectators"
 
 # Phases of a room. "dealing": the host started a winnable_only room's race and the server is
 # finding a deal the solver proves winnable; the countdown follows (or, failing that, the lobby).
@@ -106,6 +122,22 @@ SPECTATOR: Final = "spectator"
 # Leaderboard status of a racer whose game was still going when the race ended (time limit,
 # host ended it). The others are the engine's: playing, won, blocked, resigned.
 STOPPED: Final = "stopped"
+
+
+def check_chat(text: str) -> str | None:
+    """None if ``text`` (trimmed) is a chat line the server takes, else the reason it is not: at
+    least one visible character, at most CHAT_MAX characters, no control, escape or invisible
+    format characters (the zero-width joiner of emoji sequences aside), so that no line can paint
+    on a terminal or hide text."""
+    text = text.strip()
+    if not text:
+        return "a chat line needs at least one visible character"
+    if len(text) > CHAT_MAX:
+        return f"a chat line has at most {CHAT_MAX} characters (this one has {len(text)})"
+    for ch in text:
+        if not ch.isprintable() and ch != "\u200d":
+            return f"a chat line may not contain control or invisible characters (found U+{ord(ch):04X})"
+    return None
 
 
 def normalize_room_code(text: str) -> str:
@@ -140,6 +172,9 @@ class RoomOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Every race's deal is one the solver proves winnable (a random deal, searched by the server
     # before the countdown). Excludes ``deal``: a chosen deal is never searched.
     winnable_only: bool = False
+    # Spectators' chat during a race: "outside_race" keeps it from the racers while a race is on
+    # (countdown, racing), so nobody watching can coach them; "always" lets racers read it too.
+    spectator_chat: Literal["outside_race", "always"] = "outside_race"
 
 
 class RoomRules(msgspec.Struct, kw_only=True):
@@ -152,6 +187,7 @@ class RoomRules(msgspec.Struct, kw_only=True):
     time_limit: int | None
     bots_allowed: bool
     winnable_only: bool
+    spectator_chat: str = CHAT_OUTSIDE_RACE
 
 
 class Member(msgspec.Struct, kw_only=True):
@@ -161,6 +197,7 @@ class Member(msgspec.Struct, kw_only=True):
     ready: bool
     bot: bool
     connected: bool
+    muted: bool = False  # the host muted this member's chat
 
 
 class RoomSummary(msgspec.Struct, kw_only=True):
@@ -188,6 +225,30 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     elapsed_ms: int  # time of the racer's last accepted entry, from the start signal
     rank: int  # 1-based, docs/rules.md, "Race ranking"
     connected: bool
+
+
+PACE_AFTER_MS: Final = 10_000  # a pace over less race time than this says little: none is shown
+
+
+def pace(cards: int, elapsed_ms: int) -> float | None:
+    """Cards home per minute of race time (a typing race's words per minute): ``cards`` over
+    ``elapsed_ms``, the time of the racer's last accepted entry. None before PACE_AFTER_MS."""
+    if elapsed_ms < PACE_AFTER_MS:
+        return None
+    return cards * 60_000 / elapsed_ms
+
+
+class ChatLine(msgspec.Struct, kw_only=True):
+    """One line of room chat: text only, never a board or any game state."""
+
+    seq: int  # the room's line number: 1, 2, ... (a client keeps lines in this order, once each)
+    player_id: str
+    name: str  # the sender's name as the room shows it
+    role: str  # racer | spectator, when the line was said
+    text: str  # at most CHAT_MAX characters, no control characters
+    at: int  # server ms
+    audience: str = TO_ALL  # all | spectators (a spectator's line kept from the racers during a race)
+    claimed: bool = False  # the sender's name is a claimed one (no claimed names yet: always false)
 
 
 class GameRecord(msgspec.Struct, kw_only=True):
@@ -250,6 +311,19 @@ class Move(msgspec.Struct, tag="move", tag_field="type", kw_only=True):
     move: Annotated[str, msgspec.Meta(max_length=32)]  # "waste>t3", "stock>waste", "undo", "resign"
 
 
+class Chat(msgspec.Struct, tag="chat", tag_field="type", kw_only=True):
+    """A line of chat to the room (racers and spectators alike)."""
+
+    text: Annotated[str, msgspec.Meta(max_length=CHAT_FRAME_MAX)]
+
+
+class Mute(msgspec.Struct, tag="mute", tag_field="type", kw_only=True):
+    """Host only: mute (or unmute) a member's chat."""
+
+    player_id: Annotated[str, msgspec.Meta(max_length=64)]
+    muted: bool = True
+
+
 class Ping(msgspec.Struct, tag="ping", tag_field="type", kw_only=True):
     t: int | None = None  # echoed back in pong
 
@@ -260,7 +334,21 @@ class Sync(msgspec.Struct, tag="sync", tag_field="type", kw_only=True):
 
 
 ClientMessage = (
-    Hello | CreateRoom | Join | Leave | ListRooms | Ready | Start | Kick | EndRace | Rematch | Move | Ping | Sync
+    Hello
+    | CreateRoom
+    | Join
+    | Leave
+    | ListRooms
+    | Ready
+    | Start
+    | Kick
+    | EndRace
+    | Rematch
+    | Move
+    | Ping
+    | Sync
+    | Chat
+    | Mute
 )
 
 CLIENT_TYPES: Final[tuple[str, ...]] = (
@@ -277,6 +365,8 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "move",
     "ping",
     "sync",
+    "chat",
+    "mute",
 )
 
 # ---------------------------------------------------------------- server -> client
@@ -428,6 +518,36 @@ class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
     times: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
 
+class ChatSaid(msgspec.Struct, tag="chat", tag_field="type", kw_only=True):
+    """A line of chat, to everyone it is for (its sender too)."""
+
+    room: str
+    line: ChatLine
+
+
+class ChatHistory(msgspec.Struct, tag="chat_history", tag_field="type", kw_only=True):
+    """The room's recent lines (at most the last 50) the recipient may read, oldest first: sent
+    on joining and resuming a seat. It replaces what the client holds for that room."""
+
+    room: str
+    lines: list[ChatLine]
+
+
+class Finished(msgspec.Struct, tag="finished", tag_field="type", kw_only=True):
+    """A racer's game is over (won, blocked or resigned), as it happens: to everyone in the room.
+    ``place`` is the racer's rank then: final for a winner, for the others as it stands (a racer
+    still playing may pass them)."""
+
+    race: int
+    player_id: str
+    name: str
+    status: str  # won | blocked | resigned
+    place: int  # 1-based
+    cards: int
+    elapsed_ms: int  # race time of the racer's last entry
+    final: bool = False  # the place can no longer change (a winner's, or announced as the race ended)
+
+
 class Pong(msgspec.Struct, tag="pong", tag_field="type", kw_only=True):
     t: int | None
     server_time: int
@@ -454,6 +574,9 @@ ServerMessage = (
     | Results
     | Pong
     | Shutdown
+    | ChatSaid
+    | ChatHistory
+    | Finished
 )
 
 SERVER_TYPES: Final[tuple[str, ...]] = (
@@ -472,6 +595,9 @@ SERVER_TYPES: Final[tuple[str, ...]] = (
     "results",
     "pong",
     "shutdown",
+    "chat",
+    "chat_history",
+    "finished",
 )
 
 # ---------------------------------------------------------------- a client's board (v2)

@@ -88,7 +88,7 @@ async def test_hellos_per_minute_per_address() -> None:
         assert "retry_ms=" in error.message
         elsewhere = await Client.open(server, local_addr=("127.0.0.3", 0))
         await elsewhere.hello("Other")
-        samples = await asyncio.to_thread(metrics, server.port)
+        samples = await asyncio.to_thread(metrics, server.metrics_port)
         assert metric(samples, "plot_limited_total", limit="hellos_per_minute") == 1
         assert metric(samples, "plot_limited_total", limit="rooms_per_minute") == 0
         for client in (*clients, elsewhere):

@@ -243,13 +243,12 @@ def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
     import urllib.request
 
     with run_load.target_server("memory-nometrics", 290) as target:
-        port = target.url.rsplit(":", 1)[1]
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+            urllib.request.urlopen(f"http://127.0.0.1:{target.metrics_port}/metrics", timeout=5)
         assert refused.value.code == 404
     with run_load.target_server("memory", 290) as target:
-        port = target.url.rsplit(":", 1)[1]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        response = urllib.request.urlopen(f"http://127.0.0.1:{target.metrics_port}/metrics", timeout=5)
+        with response:
             assert b"plot_moves_accepted_total" in response.read()
 
 
@@ -510,16 +509,17 @@ def test_readback_bench_measures_full_against_incremental_read_backs(tmp_path: P
 
 
 def test_bench_servers_listen_on_their_game_port_only(run_load: ModuleType) -> None:
-    """By default the spectator page takes the game port + 1, which may be another run's free
-    port: two benches at once (or a bench and the tests) would clash. The servers the benches
-    start listen on their own game port and nothing else."""
+    """By default the spectator page takes the game port + 1 (the metrics listener + 2), which
+    may be another run's free port: two benches at once (or a bench and the tests) would clash.
+    The servers the benches start listen on their own game port and nothing else (run_load's on
+    a free port of its own for metrics too)."""
     from support import listening_ports
 
     def port_of(url: str) -> int:
         return int(url.rsplit(":", 1)[1])
 
     with run_load.target_server("memory", 290) as target:
-        assert listening_ports(target.server.pid) == {port_of(target.url)}
+        assert listening_ports(target.server.pid) == {port_of(target.url), target.metrics_port}
     with load("profile_move").race_server("memory", "py-spy", "") as (url, process, _target):
         assert listening_ports(process.pid) == {port_of(url)}
     with load("attacks").plot_server(BENCH.parent) as (process, port):

@@ -192,6 +192,33 @@ def test_a_move_in_doubt_gets_a_definite_answer_within_the_outage_limit() -> Non
     assert isinstance(ok, p.MoveOk) and ok.seq == 2
 
 
+def test_the_move_in_doubt_resent_during_and_after_an_outage_is_answered_each_time() -> None:
+    """The outage's head, answered store_unavailable, resent with the same id: answered again at
+    once while the log cannot be read; and once it is read without the entry, the id is free: the
+    resend is played (a move the log holds would be answered duplicate, above)."""
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    shell.held.clear()  # it did not land
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
+    shell.advance(shell.config.store_outage_ms)
+    first = replies(shell, conns[0]).get(1)
+    assert isinstance(first, p.MoveRejected) and first.code == p.STORE_UNAVAILABLE
+    shell.take(conns[0])
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    again = replies(shell, conns[0]).get(1)
+    assert isinstance(again, p.MoveRejected) and again.code == p.STORE_UNAVAILABLE, "answered at once"
+    shell.take(conns[0])
+    shell.hold_persists = False
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    resync = shell.last(conns[0], p.RaceStart)
+    assert isinstance(resync, p.RaceStart) and resync.seq == 0
+    ok = shell.move(conns[0], 1, "stock>waste")
+    assert isinstance(ok, p.MoveOk) and not ok.duplicate and ok.seq == 1
+
+
 def test_retries_back_off() -> None:
     shell = Shell()
     conns, code = racing(shell, ("Ann", "Bob"))

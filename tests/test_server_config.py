@@ -39,7 +39,7 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--port", "99999"], None, "--port '99999': must be 0 to 65535"),
         (["--port", "65536"], None, "--port '65536': must be 0 to 65535"),
         (["--port", "-1"], None, "must be 0 to 65535"),
-        (["--redis", "nonsense"], None, "--redis / REDIS_URL 'nonsense': expected redis://"),
+        (["--redis", "nonsense"], None, "--redis / REDIS_URL '(not a URL: no scheme://)': expected redis://"),
         ([], {"REDIS_URL": "http://x"}, "REDIS_URL 'http://x': expected redis://"),
         (["--redis", "redis://:6379"], None, "no usable host and port"),
         (["--redis", "redis+cluster://10.0.0.5:7000,10.0.0.6:port"], None, "the port in '10.0.0.6:port' is not"),
@@ -50,6 +50,11 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--web-ws-url", "http://not-a-websocket/"], None, "--web-ws-url / PLOT_WEB_WS_URL: not a WebSocket URL"),
         (["--spectator-hz", "0"], None, "--spectator-hz '0': must be 0.2 to 100"),
         ([], {"PLOT_RACER_HZ": "often"}, "PLOT_RACER_HZ 'often': expected a number"),
+        (["--metrics-allow", "10.0.0.0/33"], None, "--metrics-allow / PLOT_METRICS_ALLOW: '10.0.0.0/33' is not"),
+        ([], {"PLOT_METRICS_ALLOW": "loopback,,"}, "PLOT_METRICS_ALLOW: '' is not an address or a network"),
+        (["--port", "65534"], {"PLOT_METRICS_PORT": ""}, "the game port + 2 is 65536: give --metrics-port"),
+        (["--metrics-port", "70000"], None, "--metrics-port '70000': must be 0 to 65535"),
+        (["--probe-rate", "-1"], None, "--probe-rate '-1'"),
         (["--trusted-proxy", "10.0.0.0/8,haproxy"], None, "--trusted-proxy / PLOT_TRUSTED_PROXY: not an address"),
         ([], {"PLOT_TRUSTED_PROXY": "10.0.0.300"}, "not an address or network: '10.0.0.300'"),
         (
@@ -158,7 +163,8 @@ async def test_an_unreachable_store_at_start_is_logged_retried_and_seen_coming_b
 
     with server_process("--port", str(port), "--redis", redis.url) as proc:
         await eventually(lambda: status() == 503, 15, what="/healthz answers 503 while the store is away")
-        _status, body = health(port)
+        body: dict[str, object] = {}
+        await eventually(lambda: body.update(health(port)[1]) or "store_ok" in body, 5, what="a /healthz body")
         assert body["store_ok"] is False and body["store_down_s"] is not None
         async with connect(f"ws://127.0.0.1:{port}") as ws:
             await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Ann")))

@@ -137,7 +137,7 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
         assert await page.locator("main img").count() == 0
         # A real table with headers, for screen readers.
         await expect(page.locator("#leaderboard caption")).to_have_text("Leaderboard")
-        await expect(page.locator('#leaderboard thead th[scope="col"]')).to_have_count(6)
+        await expect(page.locator('#leaderboard thead th[scope="col"]')).to_have_count(7)
 
         # The bar grows as Ann plays.
         assert starts[0].view is not None

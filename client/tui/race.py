@@ -28,6 +28,7 @@ from client.tui.play import CSS_PATH
 from client.viewmodel import RaceModel
 from client.widgets.board import Board
 from client.widgets.cards import span
+from client.widgets.chat import ChatPanel
 from client.widgets.leaderboard import LeaderboardPanel, clock
 from client.widgets.overlays import ConfirmScreen
 from client.widgets.plain import plain
@@ -35,6 +36,7 @@ from client.widgets.room import LobbyPanel, ResultsPanel, save_records
 from client.words import describe_error, ordinal, plot_command
 from shared.engine import PLAYING, View
 from shared.protocol import (
+    CHAT_MAX,
     COUNTDOWN,
     DEALING,
     LOBBY,
@@ -45,6 +47,7 @@ from shared.protocol import (
     SPECTATOR,
     SUPERSEDED,
     UNKNOWN_ROOM,
+    Chat,
     CreateRoom,
     EndRace,
     Error,
@@ -52,6 +55,7 @@ from shared.protocol import (
     Leave,
     Left,
     MoveOk,
+    Mute,
     RaceStart,
     Ready,
     Rematch,
@@ -63,6 +67,7 @@ from shared.protocol import (
 )
 
 HOST = "host"
+CHAT_PLACEHOLDER = "chat: Enter sends, Esc leaves (host: /mute NAME, /unmute NAME)"
 RANDOM_PRACTICE_DEAL = "picked for you at random"
 GIVEN_PRACTICE_DEAL = "the number you gave"
 JOIN = "join"
@@ -127,6 +132,7 @@ class RaceScreen(GameScreen):
         Binding("s", "start", "start the race"),
         Binding("n", "rematch", "new race"),
         Binding("E", "end_race", "end race"),
+        Binding("c", "chat", "chat"),
         Binding("g", "qr_code", "QR code"),
         Binding("left_square_bracket", "cycle(-1)", "prev board"),
         Binding("right_square_bracket", "cycle(1)", "next board"),
@@ -159,6 +165,10 @@ class RaceScreen(GameScreen):
     RaceScreen.-results.-boards #results-scroll { height: auto; }
     RaceScreen.-boards Board { display: block; }
     RaceScreen.-racing.-racer #move-input { display: block; }
+    RaceScreen #chat-input { display: none; height: 1; border: none; padding: 0 1; }
+    RaceScreen.-chatting #chat-input { display: block; }
+    RaceScreen.-chatting #move-input { display: none; }
+    RaceScreen #chat-input:focus { border: none; background: $boost; }
     RaceScreen.-short Board #top-row, RaceScreen.-short Board #foundation-row { height: 2; }
     RaceScreen.-short Board #tableau { grid-rows: 2; height: 6; }
     """
@@ -182,8 +192,10 @@ class RaceScreen(GameScreen):
                     yield ResultsPanel(self.race_app.model)
                 yield Static("", id="message", markup=False)
                 yield Input(placeholder="t: type a move (waste>t3, stock>waste, undo, resign)", id="move-input")
+                yield Input(placeholder=CHAT_PLACEHOLDER, id="chat-input", max_length=CHAT_MAX)
             with Vertical(id="side"):
                 yield LeaderboardPanel()
+                yield ChatPanel()
         yield Footer()
 
     def on_mount(self) -> None:
@@ -214,6 +226,7 @@ class RaceScreen(GameScreen):
                 ("s", "lobby, host: start the race"),
                 ("Shift+E", "host: end the race now (asks first)"),
                 ("n", "results, host: a new race in this room"),
+                ("c", "chat to the room (host: /mute NAME)"),
                 # One row for both: one more would not fit the help at 80x24.
                 ("[ ]  ↑ ↓ PgUp PgDn", "boards (results, watching) · scroll results"),
             ]
@@ -257,12 +270,24 @@ class RaceScreen(GameScreen):
             self.query_one("#results-scroll", VerticalScroll).scroll_home(animate=False)
         if board_on_show is not None:
             self.show_view(board_on_show)
+        self.query_one(ChatPanel).show(model.feed, model.player_id, self._chat_rows())
         if "leaderboard" in changed or "race" in changed or "room" in changed:
             title = "Leaderboard" if model.race is None else f"Leaderboard · race {model.race.race}"
             if model.room is not None and model.room.spectators:
                 title += f" · {model.room.spectators} watching"
             self.query_one(LeaderboardPanel).show(model.leaderboard, model.player_id, title)
         self.tick()
+
+    def _chat_rows(self) -> int:
+        """How many feed lines fit: few beside a race at 80x24, more in the lobby and when wide."""
+        phase, height = self.race_app.model.phase, self.app.size.height
+        if self.has_class("-wide"):
+            return 10
+        if phase == RACING:
+            return 2 if height < 30 else 4
+        if phase == RESULTS:
+            return 2 if height < 30 else 4
+        return 4 if height < 30 else 8
 
     def _board_to_show(self) -> View | None:
         model = self.race_app.model
@@ -352,6 +377,8 @@ class RaceScreen(GameScreen):
             return model.phase == RESULTS and model.is_host
         if action == "end_race":
             return model.phase == RACING and model.is_host
+        if action == "chat":
+            return model.room is not None
         if action == "qr_code":
             return model.phase == LOBBY and self.query_one(LobbyPanel).watch_link() is not None
         if action == "scroll_results":
@@ -399,6 +426,51 @@ class RaceScreen(GameScreen):
 
         question = "End the race now, for every racer? Games still in play are ranked as they stand."
         self.app.push_screen(ConfirmScreen(question), answered)
+
+    def action_chat(self) -> None:
+        self.board.cancel()
+        self.set_class(True, "-chatting")
+        self.query_one("#chat-input", Input).focus()
+
+    def _leave_chat(self) -> None:
+        chat_input = self.query_one("#chat-input", Input)
+        chat_input.value = ""
+        self.set_class(False, "-chatting")
+        self.board.focus()
+
+    def key_escape(self) -> None:
+        if self.query_one("#chat-input", Input).has_focus:
+            self._leave_chat()
+            return
+        super().key_escape()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "chat-input":
+            super().on_input_submitted(event)
+            return
+        text = event.value.strip()
+        self._leave_chat()
+        if not text:
+            return
+        command, _, rest = text.partition(" ")
+        if command in ("/mute", "/unmute"):
+            self._mute(rest.strip(), command == "/mute")
+            return
+        self.race_app.send(Chat(text=text))
+
+    def _mute(self, name: str, muted: bool) -> None:
+        model = self.race_app.model
+        if not model.is_host:
+            self.say("only the host may mute", error=True)
+            return
+        ids = [pid for pid, shown in model.chat_senders().items() if shown.casefold() == name.casefold()]
+        if len(ids) != 1:
+            known = ", ".join(sorted(set(model.chat_senders().values()))) or "nobody yet"
+            why = "no one" if not ids else f"{len(ids)} members are"
+            self.say(f"{why} named {name!r} here (members and chat senders: {known})", error=True)
+            return
+        self.race_app.send(Mute(player_id=ids[0], muted=muted))
+        self.say(f"{'muted' if muted else 'unmuted'} {name}")
 
     def action_qr_code(self) -> None:
         from client.widgets.invite import QrScreen
@@ -625,7 +697,7 @@ class RaceApp(App[int]):
         bot = Bot(self.config.url, code, name=f"bot-{number}", speed=self.config.bot_speed)
         self.bot_tasks.append(asyncio.create_task(bot.run(), name=f"bot-{number}"))
 
-    def send(self, message: Start | Ready | Rematch | EndRace | Leave) -> None:
+    def send(self, message: Start | Ready | Rematch | EndRace | Leave | Chat | Mute) -> None:
         async def go() -> None:
             if self.connection is None or not await self.connection.send(message):
                 self.screen_.say("not connected: try again in a moment", error=True)

@@ -15,7 +15,8 @@ from client.invite import invite
 from client.state import safe_name
 from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
-from client.widgets.leaderboard import clock
+from client.widgets.chat import podium
+from client.widgets.leaderboard import clock, pace_text
 from client.widgets.plain import clean, plain
 from client.words import ordinal, plot_command, plural, typed_path
 from shared.cards import CARD_COUNT
@@ -40,6 +41,8 @@ def rules_text(room: Room, deal_note: str | None = None) -> Text:
         parts.append("spectators see boards after the race")
     else:
         parts.append(f"spectators see boards {rules.spectator_boards}s behind")
+    if rules.spectator_chat == "always":
+        parts.append("racers read the spectators' chat during the race")
     out = span(" · ".join(parts), "dim")
     if room.chosen_deal and deal_note is not None:
         out.append(f"\npractice deal: {deal_note} (this client knows it: that is what lets h give hints)", style="dim")
@@ -222,7 +225,7 @@ def when(value: int, timed: bool) -> str:
 
 
 NAME_WIDTH = 16
-RESULTS_ROW_WIDTH = 3 + NAME_WIDTH + 2 + 10 + 8 + 11 + 2 + 5  # a summary row before its line
+RESULTS_ROW_WIDTH = 3 + NAME_WIDTH + 2 + 10 + 8 + 11 + 2 + 5 + 10  # a summary row before its line
 
 
 class ResultsPanel(Widget):
@@ -270,6 +273,8 @@ class ResultsPanel(Widget):
             axis = f"0:00–{clock(end)}" if timed else f"moves 0–{end}: no move times from the server"
             out.append(f"   the lines: cards home over the race ({axis})", style="dim")
         out.append("\n")
+        out.append_text(podium(results.racers, self.content_region.width))
+        out.append("\n")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
             style = "bold reverse" if row.player_id == model.player_id else "bold"
@@ -277,6 +282,7 @@ class ResultsPanel(Widget):
             out.append(" ⚙" if row.bot else "  ", style="dim")
             moves = "move " if row.moves == 1 else "moves"
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms):>5}")
+            out.append(f" {pace_text(row.cards, row.elapsed_ms):>9}", style="cyan")
             if spark_width >= 8 and row.player_id in progress:
                 out.append("  ")
                 out.append_text(sparkline(progress[row.player_id], end, spark_width))

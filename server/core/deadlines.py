@@ -190,6 +190,7 @@ class DeadlinesMixin(CoreBase):
         if dirty:
             race.lb_dirty = False
             race.lb_checked_ms = now
+            self._announce_finishes(room, race, rows)
 
     def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
         race = room.race

@@ -94,6 +94,10 @@ class LobbyMixin(CoreBase):
                 self._rematch(ev.conn, room, pid, msg.deal, ev.now)
             elif isinstance(msg, p.Sync):
                 self._sync(ev.conn, room, pid, ev.now)
+            elif isinstance(msg, p.Chat):
+                self._chat(ev.conn, room, player, msg.text, ev.now)
+            elif isinstance(msg, p.Mute):
+                self._mute(ev.conn, room, pid, msg.player_id, msg.muted)
 
     def _hello(self, ev: HelloEvent) -> None:
         conn, msg = ev.conn, ev.msg
@@ -213,6 +217,7 @@ class LobbyMixin(CoreBase):
                 self._spectators_changed(room, counted=False)
             self._reply(conn, self._room_message(room, player.player_id))
         self._snapshot(conn, room, player.player_id, now, board=board_now)
+        self._chat_history(conn, room, player.player_id)
 
     def _supersede(self, player: PlayerState) -> None:
         """One connection per player: the newer resume wins. Each older connection is told why
@@ -376,6 +381,7 @@ class LobbyMixin(CoreBase):
         else:
             self._changed(room)
         self._snapshot(conn, room, pid, now)
+        self._chat_history(conn, room, pid)
 
     def _name_taken(self, room: RoomState, player: PlayerState) -> str | None:
         """Why ``player`` may not race in ``room`` under its name, or None: another member that

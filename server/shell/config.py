@@ -11,6 +11,7 @@ from typing import Any
 
 from server.core import CoreConfig
 from server.limits import LimitsConfig
+from server.probes import ProbeConfig
 from server.winnable import WinnableConfig
 
 log = logging.getLogger("plot.server")
@@ -92,6 +93,7 @@ class ServerConfig:
     # entries this node's copy holds ("incremental"), or all of it ("full": for measuring).
     readback: str = "incremental"
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
+    probes: ProbeConfig = field(default_factory=ProbeConfig)  # /healthz, the metrics listener (server/probes.py)
     # plot-server --workers N: this worker's slot (0 to N-1), N, and the supervisor's directory where
     # each worker serves its own metrics on a unix socket, so that any worker answers /metrics for all.
     worker_slot: int | None = None

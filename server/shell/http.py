@@ -1,4 +1,5 @@
-"""HTTP beside the WebSocket: /healthz (with the store's reachability), /metrics, and, under
+"""HTTP beside the WebSocket: the store's reachability, /healthz and /metrics (answered by
+server/probes.py: the public /healthz, the metrics listener, their rates), and, under
 ``plot-server --workers``, each worker's own metrics on a unix socket so any worker answers for all.
 """
 
@@ -6,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Response
 
+from server.probes import Probes, StoreStatus
 from server.shell.config import Backoff, ServerConfig, log_event
 from server.store.base import Store, StoreUnavailable
 from shared import protocol as p
@@ -92,8 +93,8 @@ class StoreHealth:
 
 
 class Http:
-    """``answer(connection, path)``: the HTTP response for /healthz and /metrics, None for any other
-    path (it takes the WebSocket)."""
+    """``answer(connection, path)``: the HTTP response for /healthz and /metrics on the game port,
+    None for any other path (it takes the WebSocket); the metrics listener is ``probes``'."""
 
     def __init__(
         self,
@@ -105,52 +106,39 @@ class Http:
         self.config = config
         self.health = health
         self.metrics = metrics
-        self.status = status  # the counts /healthz reports beside the store's state
+        self.status = status  # what the detailed /healthz reports beside the store's state
         self._socket: asyncio.Server | None = None  # --workers: this worker's own metrics, for its siblings
         self._inode: int | None = None  # ... and its file's inode (a reload's next worker replaces it)
+        store_status = StoreStatus(health.ping, health.seen, config.probes.store_status_ttl_s)
+        self.probes = Probes(config.probes, store_status, self._health_body, self._metrics_body, config.reuse_port)
+
+    def metrics_unavailable(self) -> None:
+        """Metrics are on but prometheus_client is not installed: /metrics says so."""
+        self.probes.metrics_off = "unavailable: no prometheus_client installed"
 
     async def answer(self, connection: ServerConnection, path: str) -> Response | None:
-        if path == "/healthz":
-            return await self._healthz(connection)
-        if path == "/metrics":
-            return await self._metrics_response(connection)
+        if path in Probes.PATHS:
+            return await self.probes.public(connection, path)
         return None
 
-    async def _healthz(self, connection: ServerConnection) -> Response:
-        health = self.health
-        cause = await health.ping()
-        if cause is not None or health.ok is False:
-            health.seen(cause)
-        healthy = cause is None
-        down = health.down_since
-        body = {
-            "status": "ok" if healthy else "unavailable",
-            "store": health.store_name,
-            "store_ok": healthy,
+    def _health_body(self, cause: str | None, detailed: bool) -> dict[str, object]:
+        """/healthz: the status a probe needs; ``detailed`` (the metrics listener) adds what only an
+        operator should see."""
+        down = self.health.down_since
+        body: dict[str, object] = {
+            "status": "ok" if cause is None else "unavailable",
+            "store_ok": cause is None,
             "store_down_s": None if down is None else round(time.monotonic() - down, 1),
-            **self.status(),
             "protocol": p.PROTOCOL_VERSION,
-            "pid": os.getpid(),
         }
-        response = connection.respond(200 if healthy else 503, json.dumps(body) + "\n")
-        del response.headers["Content-Type"]
-        response.headers["Content-Type"] = "application/json"
-        return response
-
-    async def _metrics_response(self, connection: ServerConnection) -> Response:
-        if self.metrics is None:
-            why = "off (--metrics off)" if not self.config.metrics else "unavailable: no prometheus_client installed"
-            return connection.respond(404, f"metrics are {why}\n")
-        from server.metrics import CONTENT_TYPE
-
-        response = connection.respond(200, "")
-        body = await self._metrics_body()
-        response.body = body
-        del response.headers["Content-Type"]
-        del response.headers["Content-Length"]
-        response.headers["Content-Type"] = CONTENT_TYPE
-        response.headers["Content-Length"] = str(len(body))
-        return response
+        if detailed:
+            body |= {
+                "store": self.health.store_name,
+                **self.status(),
+                "pid": os.getpid(),
+                "worker": self.config.worker_slot,
+            }
+        return body
 
     # ------------------------------------------------------------------ plot-server --workers
 
@@ -161,6 +149,7 @@ class Http:
         return os.path.join(self.config.workers_dir, f"worker-{slot}.sock")
 
     async def start(self) -> None:
+        await self.probes.start()
         own = self._worker_socket(self.config.worker_slot)
         if own is None:
             return
@@ -170,7 +159,8 @@ class Http:
             self._socket = await asyncio.start_unix_server(self._serve_own_metrics, own)
         self._mark_ready(own)
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        await self.probes.stop()
         if self._socket is None:
             return
         self._socket.close()
@@ -215,9 +205,11 @@ class Http:
         except (OSError, TimeoutError):
             return None
 
-    async def _metrics_body(self) -> bytes:
-        """This node's metrics; under ``--workers`` the host's: every worker's, labelled by worker."""
-        assert self.metrics is not None
+    async def _metrics_body(self) -> bytes | None:
+        """This node's metrics; under ``--workers`` the host's: every worker's, labelled by worker.
+        None: no metrics (--metrics off, or no prometheus_client installed)."""
+        if self.metrics is None:
+            return None
         own = self.config.worker_slot
         if own is None or self.config.workers_dir is None:
             return self.metrics.render()

@@ -98,6 +98,8 @@ class RaceServer:
             self.metrics = self._make_metrics()
             self.delivery.metrics = self.http.metrics = self.metrics
             self.gate.timed = self.metrics is not None
+            if self.metrics is None:
+                self.http.metrics_unavailable()
         self._server: Server | None = None
         self._closing = False
 
@@ -224,6 +226,8 @@ class RaceServer:
                 "hellos_per_minute": stats.address_limited["hello"],
                 "rooms_per_minute": stats.address_limited["create_room"],
                 "join_failures_per_minute": stats.address_limited["join"],
+                "probe_rate": self.http.probes.refused,
+                "metrics_allow": self.http.probes.forbidden,
                 "answer_bytes": self.answers.refused,
             },
             connections_total=stats.connections,
@@ -264,6 +268,7 @@ class RaceServer:
             host=self.config.host,
             port=self.port,
             store=self.store_name,
+            metrics_port=self.metrics_port,
             tls=ssl_context is not None,
             node=self.link.node_id,
         )
@@ -276,6 +281,11 @@ class RaceServer:
         if answer is not None:
             return answer
         return self.gate.refuse(connection)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The metrics listener's port (None: none)."""
+        return self.http.probes.port
 
     @property
     def port(self) -> int:
@@ -304,7 +314,7 @@ class RaceServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-        self.http.stop()
+        await self.http.stop()
         await self.flush(self.config.flush_timeout_s)
         await self.link.close()
         log_event(logging.INFO, "server_stopped")
