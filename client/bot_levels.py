@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from client.bot import choose_move
-from client.bot_search import SearchBudget, SearchMemory, progress_moves, search_move
+from client.bot_search import SearchBudget, SearchMemory, search_move
 from shared.engine import PLAYING, View
 
 log = logging.getLogger("plot.bot")
@@ -67,6 +67,11 @@ DEFAULT_LEVEL: Final = "medium"
 # Moves in a row that neither send a card home nor turn the stock, after which a search level
 # plays only such moves (its votes could otherwise carry a card back and forth for ever).
 IDLE_LIMIT: Final = 60
+
+
+def makes_progress(move: str) -> bool:
+    """Does ``move`` always make progress (a card home, or a stock card turned)?"""
+    return move == "stock>waste" or ">f" in move
 
 
 def level_named(name: str) -> Level:
@@ -175,6 +180,6 @@ class Player:
         return self._after_search(view, move)
 
     def _after_search(self, view: View, move: str | None) -> str | None:
-        if move is None or (self.idle >= IDLE_LIMIT and not progress_moves([move])):
+        if move is None or (self.idle >= IDLE_LIMIT and not makes_progress(move)):
             move = self.greedy(view)
         return self._slip(view, move)

@@ -21,7 +21,7 @@ cheap enough to run at every move:
   position winnable, and one that used up its budget would use it up again).
 
 Everything here reads the View and a clock only; it runs in a worker process
-(``client.bot_pool``), never on a bot's event loop.
+(``client.bot_levels.search_pool``), never on a bot's event loop.
 """
 
 from __future__ import annotations
@@ -157,8 +157,8 @@ def search_move(
 
     None when no sample found a win within the budget (the caller then plays its fallback).
     """
-    memory.last_move = None if view.status != PLAYING else memory.last_move
     if view.status != PLAYING:
+        memory.last_move = None
         return None, memory
     started = clock()
     _repair(memory, view)
@@ -270,8 +270,3 @@ def _decided(samples: list[Sample], index: int) -> bool:
     lead = votes[0][1] - (votes[1][1] if len(votes) > 1 else 0)
     undecided = sum(1 for s in samples[index:] if not s.settled)
     return lead > undecided
-
-
-def progress_moves(moves: list[str]) -> list[str]:
-    """The moves that always make progress: a card home or a stock card turned."""
-    return [m for m in moves if m == "stock>waste" or ">f" in m]
