@@ -12,7 +12,13 @@ COPY shared ./shared
 COPY server ./server
 COPY client ./client
 # The server extra brings redis with hiredis; the test and bench extras stay out of the image.
-RUN pip install '.[server]' \
+# PyICU (shared/names.py) builds against the system's ICU: the headers, pkg-config and a compiler
+# for the build, the compiler removed after it (the ICU libraries stay: PyICU links them).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends g++ pkg-config libicu-dev \
+    && pip install '.[server]' \
+    && apt-get purge -y --auto-remove g++ \
+    && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home plot
 
 USER plot

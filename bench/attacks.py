@@ -11,12 +11,19 @@ an honest client on 127.0.0.1 where it applies:
 - ``rooms``: throwaway identities creating rooms as fast as they can: rooms made, and whether
   the honest client can still create one;
 - ``guess``: joins of random room codes over many connections: wrong guesses answered per
-  second (the private-code search rate).
+  second (the private-code search rate);
+- ``amplify``: a room of 16 racers with live boards; spectators joining and leaving it (and
+  racers asking ``sync``) as fast as the message rate lets them, over 40 connections: the bytes
+  the server sent them in the flood, and the ack latency of an honest racer moving meanwhile
+  (against the same racer's without the flood);
+- ``web``: idle connections to the spectator page's port that never send a request, each
+  reopened as soon as the server closes it, from one address and from 20: how many of an
+  honest client's ``GET /`` (one a second) are served, and how fast.
 
 ``--server-root DIR`` runs the server from another checkout (for a before/after comparison, run
 once against a checkout of the commit before the limits). Usage::
 
-    python bench/attacks.py [--only ping,conns,rooms,guess] [--seconds 20] [--server-root DIR] [--json]
+    python bench/attacks.py [--only ping,conns,rooms,guess,amplify,web] [--seconds 20] [--server-root DIR] [--json]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -45,8 +53,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the hand-made upgrade lives with the tests' helpers
 
-from support import raw_upgrade, server_environment  # noqa: E402
+from support import raw_upgrade, server_environment, toggling_moves  # noqa: E402
 
+from server.core.testing import DEAL  # noqa: E402
 from shared import protocol as p  # noqa: E402
 
 ATTACKER = "127.0.0.2"
@@ -317,6 +326,247 @@ async def attack_guess(root: Path, seconds: float, conns: int) -> dict[str, Any]
         }
 
 
+async def honest_get(web_port: int, timeout: float = 5.0) -> tuple[int | None, float]:
+    """One ``GET /`` from the honest address: its status (None: no answer) and how long it took."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection("127.0.0.1", web_port, local_addr=(HONEST, 0))
+            try:
+                writer.write(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{web_port}\r\n\r\n".encode())
+                answer = await reader.read()
+            finally:
+                writer.close()
+        status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.") else None
+    except (OSError, TimeoutError, ValueError, IndexError):
+        status = None
+    return status, time.monotonic() - started
+
+
+async def attack_web(root: Path, seconds: float, sockets: int, addresses: int) -> dict[str, Any]:
+    """``sockets`` idle connections to the page's port from ``addresses`` loopback addresses,
+    each reopened as soon as it is closed, while an honest client asks for the page each second."""
+    sources = [ATTACKER] if addresses == 1 else [f"127.0.2.{i + 1}" for i in range(addresses)]
+    web_port = free_port()
+    with plot_server(root, "--web-port", str(web_port)) as (_proc, _port):
+        opened = 0
+        stop = asyncio.Event()
+
+        async def hold(n: int) -> None:
+            nonlocal opened
+            while not stop.is_set():
+                try:
+                    reader, writer = await asyncio.open_connection(
+                        "127.0.0.1", web_port, local_addr=(sources[n % len(sources)], 0)
+                    )
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                opened += 1
+                try:
+                    stop_wait = asyncio.ensure_future(stop.wait())
+                    read = asyncio.ensure_future(reader.read())
+                    await asyncio.wait([stop_wait, read], return_when=asyncio.FIRST_COMPLETED)
+                    stop_wait.cancel()
+                    read.cancel()
+                except (OSError, ConnectionError):
+                    pass
+                finally:
+                    writer.transport.abort()
+
+        holders = [asyncio.ensure_future(hold(n)) for n in range(sockets)]
+        await asyncio.sleep(2.0)  # the flood is up
+        served: list[float] = []
+        answers: dict[str, int] = {}
+        started = time.monotonic()
+        asked = 0
+        while time.monotonic() - started < seconds:
+            began = time.monotonic()
+            status, took = await honest_get(web_port)
+            asked += 1
+            answers[str(status)] = answers.get(str(status), 0) + 1
+            if status == 200:
+                served.append(took)
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+        flood_s = time.monotonic() - started + 2.0
+        stop.set()
+        await asyncio.gather(*holders)
+        served.sort()
+        return {
+            "attack": f"{sockets} idle page connections from {addresses} address(es), reopened when closed",
+            "honest_gets": asked,
+            "honest_served": len(served),
+            "honest_answers": answers,
+            "honest_median_ms": round(served[len(served) // 2] * 1000, 1) if served else None,
+            "honest_max_ms": round(served[-1] * 1000, 1) if served else None,
+            "attacker_connections_per_s": round(opened / flood_s, 1),
+        }
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
+
+
+async def toggle_acks(
+    ws: ClientConnection, home: str, seconds: float, first_id: int, base_id: int
+) -> tuple[list[float], int]:
+    """A racer sending a card home and taking it back, one move at a time and 25 a second (under
+    the message rate), for ``seconds``: each move's time to its answer, and the next move id.
+    Move ``base_id`` sent the card home, the next took it back, and so on."""
+    acks: list[float] = []
+    move_id = first_id
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sent = time.monotonic()
+        await ws.send(p.encode(p.Move(id=move_id, move=home if (move_id - base_id) % 2 == 0 else "undo")))
+        answer = await expect(ws, p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
+        if isinstance(answer, p.MoveOk):
+            acks.append(time.monotonic() - sent)
+        move_id += 1
+        await asyncio.sleep(max(0.0, 0.04 - (time.monotonic() - sent)))
+    return acks, move_id
+
+
+async def spectators_joining(port: int, code: str, conns: int, seconds: float) -> dict[str, Any]:
+    """``conns`` spectators from the attacker's address, each sending join and leave in turn, 24
+    messages a second, for ``seconds``; what they sent and received after the first second."""
+    counts: dict[str, Any] = {"bytes": 0, "sent": 0, "errors": {}}
+    counting = asyncio.Event()
+    stop = asyncio.Event()
+
+    async def spectator(n: int) -> None:
+        errors = counts["errors"]
+        try:
+            async with client(port, ATTACKER) as ws:
+                await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name=f"Watcher{n}")))
+                await expect(ws, p.Welcome)
+
+                async def read() -> None:
+                    async for frame in ws:
+                        assert isinstance(frame, bytes)
+                        if counting.is_set():
+                            counts["bytes"] += len(frame)
+                        msg = p.decode_server(frame)
+                        if isinstance(msg, p.Error):
+                            errors[msg.code] = errors.get(msg.code, 0) + 1
+
+                reader = asyncio.ensure_future(read())
+                requests = [p.encode(p.Join(code=code, role=p.SPECTATOR)), p.encode(p.Leave())]
+                i = 0
+                while not stop.is_set():
+                    await ws.send(requests[i % 2])
+                    if counting.is_set():
+                        counts["sent"] += len(requests[i % 2])
+                    i += 1
+                    await asyncio.sleep(1 / 24)
+                reader.cancel()
+        except (OSError, ConnectionClosed, InvalidStatus, TimeoutError) as exc:
+            errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+
+    flood = [asyncio.ensure_future(spectator(n)) for n in range(conns)]
+    await asyncio.sleep(1.0)
+    counting.set()
+    await asyncio.sleep(seconds - 1.0)
+    counting.clear()
+    stop.set()
+    await asyncio.gather(*flood)
+    return counts
+
+
+def spectator_flood(port: int, code: str, conns: int, seconds: float, results: multiprocessing.Queue[Any]) -> None:
+    """``spectators_joining`` in a process of its own; its counts go to ``results``."""
+    results.put(asyncio.run(spectators_joining(port, code, conns, seconds)))
+
+
+async def sync_loop(ws: ClientConnection, seconds: float) -> dict[str, Any]:
+    """One racer asking ``sync`` 24 times a second for ``seconds``: the bytes it sent and got."""
+    counts: dict[str, Any] = {"bytes_in": 0, "bytes_out": 0, "errors": {}}
+
+    async def read() -> None:
+        async for frame in ws:
+            assert isinstance(frame, bytes)
+            counts["bytes_out"] += len(frame)
+            msg = p.decode_server(frame)
+            if isinstance(msg, p.Error):
+                counts["errors"][msg.code] = counts["errors"].get(msg.code, 0) + 1
+
+    reader = asyncio.ensure_future(read())
+    request = p.encode(p.Sync())
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        await ws.send(request)
+        counts["bytes_in"] += len(request)
+        await asyncio.sleep(1 / 24)
+    await asyncio.sleep(0.2)
+    reader.cancel()
+    return counts
+
+
+async def attack_amplify(root: Path, seconds: float, conns: int, *flags: str) -> dict[str, Any]:
+    """16 racers (one of them the honest racer timed), live boards; ``conns`` spectators from the
+    attacker's address joining and leaving at 24 messages a second each."""
+    with plot_server(root, *flags) as (_proc, port):
+        async with contextlib.AsyncExitStack() as stack:
+            racers = [await stack.enter_async_context(client(port)) for _ in range(16)]
+            for n, ws in enumerate(racers):
+                await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name=f"Racer{n}")))
+                await expect(ws, p.Welcome)
+            options = p.RoomOptions(deal=DEAL, max_racers=16, spectator_boards=0)
+            await racers[0].send(p.encode(p.CreateRoom(options=options)))
+            code = (await expect(racers[0], p.Room)).code
+            for ws in racers[1:]:
+                await ws.send(p.encode(p.Join(code=code)))
+                await expect(ws, p.Room)
+                await ws.send(p.encode(p.Ready()))
+            await asyncio.sleep(0.5)
+            await racers[0].send(p.encode(p.Start()))
+            for ws in racers:
+                await expect(ws, p.RaceStart)
+            opening, home = toggling_moves()
+            for ws in racers:  # every board live: each racer turns its stock to a card it can send home
+                for move_id, move in enumerate(opening, start=1):
+                    await ws.send(p.encode(p.Move(id=move_id, move=move)))
+                    await expect(ws, p.MoveOk)
+
+            async def drain(ws: ClientConnection) -> None:
+                with contextlib.suppress(ConnectionClosed):
+                    async for _ in ws:
+                        pass
+
+            drains = [asyncio.ensure_future(drain(ws)) for ws in racers[1:]]
+            timed = racers[0]
+            base = len(opening) + 1
+            quiet, next_id = await toggle_acks(timed, home, seconds, base, base)
+
+            # The flood runs in its own process: its clients' CPU is not the timed racer's loop's.
+            results: multiprocessing.Queue[dict[str, Any]] = multiprocessing.get_context("spawn").Queue()
+            flood = multiprocessing.get_context("spawn").Process(
+                target=spectator_flood, args=(port, code, conns, seconds + 1.0, results)
+            )
+            flood.start()
+            await asyncio.sleep(1.0)  # the flood is up (its bytes are counted from here)
+            loud, _ = await toggle_acks(timed, home, seconds, next_id, base)
+            counts = await asyncio.to_thread(results.get, True, 60)
+            await asyncio.to_thread(flood.join, 10)
+            into, out, errors = counts["sent"], counts["bytes"], counts["errors"]
+            for task in drains:
+                task.cancel()
+            sync = await sync_loop(racers[1], seconds)
+            return {
+                "attack": f"{conns} spectators joining and leaving a room of 16 racers with live boards, {seconds:g} s",
+                "bytes_in": into,
+                "bytes_out": out,
+                "out_per_in": round(out / into, 1) if into else None,
+                "attacker_errors": errors,
+                "honest_ack_ms_quiet": {"p50": percentile(quiet, 0.5), "p99": percentile(quiet, 0.99), "n": len(quiet)},
+                "honest_ack_ms_flood": {"p50": percentile(loud, 0.5), "p99": percentile(loud, 0.99), "n": len(loud)},
+                "sync_loop": sync,
+            }
+
+
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     root = Path(args.server_root).resolve()
     only = set(args.only.split(","))
@@ -331,15 +581,21 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         results.append(await attack_rooms(root, args.seconds, 1000))
     if "guess" in only:
         results.append(await attack_guess(root, min(args.seconds, 10.0), 100))
+    if "amplify" in only:
+        results.append(await attack_amplify(root, min(args.seconds, 10.0), 40, *args.server_flags.split()))
+    if "web" in only:
+        results.append(await attack_web(root, args.seconds, 300, 1))
+        results.append(await attack_web(root, args.seconds, 300, 20))
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="ping,conns,rooms,guess")
+    parser.add_argument("--only", default="ping,conns,rooms,guess,amplify,web")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each flood (20)")
     parser.add_argument("--conns", type=int, default=2000, help="connections of the connection flood (2000)")
     parser.add_argument("--server-root", default=str(ROOT), help="the checkout whose server is attacked")
+    parser.add_argument("--server-flags", default="", help="more plot-server flags (amplify only), e.g. a limit's")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     raise_fd_limit()

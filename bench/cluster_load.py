@@ -32,7 +32,8 @@ def one_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     env = server_environment()
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
                "--max-connections", str(args.racers + 100), "--log-level", "warning",
-               "--max-conns-per-address", "0", "--hellos-per-minute", "0", "--rooms-per-minute", "0"]  # fmt: skip
+               "--max-conns-per-address", "0", "--hellos-per-minute", "0", "--rooms-per-minute", "0",
+               "--answer-bytes-per-address", "0"]  # fmt: skip
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         wait_healthy(server, port)

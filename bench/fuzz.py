@@ -1,4 +1,4 @@
-"""The long fuzzing run of issue 9: frames through the real decoder and the real room core.
+"""The long fuzzing run: frames through the real decoder and the real room core.
 
     .venv/bin/python bench/fuzz.py --frames 1000000 --seed 1            # the figures in docs/reliability.md
     .venv/bin/python bench/fuzz.py --frames 20000 --seed 7              # a quick one

@@ -80,7 +80,8 @@ def start_node(url: str, multi: bool, root: Path = ROOT) -> tuple[subprocess.Pop
     env = server_environment(PYTHONPATH=str(root))  # that tree's server, not the installed one
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--countdown", "0.1",
                "--rate", "1000", "--log-level", "warning", "--max-conns-per-address", "0",
-               "--hellos-per-minute", "0", "--rooms-per-minute", "0", "--metrics", "off",
+               "--hellos-per-minute", "0", "--rooms-per-minute", "0", "--answer-bytes-per-address", "0",
+               "--metrics", "off",
                *(["--multi-node"] if multi else [])]  # fmt: skip
     proc = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
     wait_healthy(proc, port)

@@ -48,17 +48,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
-def start_node(url: str, mode: str) -> tuple[subprocess.Popen[str], int]:
-    port = free_port()
+def start_node(url: str, mode: str) -> tuple[subprocess.Popen[str], int, int]:
+    """A node: its process, game port and metrics listener's port."""
+    port, listener = free_port(), free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("PLOT_") and key != "REDIS_URL"}
     env["PLOT_WEB_PORT"] = "0"
     command = [sys.executable, "-m", "server.cli", "--port", str(port), "--redis", url, "--multi-node",
+               "--metrics-port", str(listener),
                "--readback", mode, "--countdown", "0.1", "--rate", "1000",
                "--log-level", "warning", "--max-conns-per-address", "0", "--hellos-per-minute", "0",
-               "--rooms-per-minute", "0", "--join-failures-per-minute", "0"]  # fmt: skip
+               "--rooms-per-minute", "0", "--join-failures-per-minute", "0",
+               "--answer-bytes-per-address", "0"]  # fmt: skip
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
     wait_healthy(proc, port)
-    return proc, port
+    return proc, port, listener
 
 
 def log_reads(samples: Any) -> float:
@@ -87,7 +90,7 @@ async def grow_log(client: Client, view: View, entries: int, rng: random.Random)
 
 
 async def one_run(url: str, mode: str, entries: int, changes: int, seed: int) -> dict[str, Any]:
-    (proc_a, port_a), (proc_b, port_b) = start_node(url, mode), start_node(url, mode)
+    (proc_a, port_a, metrics_a), (proc_b, port_b, _) = start_node(url, mode), start_node(url, mode)
     try:
         a, b = f"ws://127.0.0.1:{port_a}", f"ws://127.0.0.1:{port_b}"
         racers = [await Client.open(a, name) for name in ("host", "ann", "cy")]
@@ -112,7 +115,7 @@ async def one_run(url: str, mode: str, entries: int, changes: int, seed: int) ->
         watcher = await Client.open(b, "watcher")
         await watcher.hello("watcher")
         await asyncio.sleep(0.5)  # the racers' last saves and pub/sub settle before the window
-        before_samples = await asyncio.to_thread(metrics, port_a)
+        before_samples = await asyncio.to_thread(metrics, metrics_a)
         before_cpu, before_calls = cpu_seconds(proc_a.pid), log_reads(before_samples)
         before_frames = metric(before_samples, "plot_frames_sent_total")
         started = time.perf_counter()
@@ -128,7 +131,7 @@ async def one_run(url: str, mode: str, entries: int, changes: int, seed: int) ->
                 await host.expect(p.Room, timeout=10)
         wall = time.perf_counter() - started
         cpu = cpu_seconds(proc_a.pid) - before_cpu
-        after_samples = await asyncio.to_thread(metrics, port_a)
+        after_samples = await asyncio.to_thread(metrics, metrics_a)
         calls, frames = log_reads(after_samples), metric(after_samples, "plot_frames_sent_total")
         for client in (*racers, watcher):
             await client.close()

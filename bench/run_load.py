@@ -1,4 +1,4 @@
-"""Run the load benchmarks side by side and write the figures (issue 6).
+"""Run the load benchmarks side by side and write the figures (docs/benchmarks.md).
 
 Starts each server in its own process (plot-server with the memory store, plot-server
 with a local redis-server, and the bare echo baseline), pins it to core 0 where
@@ -13,6 +13,8 @@ from a shared machine hits them alike) and reports medians.
                                                       # another tree's server beside this one, run by run
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
     python bench/run_load.py paced --kinds memory     # only some of the servers (echo,memory,redis)
+    python bench/run_load.py saturation --kinds redis,redis-shipped
+                                                      # Redis with no disk against Redis as shipped (fsync always)
     python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
     python bench/run_load.py fanout --tree before=/tmp/old --kinds memory,memory@before
                                                       # the same servers from another tree, interleaved
@@ -52,7 +54,8 @@ from machine_info import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from support import server_environment  # noqa: E402  (a test helper, found through the path above)
+from redis_fixture import shipped_persistence  # noqa: E402  (a test helper, found through the path above)
+from support import server_environment  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PYTHON = sys.executable
@@ -82,6 +85,8 @@ BENCH_SERVER_FLAGS: list[str] = [
     "--hellos-per-minute",
     "0",
     "--rooms-per-minute",
+    "0",
+    "--answer-bytes-per-address",
     "0",
 ]
 
@@ -181,17 +186,21 @@ def redis_binary() -> str:
 
 
 @contextlib.contextmanager
-def redis_server() -> Iterator[tuple[str, ProcSampler]]:
+def redis_server(shipped: bool = False) -> Iterator[tuple[str, ProcSampler]]:
+    """A redis-server with no disk, or (``shipped``) with docker-compose.yml's persistence settings
+    (an append-only file fsynced before every answer) in a temporary folder."""
     port = free_port()
-    cmd = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(
-        pinned(cmd, CLIENT_CORE), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=raise_fd_limit
-    )
-    try:
-        wait_port(port, proc)
-        yield f"redis://127.0.0.1:{port}/0", ProcSampler(proc.pid)
-    finally:
-        stop_process(proc, signal.SIGTERM)
+    cmd = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1"]
+    with tempfile.TemporaryDirectory(prefix="plot-bench-redis-") as folder:
+        cmd += ["--dir", folder, *shipped_persistence()] if shipped else ["--save", "", "--appendonly", "no"]
+        proc = subprocess.Popen(
+            pinned(cmd, CLIENT_CORE), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=raise_fd_limit
+        )
+        try:
+            wait_port(port, proc)
+            yield f"redis://127.0.0.1:{port}/0", ProcSampler(proc.pid)
+        finally:
+            stop_process(proc, signal.SIGTERM)
 
 
 @dataclass
@@ -201,6 +210,7 @@ class Target:
     server: ProcSampler
     redis: ProcSampler | None
     log: Any = None  # the server's stderr (a temporary file)
+    metrics_port: int | None = None  # the server's metrics listener (an older tree's: its game port)
 
     def log_events(self) -> dict[str, int]:
         """How many of each warning/error the server logged (JSON lines), e.g. append_failed."""
@@ -223,7 +233,8 @@ class Target:
 @contextlib.contextmanager
 def target_server(kind: str, reply_size: int) -> Iterator[Target]:
     """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it); '-nometrics' after a store
-    kind runs that server with --metrics off, '-shzN' with --spectator-hz N; '@NAME' at the end
+    kind runs that server with --metrics off, '-shzN' with --spectator-hz N, 'redis-shipped' on a
+    Redis with docker-compose.yml's persistence (appendfsync always); '@NAME' at the end
     runs the server of the tree --tree NAME=PATH gave."""
     kind, _, tree = kind.partition("@")
     root = TREES[tree] if tree else ROOT
@@ -231,9 +242,9 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
     with contextlib.ExitStack() as stack:
         redis_url: str | None = None
         redis_sampler: ProcSampler | None = None
-        if kind == "redis":
-            redis_url, redis_sampler = stack.enter_context(redis_server())
-        port = free_port()
+        if kind == "redis":  # redis-shipped: Redis as docker-compose.yml runs it (appendfsync always)
+            redis_url, redis_sampler = stack.enter_context(redis_server(shipped=variant == "shipped"))
+        port, metrics_port = free_port(), free_port()
         if kind == "echo":
             cmd = [PYTHON, str(ROOT / "bench" / "echo_server.py"), "--port", str(port), "--reply-size", str(reply_size)]
         else:
@@ -245,8 +256,9 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             if redis_url is not None:
                 cmd += ["--redis", redis_url]
         log = stack.enter_context(tempfile.TemporaryFile())
-        # that tree's server, not the installed one; no spectator page (it would take port + 1)
-        env = server_environment(PYTHONPATH=str(root))
+        # that tree's server, not the installed one; no spectator page (it would take port + 1); its
+        # metrics listener on a free port (an older tree ignores the variable: metrics on its game port)
+        env = server_environment(PYTHONPATH=str(root), PLOT_METRICS_PORT=str(metrics_port))
         proc = subprocess.Popen(
             pinned(cmd, SERVER_CORE),
             cwd=root,
@@ -263,7 +275,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             raise RuntimeError(
                 f"{kind} server did not start: {exc}\n{log.read()[-2000:].decode(errors='replace')}"
             ) from None
-        yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler, log)
+        listener = None if kind == "echo" else metrics_port
+        yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler, log, listener)
 
 
 def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> dict[str, Any]:
@@ -492,7 +505,7 @@ def metrics_cost(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
 
 
 def overload(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
-    """Issue 10, overload that degrades: each store's saturation rate (as ``saturation``: 64
+    """Overload that degrades: each store's saturation rate (as ``saturation``: 64
     racers at ``--pace 0``), then, on a fresh server, ``--overload-factor`` times that rate
     offered on a schedule for ``--duration`` s by racers with ``--overload-pace`` moves/s each
     (``--racers`` fixes their number instead). A racer sends on a fixed grid of slots, keeps at
@@ -609,7 +622,7 @@ OVERLOAD_FIELDS = [
 ]
 
 
-P99_TARGET_MS = 20.0  # issue 10: a paced load is held when every move is served with ack p99 <= this
+P99_TARGET_MS = 20.0  # the paced target: a load is held when every move is served with ack p99 <= this
 
 
 def held(run: dict[str, Any], racers: int, pace: float) -> tuple[bool, str]:
@@ -634,7 +647,7 @@ def held(run: dict[str, Any], racers: int, pace: float) -> tuple[bool, str]:
 
 
 def capacity(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
-    """Issue 10, the largest paced load per process: for each store, racers x ``--pace`` moves/s
+    """The largest paced load per process: for each store, racers x ``--pace`` moves/s
     on a fresh server, stepping up by ``--capacity-step`` racers from ``--capacity-start`` until a
     load is not held (see ``held``), then bisecting between the last load held and the first not
     held down to ``--capacity-resolution`` racers. The echo runs at each load right after the

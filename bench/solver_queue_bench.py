@@ -1,4 +1,4 @@
-"""An honest winnable-only room's time to start while other rooms spam start/end (issue 9).
+"""An honest winnable-only room's time to start while other rooms spam start/end.
 
     .venv/bin/python bench/solver_queue_bench.py [--spammers 16] [--spam-seconds 15] [--json FILE]
 

@@ -186,7 +186,7 @@ async def one_run(url: str, run: int, appends: int, writers: int) -> dict[str, d
     return results
 
 
-# ------------------------------------------------ client comparison (issue 10)
+# ------------------------------------------------ client comparison
 #
 # The move append exactly as the server issues it (the APPEND_MOVE script by EVALSHA, keys and
 # entry as RedisStore builds them), through each asyncio client, from many racer tasks in one

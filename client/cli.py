@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -46,8 +47,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args._module.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, while it can still be caught
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`plot rooms | head -1`): what is left unprinted goes nowhere, and
+        # the interpreter's last flush must not fail on the closed pipe either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
     return code
 
 

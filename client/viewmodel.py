@@ -19,8 +19,12 @@ from shared.engine import Game, ReplayResult, View, replay
 from shared.fairplay import check_commitment
 from shared.protocol import (
     Boards,
+    ChatHistory,
+    ChatLine,
+    ChatSaid,
     Countdown,
     Error,
+    Finished,
     Kicked,
     Leaderboard,
     Left,
@@ -35,6 +39,7 @@ from shared.protocol import (
 )
 
 HIDDEN: Final = -1  # a card the player cannot see; never played, never shown
+CHAT_KEPT: Final = 200  # chat lines a client keeps (the server hands a joiner its last 50)
 
 
 def game_from_view(view: View, *, undo: bool = True) -> Game:
@@ -67,7 +72,7 @@ class RaceModel:
 
     :meth:`apply` takes one message and returns the names of the parts that changed (``room``,
     ``countdown``, ``race``, ``view``, ``leaderboard``, ``boards``, ``results``, ``error``,
-    ``left``), so the screens redraw only what they must. Stale messages (an older room version,
+    ``left``, ``chat``, ``finished``), so the screens redraw only what they must. Stale messages (an older room version,
     an older leaderboard, a view behind the one shown) are ignored.
     """
 
@@ -85,6 +90,11 @@ class RaceModel:
     left_reason: str | None = None
     clock_offset_ms: int = 0  # server time minus local time
     saved_records: dict[str, Path] = field(default_factory=dict)
+    chat: list[ChatLine] = field(default_factory=list)  # the room's lines, by seq, each once
+    chat_room: str | None = None  # the room ``chat`` is of
+    finishes: list[Finished] = field(default_factory=list)  # this race's finish events, as they came
+    # The room's feed as it came: chat lines and finish events in arrival order (the screens show its end).
+    feed: list[ChatLine | Finished] = field(default_factory=list)
     _replayed: tuple[Results, dict[str, ReplayedRecord]] | None = None  # replays of these results, made once
 
     # ------------------------------------------------------------------ feeding
@@ -141,6 +151,11 @@ class RaceModel:
             self.boards = msg
             return {"boards"}
         if isinstance(msg, Results):
+            # Another race's results (a node that read the room back late, a resume's replay) are
+            # never this race's: they would show (and save) an old ranking as the current one.
+            current = self.room.race if self.room is not None else self.race.race if self.race is not None else None
+            if current is not None and msg.race != current:
+                return set()
             self.results = msg
             return {"results"}
         if isinstance(msg, Error):
@@ -153,9 +168,40 @@ class RaceModel:
             else:
                 self.left_reason = "left"
             return {"left"}
+        if isinstance(msg, ChatSaid | ChatHistory):
+            return self._chat(msg)
+        if isinstance(msg, Finished):
+            if self.race is not None and self.race.race != msg.race:
+                return set()
+            if any(f.player_id == msg.player_id for f in self.finishes):
+                return set()
+            self.finishes.append(msg)
+            self.feed.append(msg)
+            return {"finished"}
         if isinstance(msg, Pong):
             self._clock(msg.server_time)
         return set()
+
+    def _chat(self, msg: ChatSaid | ChatHistory) -> set[str]:
+        if msg.room != self.chat_room:
+            self.chat, self.chat_room = [], msg.room
+            self.feed = [item for item in self.feed if isinstance(item, Finished)]
+        lines = msg.lines if isinstance(msg, ChatHistory) else [msg.line]
+        known = {line.seq for line in self.chat}
+        new = [line for line in lines if line.seq not in known]
+        if not new:
+            return set()
+        self.chat = sorted([*self.chat, *new], key=lambda line: line.seq)[-CHAT_KEPT:]
+        self.feed = [*self.feed, *new][-CHAT_KEPT:]
+        return {"chat"}
+
+    def chat_senders(self) -> dict[str, str]:
+        """Names a host may mute, as the room shows them: player id -> name (members, then chat senders)."""
+        names = {line.player_id: line.name for line in self.chat}
+        if self.room is not None:
+            names.update((m.player_id, m.name) for m in self.room.members)
+        names.pop(self.player_id or "", None)
+        return names
 
     def _new_race(self) -> None:
         self.race = None
@@ -166,6 +212,7 @@ class RaceModel:
         self.boards = None
         self.results = None
         self.countdown = None
+        self.finishes = []
 
     def _clock(self, server_time: int) -> None:
         self.clock_offset_ms = server_time - now_ms()

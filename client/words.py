@@ -4,6 +4,7 @@ player can act on (never a validator's raw text). Pure and light: command module
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -42,6 +43,17 @@ ERROR_SENTENCES: dict[str, str] = {
 }
 
 
+# A card's text name in the engine's sentences (docs/rules.md: rank, suit, deck: ``8d1``, ``Th0``).
+CARD_NAME = re.compile(r"\b([A2-9TJQK])([cdhs])[01]\b")
+RANK_WORDS = {"T": "10"}
+SUIT_SIGNS = dict(zip("cdhs", "♣♦♥♠", strict=True))
+
+
+def readable_cards(text: str) -> str:
+    """An engine sentence with its cards as people read them: ``8d1 is an 8`` -> ``8♦ is an 8``."""
+    return CARD_NAME.sub(lambda m: RANK_WORDS.get(m[1], m[1]) + SUIT_SIGNS[m[2]], text)
+
+
 def describe_error(error: Error) -> str:
     """A server error as a sentence for a player. The server's message is kept where it already is
     one (it names the room, the racer or the reason); codes whose message is technical (a field and
@@ -49,6 +61,10 @@ def describe_error(error: Error) -> str:
     sentence = ERROR_SENTENCES.get(error.code)
     if sentence is None:
         return error.message
+    if error.code == "rate_limited" and error.ref is not None:
+        # A budget (per address, or of what the server sends you) refused one request: the
+        # connection stays open, and the message says how long to wait.
+        return error.message.split("; retry_ms=", 1)[0]
     if error.code == "bad_field" and error.message.startswith("field '"):
         field = error.message.split("'", 2)[1]
         return f"{sentence} (the server refused {field})"

@@ -23,6 +23,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -73,9 +74,9 @@ async def race(url: str) -> tuple[str, list[Client]]:
     return code, clients
 
 
-def report(game: dict[str, int], labels: list[str]) -> None:
+def report(listeners: dict[str, int], labels: list[str]) -> None:
     for label in labels:
-        samples = metrics(game[label])
+        samples = metrics(listeners[label])
         print(
             f"{label}: racers {metric(samples, 'plot_connections', kind='racer'):g}, "
             f"in no room {metric(samples, 'plot_connections', kind='lobby'):g}, "
@@ -93,12 +94,17 @@ async def main() -> int:
         return 2
     game = {"server-a": free_port(), "server-b": free_port()}
     web = {"server-a": free_port(), "server-b": free_port()}
+    listeners = {"server-a": free_port(), "server-b": free_port()}  # each node's metrics listener
     with RedisServer() as redis:
-        common = ["--redis", redis.url, "--multi-node", "--countdown", "0.2", "--log-level", "warning"]
-        with (
-            server_process("--port", str(game["server-a"]), "--web-port", str(web["server-a"]), *common) as a,
-            server_process("--port", str(game["server-b"]), "--web-port", str(web["server-b"]), *common) as b,
-        ):
+        # HAProxy's PROXY headers (deploy/haproxy.cfg); the probes polled without a rate
+        common = ["--redis", redis.url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
+                  "--trusted-proxy", "127.0.0.1", "--probe-rate", "0"]  # fmt: skip
+
+        def node(label: str) -> Any:
+            ports = ("--port", str(game[label]), "--web-port", str(web[label]), "--metrics-port", str(listeners[label]))
+            return server_process(*ports, *common)
+
+        with node("server-a") as a, node("server-b") as b:
             nodes = {"server-a": a, "server-b": b}
             await asyncio.to_thread(wait_healthy, a, game["server-a"])
             await asyncio.to_thread(wait_healthy, b, game["server-b"])
@@ -112,11 +118,11 @@ async def main() -> int:
                 # Connections in no room, ten on each node: a deployment's other players. (The
                 # balance factor keeps a node under 1.5x the mean, so with nothing else connected
                 # a room's second connection would already spill to the other node.)
-                idle = await idle_connections(url, game, 10)
+                idle = await idle_connections(url, listeners, 10)
                 code, clients = await race(url)
                 print(f"room {code}: a host and three racers, each connection naming the room")
-                report(game, list(game))
-                home = max(game, key=lambda label: metric(metrics(game[label]), "plot_connections", kind="racer"))
+                report(listeners, list(game))
+                home = max(game, key=lambda label: metric(metrics(listeners[label]), "plot_connections", kind="racer"))
                 other = next(label for label in game if label != home)
                 nodes[home].kill()
                 nodes[home].wait()
@@ -132,7 +138,7 @@ async def main() -> int:
                 for i, client in enumerate(early):
                     await client.hello(f"early{i}")
                 print(f"{home} killed, before its checks failed: {len(early)} new connections said hello")
-                report(game, [other])
+                report(listeners, [other])
                 for client in (*idle, *clients, *back, *early):
                     await client.close()
             for line in proxy.output.splitlines():

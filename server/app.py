@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import os
 import random
@@ -95,7 +94,9 @@ from server.core.records import (
     open_race_of,
 )
 from server.fanout import Fanout, LocalFanout
-from server.limits import AddressLimits, LimitsConfig, address_key
+from server.limits import AddressLimits, AnswerBudgets, ByteBudget, LimitsConfig, address_key
+from server.probes import ProbeConfig, Probes, StoreStatus
+from server.proxy import ProxiedConnection, trusting
 from server.store.base import AppendRequest, AppendResult, LogLength, Store, StoreUnavailable
 from server.winnable import DealFinder, SearchOutcome, WinnableConfig
 from shared import protocol as p
@@ -221,6 +222,7 @@ class ServerConfig:
     # entries this node's copy holds ("incremental"), or all of it ("full": for measuring).
     readback: str = "incremental"
     metrics: bool = True  # GET /metrics (server/metrics.py), when prometheus_client is installed
+    probes: ProbeConfig = field(default_factory=ProbeConfig)  # /healthz, the metrics listener (server/probes.py)
     # plot-server --workers N: this worker's slot (0 to N-1), N, and the supervisor's directory where
     # each worker serves its own metrics on a unix socket, so that any worker answers /metrics for all.
     worker_slot: int | None = None
@@ -264,7 +266,7 @@ class TokenBucket:
         return False
 
 
-class PlotConnection(ServerConnection):
+class PlotConnection(ProxiedConnection):
     """A server connection whose WebSocket pings and pongs take from its message bucket, and whose
     whole binary messages go straight to the server's handler.
 
@@ -276,7 +278,8 @@ class PlotConnection(ServerConnection):
     handler task and read back by it (the queue, a future and a task wake-up per message were
     a tenth of a move's CPU: docs/benchmarks.md, "The move path at saturation"). Anything else
     (text, a fragmented message) takes websockets' own path, and while such a message waits
-    there every later one does too, so messages are handled in the order they came."""
+    there every later one does too, so messages are handled in the order they came. A trusted
+    proxy's PROXY header comes off the stream first (server/proxy.py)."""
 
     bucket: TokenBucket | None = None
     address: str = "local"
@@ -324,6 +327,7 @@ class Conn:
     limited: bool = False  # over its message rate: being closed, its messages dropped
     moves_in: dict[int, float] = field(default_factory=dict)  # move id -> receipt (metrics on only)
     results_seen: str | None = None  # the commitment of the race whose results it last got
+    answers: ByteBudget | None = None  # what its requests may make the server send (server/limits.py)
 
 
 class RaceServer:
@@ -383,6 +387,7 @@ class RaceServer:
         self.deal_finder = DealFinder(self.config.winnable)  # its worker process starts with the first search
         self._searches: set[asyncio.Task[None]] = set()
         self.limits = AddressLimits(self.config.limits)
+        self.answers = AnswerBudgets(self.limits)
         self._buffer_watch: asyncio.Task[None] | None = None
         # The store as last seen: None (not asked yet), True, or False with when it went.
         self.store_ok: bool | None = None
@@ -399,7 +404,11 @@ class RaceServer:
         self._uncommitted: dict[str, list[tuple[int, ClientEvent]]] = {}
         self._commands = 0
         self._sweeper: asyncio.Task[None] | None = None
+        status = StoreStatus(self._ping_store, self._store_seen, self.config.probes.store_status_ttl_s)
+        self.probes = Probes(self.config.probes, status, self._health_body, self._metrics_body, self.config.reuse_port)
         self.metrics: Metrics | None = self._make_metrics() if self.config.metrics else None
+        if self.config.metrics and self.metrics is None:
+            self.probes.metrics_off = "unavailable: no prometheus_client installed"
 
     # ================================================================ metrics
 
@@ -448,6 +457,9 @@ class RaceServer:
                 "hellos_per_minute": stats.address_limited["hello"],
                 "rooms_per_minute": stats.address_limited["create_room"],
                 "join_failures_per_minute": stats.address_limited["join"],
+                "probe_rate": self.probes.refused,
+                "metrics_allow": self.probes.forbidden,
+                "answer_bytes": self.answers.refused,
             },
             connections_total=stats.connections,
             pubsub_published=0 if self.nodes is None else self.nodes.published,
@@ -510,8 +522,9 @@ class RaceServer:
             process_request=self._process_request,
             ssl=ssl_context,
             server_header="plot-server",
-            create_connection=PlotConnection,
+            create_connection=trusting(PlotConnection, self.config.limits.trusted_proxies),
         )
+        await self.probes.start()
         self._buffer_watch = asyncio.ensure_future(self._watch_buffers())
         self._store_watch = asyncio.ensure_future(self._watch_store())
         own = self._worker_socket(self.config.worker_slot)
@@ -527,6 +540,7 @@ class RaceServer:
             host=self.config.host,
             port=self.port,
             store=self.store_name,
+            metrics_port=self.probes.port,
             tls=ssl_context is not None,
             node=None if self.nodes is None else self.nodes.node_id,
         )
@@ -563,6 +577,11 @@ class RaceServer:
             if time.monotonic() - swept >= self.config.node_sweep_s:
                 swept = time.monotonic()
                 await self.nodes.retain(self.core.holds)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The metrics listener's port (None: none)."""
+        return self.probes.port
 
     @property
     def port(self) -> int:
@@ -641,6 +660,7 @@ class RaceServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        await self.probes.stop()
         if self._metrics_socket is not None:
             self._metrics_socket.close()
             own = self._worker_socket(self.config.worker_slot)
@@ -674,29 +694,8 @@ class RaceServer:
         # The query is ignored: clients name their room in it (?room=CODE) for a balancer to hash
         # on (docs/scaling.md, "Room affinity"); any path takes the WebSocket.
         path = request.path.split("?", 1)[0]
-        if path == "/healthz":
-            cause = await self._ping_store()
-            if cause is not None or self.store_ok is False:
-                self._store_seen(cause)
-            healthy = cause is None
-            down = self._store_down_since
-            body = {
-                "status": "ok" if healthy else "unavailable",
-                "store": self.store_name,
-                "store_ok": healthy,
-                "store_down_s": None if down is None else round(time.monotonic() - down, 1),
-                "connections": len(self._conns),
-                "rooms": len(self.core.rooms),
-                "protocol": p.PROTOCOL_VERSION,
-                "node": None if self.nodes is None else self.nodes.node_id,  # several nodes: which one answered
-                "pid": os.getpid(),
-            }
-            response = connection.respond(200 if healthy else 503, json.dumps(body) + "\n")
-            del response.headers["Content-Type"]
-            response.headers["Content-Type"] = "application/json"
-            return response
-        if path == "/metrics":
-            return await self._metrics_response(connection)
+        if path in Probes.PATHS:
+            return await self.probes.public(connection, path)
         if self._closing:
             return connection.respond(503, "the server is shutting down\n")
         if len(self._conns) >= self.config.max_connections:
@@ -762,9 +761,11 @@ class RaceServer:
         except (OSError, TimeoutError):
             return None
 
-    async def _metrics_body(self) -> bytes:
-        """This node's metrics; under ``--workers`` the host's: every worker's, labelled by worker."""
-        assert self.metrics is not None
+    async def _metrics_body(self) -> bytes | None:
+        """This node's metrics; under ``--workers`` the host's: every worker's, labelled by worker.
+        None: no metrics (--metrics off, or no prometheus_client installed)."""
+        if self.metrics is None:
+            return None
         own = self.config.worker_slot
         if own is None or self.config.workers_dir is None:
             return self.metrics.render()
@@ -776,27 +777,34 @@ class RaceServer:
         scrapes[own] = self.metrics.render()
         return merge_workers(scrapes, self.config.worker_count)
 
-    async def _metrics_response(self, connection: ServerConnection) -> Response:
-        if self.metrics is None:
-            why = "off (--metrics off)" if not self.config.metrics else "unavailable: no prometheus_client installed"
-            return connection.respond(404, f"metrics are {why}\n")
-        from server.metrics import CONTENT_TYPE
-
-        response = connection.respond(200, "")
-        body = await self._metrics_body()
-        response.body = body
-        del response.headers["Content-Type"]
-        del response.headers["Content-Length"]
-        response.headers["Content-Type"] = CONTENT_TYPE
-        response.headers["Content-Length"] = str(len(body))
-        return response
+    def _health_body(self, cause: str | None, detailed: bool) -> dict[str, object]:
+        """/healthz: the status a probe needs; ``detailed`` (the metrics listener) adds what only an
+        operator should see."""
+        down = self._store_down_since
+        body: dict[str, object] = {
+            "status": "ok" if cause is None else "unavailable",
+            "store_ok": cause is None,
+            "store_down_s": None if down is None else round(time.monotonic() - down, 1),
+            "protocol": p.PROTOCOL_VERSION,
+        }
+        if detailed:
+            body |= {
+                "store": self.store_name,
+                "connections": len(self._conns),
+                "rooms": len(self.core.rooms),
+                "node": None if self.nodes is None else self.nodes.node_id,  # several nodes: which one answered
+                "pid": os.getpid(),
+                "worker": self.config.worker_slot,
+            }
+        return body
 
     # ================================================================ connections
 
     async def _handler(self, ws: ServerConnection) -> None:
         bucket = ws.bucket if isinstance(ws, PlotConnection) else None
         address = ws.address if isinstance(ws, PlotConnection) else "local"
-        conn = Conn(next(self._ids), ws, bucket or TokenBucket(self.config.rate_per_s, self.config.burst), address)
+        bucket = bucket or TokenBucket(self.config.rate_per_s, self.config.burst)
+        conn = Conn(next(self._ids), ws, bucket, address, answers=self.answers.for_connection())
         deadline = asyncio.get_running_loop().call_later(self.config.limits.hello_timeout_s, self._hello_overdue, conn)
         if self.config.socket_sndbuf is not None:
             sock = ws.transport.get_extra_info("socket")
@@ -861,7 +869,7 @@ class RaceServer:
             wait, what, per = self.limits.take_hello(conn.address), "hellos", limits.hellos_per_minute
         elif isinstance(msg, p.CreateRoom):
             wait, what, per = self.limits.take_room(conn.address), "rooms created", limits.rooms_per_minute
-        elif isinstance(msg, p.Join):
+        elif isinstance(msg, p.Join) and conn.player is not None:  # before welcome: wrong_phase, no guess
             wait, what, per = self.limits.take_join(conn.address), "failed joins", limits.join_failures_per_minute
         else:
             return None
@@ -905,7 +913,7 @@ class RaceServer:
                 return
             if isinstance(msg, p.Hello):
                 conn.hello_seen = True
-            limited = self._address_limited(conn, msg)
+            limited = self.answers.refusal(conn, msg) or self._address_limited(conn, msg)
             if limited is not None:
                 self._reply(conn, limited)
                 return
@@ -913,7 +921,7 @@ class RaceServer:
                 self._dispatch(HelloEvent(conn.id, msg, now_ms()))
                 return
             self._dispatch(ClientEvent(conn.id, msg, now_ms()))
-            if isinstance(msg, p.Join):
+            if isinstance(msg, p.Join) and conn.player is not None:
                 if self._member_of(conn, msg.code):
                     self.limits.join_succeeded(conn.address)  # only failed joins spend the budget
                 elif not self.core.has_room(msg.code):
@@ -953,7 +961,8 @@ class RaceServer:
             return
         if self.nodes is not None and isinstance(event, ClientEvent):
             self._note_command(event, effects)
-        self._execute(effects)
+        with self.answers.charging(self.answers.payers(event, self._conns)):
+            self._execute(effects)
         if isinstance(event, RoomLoaded):
             for conn in self._conns.values():
                 if conn.join_pending == event.code:
@@ -1184,6 +1193,7 @@ class RaceServer:
             targets.append(conn.ws)
         if targets:
             self.stats.frames_out += len(targets)
+            self.answers.sent(len(frame) * len(targets))
             broadcast(targets, frame)
 
     def _buffer_state(self, conn: Conn, clock: float) -> str:

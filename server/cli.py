@@ -28,8 +28,11 @@ from urllib.parse import urlsplit
 
 from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
-from server.limits import LimitsConfig
+from server.limits import ANSWER_BURST_S, LimitsConfig
+from server.probes import ProbeConfig, parse_networks
+from server.proxy import TrustedProxies
 from server.store.base import Store
+from server.store.urls import shown_url
 from server.web import WebConfig, WebServer
 from server.web.site import check_public_ws_url
 from server.winnable import (
@@ -235,6 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--web-ws-url", default=_env("PLOT_WEB_WS_URL"), metavar="URL", help="the game WebSocket URL the page "
         "connects to, when browsers reach it under another name (a proxy) [PLOT_WEB_WS_URL]; default: the page's "
         "host name and --port")  # fmt: skip
+    web = WebConfig()
+    number("--web-conns-per-address", "PLOT_WEB_CONNS_PER_ADDRESS", int, web.conns_per_address, 0, "open "
+           "connections to the page's port per address; past it: 429; 0: no cap [PLOT_WEB_CONNS_PER_ADDRESS] "
+           f"({web.conns_per_address})")  # fmt: skip
+    number("--web-head-timeout", "PLOT_WEB_HEAD_TIMEOUT", float, web.head_timeout_s, 0, "seconds a page "
+           f"connection has to send its whole request head; then 408 [PLOT_WEB_HEAD_TIMEOUT] ({web.head_timeout_s:g})",
+           low_open=True)  # fmt: skip
     number("--winnable-queue", "PLOT_WINNABLE_QUEUE", int, DEFAULT_QUEUE, 1, "winnable-only rooms: searches "
            "waiting for a worker, one per room; past it a start is refused with server_busy "
            f"[PLOT_WINNABLE_QUEUE] ({DEFAULT_QUEUE})")  # fmt: skip
@@ -260,11 +270,35 @@ def build_parser() -> argparse.ArgumentParser:
            "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
            "private codes); 0: no cap "
            f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    number("--answer-bytes-per-s", "PLOT_ANSWER_BYTES_PER_S", int, limits.answer_bytes_per_s, 0, "bytes a second "
+           "the server sends in answer to one connection's requests (join, sync, list_rooms, ...; moves not "
+           f"counted), bursts of {ANSWER_BURST_S:g} s' worth; past it: error rate_limited with retry_ms; 0: no "
+           f"budget [PLOT_ANSWER_BYTES_PER_S] ({limits.answer_bytes_per_s})", metavar="BYTES")  # fmt: skip
+    number("--answer-bytes-per-address", "PLOT_ANSWER_BYTES_PER_ADDRESS", int, limits.address_answer_bytes_per_s, 0,
+           "the same for all of one address's connections together; 0: no budget "
+           f"[PLOT_ANSWER_BYTES_PER_ADDRESS] ({limits.address_answer_bytes_per_s})", metavar="BYTES")  # fmt: skip
+    add("--trusted-proxy", default=_env("PLOT_TRUSTED_PROXY", ""), metavar="CIDR,...", help="balancers whose "
+        "PROXY protocol header (v1 or v2, e.g. HAProxy's send-proxy-v2) names the client, on the game and web "
+        "ports: addresses or networks, comma-separated; the per-address limits then count each client, not "
+        "the balancer. A PROXY header from any other address is refused; a trusted one that sends none is "
+        "taken at its own address. Not with --tls-cert (end TLS at the balancer) [PLOT_TRUSTED_PROXY] "
+        "(none)")  # fmt: skip
     number("--max-write-buffer", "PLOT_MAX_WRITE_BUFFER", int, DEFAULT_WRITE_LIMIT, 65536, "bytes waiting to be "
            "sent to one connection before it is cut as too slow, checked every second "
            f"[PLOT_MAX_WRITE_BUFFER] ({DEFAULT_WRITE_LIMIT})", metavar="BYTES")  # fmt: skip
-    add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the game port, "
-        "in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
+    add("--metrics", default=_env("PLOT_METRICS", "on"), metavar="on|off", help="GET /metrics on the metrics "
+        "listener, in the Prometheus text format [PLOT_METRICS] (on)")  # fmt: skip
+    number("--metrics-port", "PLOT_METRICS_PORT", int, None, 0, "the metrics listener's port: GET /metrics and a "
+           "detailed GET /healthz (store address, pid, node), never on the game port; 0: no listener "
+           "[PLOT_METRICS_PORT] (the game port + 2: 8767)", high=65535, metavar="PORT")  # fmt: skip
+    add("--metrics-host", default=_env("PLOT_METRICS_HOST", "127.0.0.1"), metavar="ADDRESS", help="address the "
+        "metrics listener listens on [PLOT_METRICS_HOST] (127.0.0.1)")  # fmt: skip
+    add("--metrics-allow", default=_env("PLOT_METRICS_ALLOW", "loopback"), metavar="NETS", help="comma-separated "
+        "addresses or networks (10.0.0.0/8, ::1, loopback) the metrics listener answers; others get 403 "
+        "[PLOT_METRICS_ALLOW] (loopback)")  # fmt: skip
+    number("--probe-rate", "PLOT_PROBE_RATE", float, ProbeConfig().probe_rate, 0, "GET /healthz and /metrics per "
+           "second per client address, on each port (bursts of twice that); past it HTTP 429; 0: no limit "
+           f"[PLOT_PROBE_RATE] ({ProbeConfig().probe_rate:g})")  # fmt: skip
     add("--readback", default=_env("PLOT_READBACK", "incremental"), metavar="incremental|full",
         help="--multi-node: read a room back after another node's change from the log entries this node "
         "lacks, or whole (for measuring) [PLOT_READBACK] (incremental)")  # fmt: skip
@@ -279,9 +313,8 @@ def check_redis_url(url: str) -> str:
     """A URL redis-py can use, or a ConfigError saying what one looks like."""
     parts = urlsplit(url)
     if parts.scheme not in REDIS_SCHEMES:
-        shown = url if parts.password is None else "(a URL with a password)"
         raise ConfigError(
-            f"--redis / REDIS_URL {shown!r}: expected redis://host:port/db, rediss://, unix:///path "
+            f"--redis / REDIS_URL {shown_url(url)!r}: expected redis://host:port/db, rediss://, unix:///path "
             "or redis+cluster://host:port[,host:port...]"
         )
     if parts.scheme.endswith("+cluster"):  # one or more seeds, host:port,host:port
@@ -349,6 +382,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     for flag, path in (("--tls-cert / PLOT_TLS_CERT", args.tls_cert), ("--tls-key / PLOT_TLS_KEY", args.tls_key)):
         if path and not os.path.isfile(path):
             raise ConfigError(f"{flag} {path!r}: no such file")
+    try:
+        trusted_proxies = TrustedProxies.parse(args.trusted_proxy or "")
+    except ValueError as exc:
+        raise ConfigError(f"--trusted-proxy / PLOT_TRUSTED_PROXY: {exc}") from None
+    if trusted_proxies and args.tls_cert:
+        # The PROXY header comes before TLS would start: end TLS at the balancer instead.
+        raise ConfigError("--trusted-proxy does not go with --tls-cert: let the balancer end TLS")
     if args.redis:
         check_redis_url(args.redis)
     check_workers(args)
@@ -390,10 +430,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             hellos_per_minute=args.hellos_per_minute,
             rooms_per_minute=args.rooms_per_minute,
             join_failures_per_minute=args.join_failures_per_minute,
+            answer_bytes_per_s=args.answer_bytes_per_s,
+            address_answer_bytes_per_s=args.answer_bytes_per_address,
+            trusted_proxies=trusted_proxies,
         ),
         core=core,
         winnable=winnable,
         metrics=args.metrics == "on",
+        probes=probe_config(args),
         readback=args.readback,
         reuse_port=_switch(args.reuse_port, "PLOT_REUSE_PORT") or args.workers > 1,
         worker_slot=args.worker_slot,
@@ -402,12 +446,27 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
+def probe_config(args: argparse.Namespace) -> ProbeConfig:
+    """The metrics listener (by default on the game port + 2; none when the game port is 0: any
+    free port) and the probes' rate."""
+    port = args.metrics_port if args.metrics_port is not None else (args.port + 2 if args.port else 0)
+    if port > 65535:
+        raise ConfigError(f"--metrics-port / PLOT_METRICS_PORT: the game port + 2 is {port}: give --metrics-port")
+    try:
+        allow = parse_networks(args.metrics_allow)
+    except ValueError as exc:
+        raise ConfigError(f"--metrics-allow / PLOT_METRICS_ALLOW: {exc}") from None
+    return ProbeConfig(
+        metrics_host=args.metrics_host, metrics_port=port or None, metrics_allow=allow, probe_rate=args.probe_rate
+    )
+
+
 def make_store(redis_url: str | None, replicas_ack: int = 0) -> tuple[Store, str]:
     if redis_url:
-        from server.store.redis import RedisStore, redact_url  # only a Redis deployment needs redis-py
+        from server.store.redis import RedisStore  # only a Redis deployment needs redis-py
 
         try:
-            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {redact_url(redis_url)}"
+            return RedisStore(redis_url, replicas_ack=replicas_ack), f"redis {shown_url(redis_url)}"
         except ValueError as exc:  # redis-py refused the URL
             raise ConfigError(f"--redis / REDIS_URL: {exc}") from None
     from server.store.memory import MemoryStore
@@ -495,7 +554,15 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
         web_ssl.load_cert_chain(config.tls_cert, config.tls_key)
     try:
         return WebServer(
-            WebConfig(host=config.host, port=web_port, public_ws_url=args.web_ws_url, reuse_port=config.reuse_port),
+            WebConfig(
+                host=config.host,
+                port=web_port,
+                public_ws_url=args.web_ws_url,
+                reuse_port=config.reuse_port,
+                conns_per_address=args.web_conns_per_address,
+                head_timeout_s=args.web_head_timeout,
+                trusted_proxies=config.limits.trusted_proxies,
+            ),
             game_port=game_port,
             game_tls=bool(config.tls_cert),
             ssl_context=web_ssl,
@@ -598,6 +665,10 @@ def supervise(workers: int, argv: list[str]) -> int:
     due: dict[int, float] = {}
     while not stopping:
         time.sleep(0.1)
+        if stopping:
+            # Ctrl+C reaches the whole process group: the workers are already stopping on their own
+            # SIGINT, and their exits are the shutdown, not deaths to restart.
+            break
         if reload_wanted:
             reload_wanted = False
             replaced = 0
@@ -608,7 +679,7 @@ def supervise(workers: int, argv: list[str]) -> int:
             log_event(logging.INFO, "workers_reloaded", replaced=replaced, workers=workers)
         for slot, proc in procs.items():
             code = proc.poll()
-            if code is None or slot in due:
+            if code is None or slot in due or stopping:
                 continue
             quick = time.monotonic() - started[slot] < 2.0
             delays[slot] = min(5.0, delays.get(slot, 0.1) * 2) if quick else 0.0

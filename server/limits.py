@@ -1,4 +1,4 @@
-"""The limits a public server needs against one abusive address (issue 9; docs/reliability.md, Limits).
+"""The limits a public server needs against one abusive address (docs/reliability.md, Limits).
 
 Per connection, the shell (server/app.py) already has a message rate (a token bucket that
 WebSocket pings and pongs count in too) and a write-buffer cap. This module adds what is
@@ -6,18 +6,34 @@ counted per *address*: how many connections it holds at once, how many hellos an
 creations it may send per minute, and how many joins of rooms that do not exist it may make
 (a budget that makes guessing a private room's code impractical). Plus the hello deadline.
 
+An address is the client's: behind a balancer, the one its PROXY header names when the balancer
+is a trusted proxy (``trusted_proxies``, server/proxy.py), else the socket's peer.
+
 Every per-minute budget is a token bucket: ``N`` at once, refilled at ``N`` per minute. An
 address is an IPv4 address, or an IPv6 /64 (one customer's usual allocation); connections
 from a Unix socket or of unknown origin share one key. Entries that are full and hold no
 connection are forgotten, so a flood of addresses does not grow memory for ever.
+
+And what a connection may make the server *send* (``AnswerBudgets``): the bytes written, to
+anyone, while the server handles one of that connection's requests (a join's snapshot, a sync,
+a room list, a lobby change told to every member), from a budget per connection and one per
+address. Moves are not counted (the game's own traffic, bounded by the message rate and the
+racer's queue), nor chat lines (bounded by their own rates: docs/protocol.md §3.4), nor what
+others' requests and moves send this connection.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from server.core.events import ClientEvent, Event, RoomLoaded, RoomsListed
+from server.proxy import TrustedProxies
+from shared import protocol as p
 
 
 @dataclass(frozen=True)
@@ -29,11 +45,26 @@ class LimitsConfig:
     hellos_per_minute: int = 60  # hellos per address (a burst of that many, refilled per minute)
     rooms_per_minute: int = 10  # create_room per address
     join_failures_per_minute: int = 10  # joins that fail (unknown_room, ...) per address; then joins wait
+    # Bytes the server may send in answer to one connection's requests, per second (bursts of
+    # ANSWER_BURST_S seconds' worth); past it a request is answered rate_limited. 0: no budget.
+    answer_bytes_per_s: int = 4 * 1024
+    address_answer_bytes_per_s: int = 128 * 1024  # ... and to all of one address's connections
+    # Whose PROXY headers name the client (both ports); none: every peer is its own client.
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
 
     @classmethod
     def per_address_off(cls, hello_timeout_s: float = 10.0) -> LimitsConfig:
-        """Every per-address cap off (tests open many connections from 127.0.0.1)."""
-        return cls(hello_timeout_s, 0, 0, 0, 0)
+        """Every per-address cap off (tests open many connections from 127.0.0.1), and the
+        per-connection answer budget too (tests send requests as fast as they like)."""
+        return cls(
+            hello_timeout_s,
+            conns_per_address=0,
+            hellos_per_minute=0,
+            rooms_per_minute=0,
+            join_failures_per_minute=0,
+            answer_bytes_per_s=0,
+            address_answer_bytes_per_s=0,
+        )
 
 
 def address_key(remote: object) -> str:
@@ -90,12 +121,47 @@ class Budget:
         return self.tokens >= self.per_minute
 
 
+class ByteBudget:
+    """``per_s`` bytes a second, up to ``ANSWER_BURST_S`` seconds' worth at once. Spending may
+    run it into debt (an answer's size is known only once it is sent); it allows more only once
+    it is above zero again."""
+
+    __slots__ = ("burst", "last", "level", "per_s")
+
+    def __init__(self, per_s: int, now: float) -> None:
+        self.per_s = per_s
+        self.burst = float(per_s) * ANSWER_BURST_S
+        self.level = self.burst
+        self.last = now
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.burst, self.level + (now - self.last) * self.per_s)
+        self.last = now
+
+    def wait(self, now: float) -> float:
+        """Seconds until it allows a request again (0: now)."""
+        self._refill(now)
+        return 0.0 if self.level > 0 else (1.0 - self.level) / self.per_s
+
+    def spend(self, nbytes: int, now: float) -> None:
+        self._refill(now)
+        self.level -= nbytes
+
+    def full(self, now: float) -> bool:
+        self._refill(now)
+        return self.level >= self.burst
+
+
+ANSWER_BURST_S = 8.0  # a byte budget holds this many seconds of its rate
+
+
 @dataclass(slots=True)
 class _Address:
     conns: int
     hellos: Budget | None
     rooms: Budget | None
     joins: Budget | None
+    answers: ByteBudget | None = None
 
 
 class AddressLimits:
@@ -116,6 +182,7 @@ class AddressLimits:
                 Budget(c.hellos_per_minute, now) if c.hellos_per_minute else None,
                 Budget(c.rooms_per_minute, now) if c.rooms_per_minute else None,
                 Budget(c.join_failures_per_minute, now) if c.join_failures_per_minute else None,
+                ByteBudget(c.address_answer_bytes_per_s, now) if c.address_answer_bytes_per_s else None,
             )
             self._addresses[key] = entry
         self._ops += 1
@@ -130,7 +197,8 @@ class AddressLimits:
         idle = [
             key
             for key, entry in self._addresses.items()
-            if entry.conns == 0 and all(b is None or b.full(now) for b in (entry.hellos, entry.rooms, entry.joins))
+            if entry.conns == 0
+            and all(b is None or b.full(now) for b in (entry.hellos, entry.rooms, entry.joins, entry.answers))
         ]
         for key in idle:
             del self._addresses[key]
@@ -176,7 +244,118 @@ class AddressLimits:
         budget = self._entry(key).joins
         return 0.0 if budget is None else budget.take(self.clock())
 
+    def answer_budget(self, key: str) -> ByteBudget | None:
+        """The address's budget of bytes sent in answer to its requests (AnswerBudgets)."""
+        return self._entry(key).answers if self.config.address_answer_bytes_per_s else None
+
     def join_succeeded(self, key: str) -> None:
         budget = self._entry(key).joins
         if budget is not None:
             budget.refund(self.clock())
+
+
+# ---------------------------------------------------------------- what a connection makes the server send
+
+# The game's moves, and what has its own bound: a chat line goes to every reader of its room, so
+# its writes grow with the audience, and its rates (per player and per room, in the core) bound them.
+UNCHARGED = (p.Move, p.Hello, p.Ping, p.Chat)
+ALWAYS_ALLOWED = (p.Leave,)  # charged, never refused: leaving a room always works
+
+
+class Payer(Protocol):
+    """What AnswerBudgets needs of a connection (server/app.py's Conn)."""
+
+    @property
+    def address(self) -> str: ...
+    @property
+    def answers(self) -> ByteBudget | None: ...
+    @property
+    def join_pending(self) -> str | None: ...
+
+
+class AnswerBudgets:
+    """The answer budgets (module docstring). The shell asks ``refusal`` before it hands a
+    request to the core, runs the effects of every event inside ``charging(payers(event))``, and
+    reports each frame it writes to ``sent``."""
+
+    def __init__(self, limits: AddressLimits) -> None:
+        self.limits = limits
+        self.refused = 0
+        self._payers: list[Payer] = []
+        self._bytes = 0
+
+    def for_connection(self) -> ByteBudget | None:
+        per_s = self.limits.config.answer_bytes_per_s
+        return ByteBudget(per_s, self.limits.clock()) if per_s else None
+
+    def _address_budget(self, address: str) -> ByteBudget | None:
+        return self.limits.answer_budget(address)
+
+    def refusal(self, conn: Payer, msg: p.ClientMessage) -> p.Error | None:
+        """``rate_limited`` for a request past its connection's or its address's budget, with
+        the wait in ``retry_ms``; None: handle it."""
+        if isinstance(msg, UNCHARGED + ALWAYS_ALLOWED):
+            return None
+        now = self.limits.clock()
+        config = self.limits.config
+        own = conn.answers
+        shared = self._address_budget(conn.address)
+        wait_own = 0.0 if own is None else own.wait(now)
+        wait_shared = 0.0 if shared is None else shared.wait(now)
+        wait = max(wait_own, wait_shared)
+        if wait == 0.0:
+            return None
+        self.refused += 1
+        if wait_own >= wait_shared:
+            whose, per_s = "this connection", config.answer_bytes_per_s
+        else:
+            whose, per_s = "your address", config.address_answer_bytes_per_s
+        retry_ms = max(1, round(wait * 1000))
+        return p.Error(
+            code=p.RATE_LIMITED,
+            message=f"the server has sent too much in answer to {whose}'s requests (limit {per_s} bytes a "
+            f"second): try again in {wait:.1f} s; retry_ms={retry_ms}",
+            ref=p.message_type(msg),
+        )
+
+    def payers(self, event: Event, conns: Mapping[int, Payer]) -> list[Payer]:
+        """The connections whose requests an event answers: a request itself, a room list read
+        for it, a room loaded for its join."""
+        if isinstance(event, ClientEvent):
+            if isinstance(event.msg, UNCHARGED):
+                return []
+            conn = conns.get(event.conn)
+            return [] if conn is None else [conn]
+        if isinstance(event, RoomsListed):
+            conn = conns.get(event.conn)
+            return [] if conn is None else [conn]
+        if isinstance(event, RoomLoaded):
+            return [conn for conn in conns.values() if conn.join_pending == event.code]
+        return []
+
+    @contextmanager
+    def charging(self, payers: list[Payer]) -> Iterator[None]:
+        """Every byte ``sent`` meanwhile is charged to these connections (each the whole) and
+        their addresses (each address once)."""
+        if not payers:
+            yield
+            return
+        outer, self._payers, self._bytes = (self._payers, self._bytes), payers, 0
+        try:
+            yield
+        finally:
+            spent, (self._payers, self._bytes) = self._bytes, outer
+            now = self.limits.clock()
+            addresses: set[str] = set()
+            for conn in payers:
+                if conn.answers is not None:
+                    conn.answers.spend(spent, now)
+                if conn.address not in addresses:
+                    addresses.add(conn.address)
+                    shared = self._address_budget(conn.address)
+                    if shared is not None:
+                        shared.spend(spent, now)
+
+    def sent(self, nbytes: int) -> None:
+        if self._payers:
+            self._bytes += nbytes

@@ -10,14 +10,17 @@ Pure: no I/O, no clock. Both sides import this module.
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Annotated, Final, Literal
 
 import msgspec
 
 from shared.deal import MAX_DEAL
 from shared.engine import PileChange, View, apply_changes, view_check
-from shared.textwidth import cell_width, is_joining_jamo
+
+# The name rule lives in shared/names.py; these stay importable from here.
+from shared.names import NAME_CHARS_MAX as NAME_CHARS_MAX
+from shared.names import NAME_MAX as NAME_MAX
+from shared.names import check_name as check_name
 
 # 2: small move acknowledgements (changes and a check value, docs/protocol.md), and sync.
 PROTOCOL_VERSION: Final = 2
@@ -40,6 +43,7 @@ BAD_TOKEN: Final = "bad_token"  # hello with a resume token the server does not 
 RATE_LIMITED: Final = "rate_limited"  # too many messages per second (the connection is closed, 1008)
 UNSUPPORTED_VERSION: Final = "unsupported_version"  # hello with another protocol version (then closed, 1002)
 NAME_INVALID: Final = "name_invalid"  # display name empty, too long, or with control characters
+NAME_TAKEN: Final = "name_taken"  # join: another member of the room shows the same name (or one that looks it)
 STORE_UNAVAILABLE: Final = "store_unavailable"  # the store did not answer: nothing happened, retry later
 BUSY: Final = "busy"  # the server's store writes are backed up: the move was not played, resend it later
 SERVER_FULL: Final = "server_full"  # the server's connection or room limit is reached
@@ -47,6 +51,8 @@ NO_WINNABLE_DEAL: Final = "no_winnable_deal"  # winnable_only: no deal proved wi
 SERVER_BUSY: Final = "server_busy"  # winnable_only: the deal-search queue is full; start again shortly
 INTERNAL: Final = "internal"  # a server bug; nothing happened
 SUPERSEDED: Final = "superseded"  # a newer connection resumed this player: this one is closed (4001)
+MUTED: Final = "muted"  # chat: the host muted you in this room
+CHAT_LIMITED: Final = "chat_limited"  # chat: too many lines in a short time (the connection stays open)
 
 ERROR_CODES: Final[tuple[str, ...]] = (
     MALFORMED,
@@ -65,6 +71,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     RATE_LIMITED,
     UNSUPPORTED_VERSION,
     NAME_INVALID,
+    NAME_TAKEN,
     STORE_UNAVAILABLE,
     BUSY,
     SERVER_FULL,
@@ -72,18 +79,14 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     SERVER_BUSY,
     INTERNAL,
     SUPERSEDED,
+    MUTED,
+    CHAT_LIMITED,
 )
 
 CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the same player
 
 # ---------------------------------------------------------------- names, codes, limits
 
-NAME_MAX: Final = 24  # terminal cells (shared.textwidth.cell_width): a wide character takes 2
-NAME_CHARS_MAX: Final = 3 * NAME_MAX  # characters, combining marks included
-# Letters that draw nothing: Hangul fillers, the blank Braille pattern, the Mongolian vowel
-# separator and the like. A name of only these (with spaces and marks) looks empty.
-BLANK_LETTERS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e\u17b4\u17b5")
-MARKS_PER_LETTER_MAX: Final = 2  # combining marks on one letter (Vietnamese needs 2)
 ROOM_CODE_ALPHABET: Final = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L: unambiguous read aloud
 ROOM_CODE_LENGTH: Final = 5
 MAX_RACERS_MIN: Final = 2
@@ -91,6 +94,18 @@ MAX_RACERS_MAX: Final = 16
 MAX_SPECTATOR_DELAY: Final = 3600
 TIME_LIMIT_MIN: Final = 10
 TIME_LIMIT_MAX: Final = 24 * 3600
+
+# Chat (docs/protocol.md, "Chat"). A line is at most CHAT_MAX characters once trimmed; a frame's
+# text field may carry up to CHAT_FRAME_MAX (past that the frame is refused as malformed field),
+# so that a line a little too long is told its own limit.
+CHAT_MAX: Final = 200
+CHAT_FRAME_MAX: Final = 4 * CHAT_MAX
+# Who hears a spectator's line while a race is on (countdown and racing): RoomOptions.spectator_chat.
+CHAT_ALWAYS: Final = "always"  # everyone, racers too
+CHAT_OUTSIDE_RACE: Final = "outside_race"  # spectators only during a race; everyone otherwise (default)
+# A line's audience: everyone in the room, or only its spectators (kept from the racers).
+TO_ALL: Final = "all"
+TO_SPECTATORS: Final = "spectators"
 
 # Phases of a room. "dealing": the host started a winnable_only room's race and the server is
 # finding a deal the solver proves winnable; the countdown follows (or, failing that, the lobby).
@@ -109,43 +124,19 @@ SPECTATOR: Final = "spectator"
 STOPPED: Final = "stopped"
 
 
-def check_name(name: str) -> str | None:
-    """None if ``name`` is a valid display name, else the reason it is not, in words a player
-    can act on (docs/protocol.md, "Names").
-
-    At most NAME_MAX terminal cells wide (a wide character such as 北 takes 2:
-    :func:`shared.textwidth.cell_width`); no control, escape or invisible format characters (so
-    no one can paint on others' terminals); at least one visible character (not only spaces or
-    blank letters such as U+3164); at most MARKS_PER_LETTER_MAX combining marks on one letter,
-    and none before the first; at most NAME_CHARS_MAX characters in all (zero-width ones too).
-    """
-    if not name:
-        return "a name needs at least one visible character"
-    if len(name) > NAME_CHARS_MAX:
-        return f"a name has at most {NAME_CHARS_MAX} characters, marks included (this one has {len(name)})"
-    visible = False
-    marks = 0
-    for index, ch in enumerate(name):
-        if not ch.isprintable():
-            return f"a name may not contain control or invisible characters (found U+{ord(ch):04X})"
-        if unicodedata.category(ch) in ("Mn", "Me") or is_joining_jamo(ch):
-            if index == 0:
-                return f"a name may not start with a combining mark (found U+{ord(ch):04X})"
-            marks += 1
-            if marks > MARKS_PER_LETTER_MAX:
-                return (
-                    f"a name may have at most {MARKS_PER_LETTER_MAX} combining marks on one letter "
-                    f"(found more on {name[index - marks]!r}, character {index - marks + 1})"
-                )
-            visible = visible or (is_joining_jamo(ch) and ch not in BLANK_LETTERS)
-            continue
-        marks = 0
-        visible = visible or not (ch.isspace() or ch in BLANK_LETTERS)
-    if not visible:
-        return "a name needs at least one visible character (spaces and blank letters such as U+3164 do not show)"
-    width = cell_width(name)
-    if width > NAME_MAX:
-        return f"a name is at most {NAME_MAX} cells wide, a wide character such as 北 taking 2 (this one takes {width})"
+def check_chat(text: str) -> str | None:
+    """None if ``text`` (trimmed) is a chat line the server takes, else the reason it is not: at
+    least one visible character, at most CHAT_MAX characters, no control, escape or invisible
+    format characters (the zero-width joiner of emoji sequences aside), so that no line can paint
+    on a terminal or hide text."""
+    text = text.strip()
+    if not text:
+        return "a chat line needs at least one visible character"
+    if len(text) > CHAT_MAX:
+        return f"a chat line has at most {CHAT_MAX} characters (this one has {len(text)})"
+    for ch in text:
+        if not ch.isprintable() and ch != "\u200d":
+            return f"a chat line may not contain control or invisible characters (found U+{ord(ch):04X})"
     return None
 
 
@@ -181,6 +172,9 @@ class RoomOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Every race's deal is one the solver proves winnable (a random deal, searched by the server
     # before the countdown). Excludes ``deal``: a chosen deal is never searched.
     winnable_only: bool = False
+    # Spectators' chat during a race: "outside_race" keeps it from the racers while a race is on
+    # (countdown, racing), so nobody watching can coach them; "always" lets racers read it too.
+    spectator_chat: Literal["outside_race", "always"] = "outside_race"
 
 
 class RoomRules(msgspec.Struct, kw_only=True):
@@ -193,6 +187,7 @@ class RoomRules(msgspec.Struct, kw_only=True):
     time_limit: int | None
     bots_allowed: bool
     winnable_only: bool
+    spectator_chat: str = CHAT_OUTSIDE_RACE
 
 
 class Member(msgspec.Struct, kw_only=True):
@@ -202,6 +197,7 @@ class Member(msgspec.Struct, kw_only=True):
     ready: bool
     bot: bool
     connected: bool
+    muted: bool = False  # the host muted this member's chat
 
 
 class RoomSummary(msgspec.Struct, kw_only=True):
@@ -229,6 +225,30 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     elapsed_ms: int  # time of the racer's last accepted entry, from the start signal
     rank: int  # 1-based, docs/rules.md, "Race ranking"
     connected: bool
+
+
+PACE_AFTER_MS: Final = 10_000  # a pace over less race time than this says little: none is shown
+
+
+def pace(cards: int, elapsed_ms: int) -> float | None:
+    """Cards home per minute of race time (a typing race's words per minute): ``cards`` over
+    ``elapsed_ms``, the time of the racer's last accepted entry. None before PACE_AFTER_MS."""
+    if elapsed_ms < PACE_AFTER_MS:
+        return None
+    return cards * 60_000 / elapsed_ms
+
+
+class ChatLine(msgspec.Struct, kw_only=True):
+    """One line of room chat: text only, never a board or any game state."""
+
+    seq: int  # the room's line number: 1, 2, ... (a client keeps lines in this order, once each)
+    player_id: str
+    name: str  # the sender's name as the room shows it
+    role: str  # racer | spectator, when the line was said
+    text: str  # at most CHAT_MAX characters, no control characters
+    at: int  # server ms
+    audience: str = TO_ALL  # all | spectators (a spectator's line kept from the racers during a race)
+    claimed: bool = False  # the sender's name is a claimed one (no claimed names yet: always false)
 
 
 class GameRecord(msgspec.Struct, kw_only=True):
@@ -291,6 +311,19 @@ class Move(msgspec.Struct, tag="move", tag_field="type", kw_only=True):
     move: Annotated[str, msgspec.Meta(max_length=32)]  # "waste>t3", "stock>waste", "undo", "resign"
 
 
+class Chat(msgspec.Struct, tag="chat", tag_field="type", kw_only=True):
+    """A line of chat to the room (racers and spectators alike)."""
+
+    text: Annotated[str, msgspec.Meta(max_length=CHAT_FRAME_MAX)]
+
+
+class Mute(msgspec.Struct, tag="mute", tag_field="type", kw_only=True):
+    """Host only: mute (or unmute) a member's chat."""
+
+    player_id: Annotated[str, msgspec.Meta(max_length=64)]
+    muted: bool = True
+
+
 class Ping(msgspec.Struct, tag="ping", tag_field="type", kw_only=True):
     t: int | None = None  # echoed back in pong
 
@@ -301,7 +334,21 @@ class Sync(msgspec.Struct, tag="sync", tag_field="type", kw_only=True):
 
 
 ClientMessage = (
-    Hello | CreateRoom | Join | Leave | ListRooms | Ready | Start | Kick | EndRace | Rematch | Move | Ping | Sync
+    Hello
+    | CreateRoom
+    | Join
+    | Leave
+    | ListRooms
+    | Ready
+    | Start
+    | Kick
+    | EndRace
+    | Rematch
+    | Move
+    | Ping
+    | Sync
+    | Chat
+    | Mute
 )
 
 CLIENT_TYPES: Final[tuple[str, ...]] = (
@@ -318,6 +365,8 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "move",
     "ping",
     "sync",
+    "chat",
+    "mute",
 )
 
 # ---------------------------------------------------------------- server -> client
@@ -469,6 +518,36 @@ class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
     times: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
 
+class ChatSaid(msgspec.Struct, tag="chat", tag_field="type", kw_only=True):
+    """A line of chat, to everyone it is for (its sender too)."""
+
+    room: str
+    line: ChatLine
+
+
+class ChatHistory(msgspec.Struct, tag="chat_history", tag_field="type", kw_only=True):
+    """The room's recent lines (at most the last 50) the recipient may read, oldest first: sent
+    on joining and resuming a seat. It replaces what the client holds for that room."""
+
+    room: str
+    lines: list[ChatLine]
+
+
+class Finished(msgspec.Struct, tag="finished", tag_field="type", kw_only=True):
+    """A racer's game is over (won, blocked or resigned), as it happens: to everyone in the room.
+    ``place`` is the racer's rank then: final for a winner, for the others as it stands (a racer
+    still playing may pass them)."""
+
+    race: int
+    player_id: str
+    name: str
+    status: str  # won | blocked | resigned
+    place: int  # 1-based
+    cards: int
+    elapsed_ms: int  # race time of the racer's last entry
+    final: bool = False  # the place can no longer change (a winner's, or announced as the race ended)
+
+
 class Pong(msgspec.Struct, tag="pong", tag_field="type", kw_only=True):
     t: int | None
     server_time: int
@@ -495,6 +574,9 @@ ServerMessage = (
     | Results
     | Pong
     | Shutdown
+    | ChatSaid
+    | ChatHistory
+    | Finished
 )
 
 SERVER_TYPES: Final[tuple[str, ...]] = (
@@ -513,6 +595,9 @@ SERVER_TYPES: Final[tuple[str, ...]] = (
     "results",
     "pong",
     "shutdown",
+    "chat",
+    "chat_history",
+    "finished",
 )
 
 # ---------------------------------------------------------------- a client's board (v2)

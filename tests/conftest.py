@@ -16,6 +16,7 @@ from redis_fixture import (  # noqa: F401  (fixtures, registered by being import
     redis_server,
     redis_server_factory,
     redis_url,
+    shipped_redis_server,
 )
 from web_helpers import find_chromium
 

@@ -4,7 +4,7 @@ and deploy/haproxy_trial.py.
 The compose names (``server``, ``server-b``) become loopback ports, the Docker DNS resolver is left
 out, checks run every 500 ms instead of 5 s, and a stats socket is added so a caller can wait until
 HAProxy sees every node up (``wait_up``) rather than sleep. The binary is Debian's ``haproxy``
-package (``.ci/run`` installs it where missing); ``$PLOT_TEST_HAPROXY`` names another.
+package (``scripts/setup.sh`` installs it where missing); ``$PLOT_TEST_HAPROXY`` names another.
 """
 
 from __future__ import annotations
@@ -32,18 +32,26 @@ def find_haproxy() -> str:
     found = shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy",) if os.access(p, os.X_OK)), None)
     if found is None:
         raise RuntimeError(
-            "no haproxy found for the balancer tests: install it (Debian: apt-get install haproxy; .ci/run does) "
+            "no haproxy found for the balancer tests: install it "
+            "(scripts/setup.sh does; Debian: apt-get install haproxy) "
             "or set PLOT_TEST_HAPROXY to its path"
         )
     return found
 
 
 def loopback_config(
-    game: dict[str, int], web: dict[str, int], listen: tuple[int, int], stats: Path | None = None
+    game: dict[str, int],
+    web: dict[str, int],
+    listen: tuple[int, int],
+    stats: Path | None = None,
+    proxy_protocol: bool = True,
 ) -> str:
     """deploy/haproxy.cfg with each compose name on a loopback port, checks every 500 ms, and
-    (``stats``) an admin socket at that path."""
+    (``stats``) an admin socket at that path. ``proxy_protocol=False``: without the config's
+    ``send-proxy-v2`` (the nodes then see every client at HAProxy's address)."""
     text = (ROOT / "deploy" / "haproxy.cfg").read_text()
+    if not proxy_protocol:
+        text = text.replace(" send-proxy-v2", "")
     text = re.sub(r"\nresolvers docker\n(    .*\n)+", "\n", text).replace(" resolvers docker", "")
     for label, host in NODES:
         text = text.replace(f"server {label} {host}:8765", f"server {label} 127.0.0.1:{game[label]}")
@@ -58,13 +66,15 @@ def loopback_config(
 class LocalHAProxy:
     """HAProxy in the foreground (``-db``) on ``loopback_config``; its log kept (``output``)."""
 
-    def __init__(self, game: dict[str, int], web: dict[str, int], listen: tuple[int, int]) -> None:
+    def __init__(
+        self, game: dict[str, int], web: dict[str, int], listen: tuple[int, int], proxy_protocol: bool = True
+    ) -> None:
         self.binary = find_haproxy()
         self.listen = listen
         self._folder = tempfile.TemporaryDirectory(prefix="plot-haproxy-")
         self.stats = Path(self._folder.name) / "stats.sock"
         self.config = Path(self._folder.name) / "haproxy.cfg"
-        self.config.write_text(loopback_config(game, web, listen, self.stats))
+        self.config.write_text(loopback_config(game, web, listen, self.stats, proxy_protocol))
         self.process: subprocess.Popen[str] | None = None
         self.output = ""
 

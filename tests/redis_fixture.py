@@ -10,6 +10,8 @@ Fixtures (made available to every test by ``tests/conftest.py``):
 - ``own_redis_server``: a private server, no disk.
 - ``persistent_redis_server``: a private server keeping an append-only file (fsync always) in a
   temporary folder, so ``restart()`` (or ``kill()`` then ``start()``) comes back with the data.
+- ``shipped_redis_server``: a private server with docker-compose.yml's own persistence settings
+  (``shipped_persistence()`` reads them from that file, so the two cannot drift).
 
 ``RedisServer`` is plain Python (no pytest needed), so benchmarks can use it too.
 """
@@ -25,7 +27,7 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,6 +37,24 @@ START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
 
 RespValue = bytes | int | list["RespValue"] | None
+
+COMPOSE_FILE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+PERSISTENCE_OPTIONS = ("--appendonly", "--appendfsync", "--save", "--appendfilename", "--aof-use-rdb-preamble")
+
+
+def shipped_persistence(compose_file: Path = COMPOSE_FILE) -> list[str]:
+    """The persistence options docker-compose.yml gives its redis-server, as command-line arguments
+    (``--appendonly yes --appendfsync always --save ""``): tests and benchmarks run Redis as shipped."""
+    import yaml
+
+    command = yaml.safe_load(compose_file.read_text())["services"]["redis"]["command"]
+    if not isinstance(command, list) or command[:1] != ["redis-server"]:
+        raise RedisServerError(f"{compose_file}: the redis service's command is not a redis-server argument list")
+    chosen: list[str] = []
+    for index, argument in enumerate(command):
+        if argument in PERSISTENCE_OPTIONS:
+            chosen += [argument, str(command[index + 1])]
+    return chosen
 
 
 class RedisServerError(RuntimeError):
@@ -124,9 +144,17 @@ def _kill_leftovers() -> None:
 class RedisServer:
     """One redis-server subprocess on 127.0.0.1. ``port`` stays the same across stop/start/restart."""
 
-    def __init__(self, *, persistent: bool = False, unix_socket: bool = False, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        persistent: bool = False,
+        unix_socket: bool = False,
+        binary: str | None = None,
+        persistence: Sequence[str] | None = None,
+    ) -> None:
         self.binary = binary or find_server_binary()
         self.persistent = persistent
+        self.persistence = persistence  # the persistence options, instead of the ones persistent picks
         self._workdir = tempfile.TemporaryDirectory(prefix="plot-redis-")
         self.dir = Path(self._workdir.name)
         self.unix_socket_path = self.dir / "redis.sock" if unix_socket else None
@@ -162,12 +190,13 @@ class RedisServer:
             "--daemonize", "no",
             "--dir", str(self.dir),
             "--logfile", str(self.dir / "server.log"),
-            "--save", "",
         ]  # fmt: skip
-        if self.persistent:
-            arguments += ["--appendonly", "yes", "--appendfsync", "always"]
+        if self.persistence is not None:
+            arguments += self.persistence
+        elif self.persistent:
+            arguments += ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
         else:
-            arguments += ["--appendonly", "no"]
+            arguments += ["--save", "", "--appendonly", "no"]
         if self.unix_socket_path is not None:
             arguments += ["--unixsocket", str(self.unix_socket_path), "--unixsocketperm", "700"]
         return arguments
@@ -316,6 +345,12 @@ def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
 @pytest.fixture
 def own_redis_server(redis_server_factory: Callable[..., RedisServer]) -> RedisServer:
     return redis_server_factory()
+
+
+@pytest.fixture
+def shipped_redis_server() -> Iterator[RedisServer]:
+    with RedisServer(persistence=shipped_persistence()) as server:
+        yield server
 
 
 @pytest.fixture

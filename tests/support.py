@@ -36,6 +36,7 @@ from server.app import RaceServer, ServerConfig
 from server.core import CoreConfig, ServerCore
 from server.core.testing import DEAL, SeededEntropy, Shell, lobby, pid, racing
 from server.limits import LimitsConfig
+from server.probes import ProbeConfig
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from shared import protocol as p
@@ -131,7 +132,15 @@ def fast_config(**overrides: Any) -> ServerConfig:
     # The per-address caps are off: the tests open many connections from 127.0.0.1 (one address).
     limits = LimitsConfig.per_address_off()
     base = ServerConfig(
-        host="127.0.0.1", port=0, rate_per_s=1000, burst=2000, flush_timeout_s=2.0, core=core, limits=limits
+        host="127.0.0.1",
+        port=0,
+        rate_per_s=1000,
+        burst=2000,
+        flush_timeout_s=2.0,
+        core=core,
+        limits=limits,
+        # A metrics listener on a free port, and no probe rate: tests poll /healthz and /metrics.
+        probes=ProbeConfig(metrics_port=0, probe_rate=0),
     )
     return replace(base, **overrides)
 
@@ -387,12 +396,13 @@ TLS = Path(__file__).parent / "tls"
 
 def server_environment(**extra: str) -> dict[str, str]:
     """The environment of a plot-server process a test or a bench starts: none of this shell's
-    ``PLOT_*`` settings or ``REDIS_URL``, and no spectator page unless asked (``--web-port``):
-    by default the page takes the game port + 1, which may be another process's free port, so two
-    runs at once would clash. Works for older checkouts too (``bench/run_load.py --tree``): a
-    server without the page ignores the variable."""
+    ``PLOT_*`` settings or ``REDIS_URL``, and no spectator page or metrics listener unless asked
+    (``--web-port``, ``--metrics-port``): by default they take the game port + 1 and + 2, which
+    may be another process's free ports, so two runs at once would clash. Works for older
+    checkouts too (``bench/run_load.py --tree``): a server without them ignores the variables."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
     environment["PLOT_WEB_PORT"] = "0"
+    environment["PLOT_METRICS_PORT"] = "0"
     environment.update(extra)
     return environment
 
@@ -439,18 +449,20 @@ def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[su
 
 
 def health(port: int, scheme: str = "http") -> tuple[int, dict[str, Any]]:
+    """GET /healthz: the status and the JSON body; (429, {}) when polled past the server's probe
+    rate (--probe-rate): a poll by condition then simply asks again."""
     context = ssl.create_default_context(cafile=str(TLS / "localhost.pem")) if scheme == "https" else None
     try:
         with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/healthz", timeout=2, context=context) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        return exc.code, {} if exc.code == 429 else json.loads(exc.read())
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def metrics(port: int) -> Samples:
+def metrics(port: int | None) -> Samples:
     """GET /metrics over HTTP: every sample, by (name, sorted labels). Blocking: call it in a thread."""
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -1,4 +1,4 @@
-"""The limits a public server needs against one abusive address (issue 9; docs/reliability.md,
+"""The limits a public server needs against one abusive address (docs/reliability.md,
 Limits): a real server on loopback, real WebSocket clients (some written by hand, to never read).
 
 Other loopback addresses (127.0.0.2, ...) stand for other clients: Linux routes all of 127/8."""
@@ -76,7 +76,7 @@ async def test_hellos_per_minute_per_address() -> None:
         assert "retry_ms=" in error.message
         elsewhere = await Client.open(server, local_addr=("127.0.0.3", 0))
         await elsewhere.hello("Other")
-        samples = await asyncio.to_thread(metrics, server.port)
+        samples = await asyncio.to_thread(metrics, server.metrics_port)
         assert metric(samples, "plot_limited_total", limit="hellos_per_minute") == 1
         assert metric(samples, "plot_limited_total", limit="rooms_per_minute") == 0
         for client in (*clients, elsewhere):
@@ -121,6 +121,22 @@ async def test_joins_of_unknown_rooms_have_a_budget_per_address() -> None:
         await friend.expect(p.Room)
         for client in (host, guesser, friend):
             await client.close()
+
+
+async def test_a_join_sent_before_welcome_is_wrong_phase_and_spends_no_budget() -> None:
+    async with running_server(config=limited(join_failures_per_minute=2)) as server:
+        eager = await Client.open(server, "eager")
+        for _ in range(5):
+            await eager.send(p.Join(code="22222"))
+            error = await eager.expect(p.Error)
+            assert error.code == p.WRONG_PHASE and error.message == "say hello first", error
+        await eager.hello("Eager")
+        for _ in range(2):  # the whole budget is still there
+            await eager.send(p.Join(code="22222"))
+            assert (await eager.expect(p.Error)).code == p.UNKNOWN_ROOM
+        await eager.send(p.Join(code="22222"))
+        assert (await eager.expect(p.Error)).code == p.RATE_LIMITED
+        await eager.close()
 
 
 async def test_joins_sent_at_once_over_many_connections_cannot_overdraw_the_budget() -> None:

@@ -127,7 +127,7 @@ def test_loadgen_refuses_addresses_off_the_loopback() -> None:
     assert "loopback" in out.stderr
 
 
-# ---------------------------------------------------------------- bench/profile_move.py (issue 10)
+# ---------------------------------------------------------------- bench/profile_move.py
 
 
 def test_profile_move_accounts_for_the_moves_of_a_paced_run() -> None:
@@ -241,34 +241,75 @@ def test_run_load_runs_a_server_with_metrics_off(run_load: ModuleType) -> None:
     import urllib.request
 
     with run_load.target_server("memory-nometrics", 290) as target:
-        port = target.url.rsplit(":", 1)[1]
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+            urllib.request.urlopen(f"http://127.0.0.1:{target.metrics_port}/metrics", timeout=5)
         assert refused.value.code == 404
     with run_load.target_server("memory", 290) as target:
-        port = target.url.rsplit(":", 1)[1]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        response = urllib.request.urlopen(f"http://127.0.0.1:{target.metrics_port}/metrics", timeout=5)
+        with response:
             assert b"plot_moves_accepted_total" in response.read()
 
 
-# ---------------------------------------------------------------- bench/attacks.py (issue 9)
+# ---------------------------------------------------------------- bench/attacks.py
 
 
-def test_the_attack_bench_runs_and_the_limits_hold() -> None:
-    """bench/attacks.py, briefly, so it cannot rot (its figures: docs/reliability.md, Limits)."""
+def run_attacks(only: str, seconds: str, timeout: float) -> list[dict[str, Any]]:
+    """bench/attacks.py's results for these attacks, from its --json lines."""
     import json
     import subprocess
 
     out = subprocess.run(
-        [sys.executable, str(BENCH / "attacks.py"), "--only", "rooms,guess", "--seconds", "1", "--json"],
+        [sys.executable, str(BENCH / "attacks.py"), "--only", only, "--seconds", seconds, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_the_attack_bench_runs_and_the_limits_hold() -> None:
+    """bench/attacks.py, briefly, so it cannot rot (its figures: docs/reliability.md, Limits)."""
+    rooms, guess = run_attacks("rooms,guess", "1", 120)
+    assert 1 <= rooms["rooms_created"] <= 11 and rooms["honest"]["ok"]
+    assert 1 <= guess["wrong_guesses"] <= 11
+
+
+def test_the_attack_bench_measures_amplification_and_the_page_flood() -> None:
+    """bench/attacks.py's amplify and web attacks, briefly (figures: docs/reliability.md)."""
+    amplify, *web = run_attacks("amplify,web", "2", 180)
+    assert amplify["attacker_errors"].get("rate_limited", 0) > 0 and amplify["honest_ack_ms_flood"]["n"] > 0
+    assert amplify["sync_loop"]["bytes_out"] > 0
+    for flood in web:
+        assert flood["honest_served"] == flood["honest_gets"] >= 2, flood
+
+
+def test_the_proxy_lockout_bench_runs_and_the_shipped_config_lets_the_honest_client_in() -> None:
+    """bench/proxy_lockout.py, briefly (its figures: docs/reliability.md, "Clients behind a balancer")."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "proxy_lockout.py"), "--seconds", "3", "--every", "1", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    rooms, guess = (json.loads(line) for line in out.stdout.splitlines())
-    assert 1 <= rooms["rooms_created"] <= 11 and rooms["honest"]["ok"]
-    assert 1 <= guess["wrong_guesses"] <= 11
+    no_proxy, shipped = (json.loads(line) for line in out.stdout.splitlines())
+    assert no_proxy["honest_answers"].get("rate_limited", 0) >= 1  # locked out behind HAProxy's one address
+    assert shipped["honest_joined"] == shipped["honest_tries"] >= 1
+
+
+def test_the_name_bench_finds_one_alice_in_the_room() -> None:
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "name_lookalikes.py"), "--json"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["alices_in_the_room"] == 1
 
 
 def test_nodes_bench_measures_one_node_against_two_and_a_failover() -> None:
@@ -377,7 +418,7 @@ def test_profile_nodes_puts_each_sample_in_one_part_of_a_remote_move() -> None:
 def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
     run_load: ModuleType, reference: str
 ) -> None:
-    """bench/run_load.py overload (issue 10), tiny: the memory store, a second of each phase; the
+    """bench/run_load.py overload, tiny: the memory store, a second of each phase; the
     reference either 64 racers or the overload's own racers (``--reference matched``)."""
     import argparse
 
@@ -414,7 +455,7 @@ def test_overload_mode_offers_a_multiple_of_saturation_and_times_every_answer(
 
 
 def test_capacity_mode_steps_the_paced_load_up_and_reports_the_largest_held(run_load: ModuleType) -> None:
-    """bench/run_load.py capacity (issue 10), tiny: 8 then 16 racers on the memory store, the echo
+    """bench/run_load.py capacity, tiny: 8 then 16 racers on the memory store, the echo
     at each load as the control."""
     import argparse
 
@@ -465,16 +506,17 @@ def test_readback_bench_measures_full_against_incremental_read_backs(tmp_path: P
 
 
 def test_bench_servers_listen_on_their_game_port_only(run_load: ModuleType) -> None:
-    """By default the spectator page takes the game port + 1, which may be another run's free
-    port: two benches at once (or a bench and the tests) would clash. The servers the benches
-    start listen on their own game port and nothing else."""
+    """By default the spectator page takes the game port + 1 (the metrics listener + 2), which
+    may be another run's free port: two benches at once (or a bench and the tests) would clash.
+    The servers the benches start listen on their own game port and nothing else (run_load's on
+    a free port of its own for metrics too)."""
     from support import listening_ports
 
     def port_of(url: str) -> int:
         return int(url.rsplit(":", 1)[1])
 
     with run_load.target_server("memory", 290) as target:
-        assert listening_ports(target.server.pid) == {port_of(target.url)}
+        assert listening_ports(target.server.pid) == {port_of(target.url), target.metrics_port}
     with load("profile_move").race_server("memory", "py-spy", "") as (url, process, _target):
         assert listening_ports(process.pid) == {port_of(url)}
     with load("attacks").plot_server(BENCH.parent) as (process, port):

@@ -1,4 +1,4 @@
-"""The blocked check beyond its budget (issue 2): the engine's budgeted check, the core's pending
+"""The blocked check beyond its budget: the engine's budgeted check, the core's pending
 flow (CheckBlocked out, BlockedChecked in), and the real server doing the exact check in its worker
 process while every other connection is answered.
 

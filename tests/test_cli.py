@@ -1,4 +1,4 @@
-"""The ``plot`` command-line contract (issue 2), run through the real entry point in a subprocess."""
+"""The ``plot`` command-line contract, run through the real entry point in a subprocess."""
 
 from __future__ import annotations
 

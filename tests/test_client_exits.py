@@ -1,4 +1,4 @@
-"""Exit codes and the words the client says (issue 12, item 4): a join to a missing room ends the
+"""Exit codes and the words the client says: a join to a missing room ends the
 window with exit code 1 and says so; server refusals reach the player as sentences, never a
 validator's text; counts come in the right number."""
 
@@ -75,6 +75,11 @@ def test_server_errors_read_as_sentences() -> None:
     full = p.Error(code=p.ROOM_FULL, message="room ABCDE has all 2 racers")
     assert describe_error(full) == "room ABCDE has all 2 racers"
     assert "update the client" in describe_error(p.Error(code=p.UNSUPPORTED_VERSION, message="v2"))
+    closed = describe_error(p.Error(code=p.RATE_LIMITED, message="too many messages (limit 30 messages per second)"))
+    assert "closed the connection" in closed
+    budget = "the server has sent too much in answer to this connection's requests (limit 4096 bytes a second)"
+    spent = p.Error(code=p.RATE_LIMITED, message=f"{budget}: try again in 1.5 s; retry_ms=1500", ref="join")
+    assert describe_error(spent) == f"{budget}: try again in 1.5 s"  # open still: says how long to wait
 
 
 def test_counts_are_in_the_right_number() -> None:

@@ -1,4 +1,4 @@
-"""One seat per window, and how a window ends (issue 12, items 1 and 3): the race client through
+"""One seat per window, and how a window ends: the race client through
 Textual's harness against a real server on loopback, two windows sharing ONE state directory."""
 
 from __future__ import annotations
@@ -58,16 +58,20 @@ async def test_host_and_join_in_two_windows_are_two_racers(server: RaceServer) -
             assert alice.model.is_host and not bob.model.is_host
 
 
-async def test_a_second_window_with_the_same_name_takes_a_new_seat(server: RaceServer) -> None:
+async def test_a_second_window_with_the_same_name_takes_a_new_seat_but_not_the_name_in_the_room(
+    server: RaceServer,
+) -> None:
     first = window(server, HOST, "alice")
     async with first.run_test(size=SIZE):
         code = await hosted(first)
         second = window(server, JOIN, "alice", code)
         async with second.run_test(size=SIZE):
-            await until(lambda: member_names(first) == ["alice", "alice"], "two alices in the lobby")
-            assert first.model.player_id != second.model.player_id
-            assert "another window is seated as alice on this server: this one takes a new seat" in message(second)
-            # The first window is untouched: still the host, still connected.
+            await until(lambda: "is already called 'alice'" in message(second), "the name refused in the room")
+            assert second.model.player_id is not None and first.model.player_id != second.model.player_id
+            assert "--name ANOTHER" in message(second)
+            await until(lambda: second.return_code == 1, "the second window ends, exit code 1")
+            # The first window is untouched: still the host, still connected, alone in its room.
+            assert member_names(first) == ["alice"]
             assert first.connection_state == "connected" and first.model.is_host
 
 

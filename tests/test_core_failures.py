@@ -1,4 +1,4 @@
-"""The room core's failure paths (issue 9): a handler that raises, writes whose outcome is
+"""The room core's failure paths: a handler that raises, writes whose outcome is
 unknown, rooms that must stay closed or count toward the limit, players that must be forgotten,
 and the move-id rules of docs/protocol.md.
 
@@ -72,8 +72,8 @@ def test_a_handler_that_raises_drops_the_room_and_rebuilds_it_from_the_store(mon
     ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
     shell.move(conns[0], 1, "stock>waste")
     # Fault injection: the next acknowledgement's board change fails, after the move's write
-    # landed and the racer's game took it (the half-changed state the issue describes: a racer
-    # left in flight).
+    # landed and the racer's game took it (the half-changed state a racer must never be left
+    # in: in flight forever).
     real_changes = Game.changes
     calls = {"n": 0}
 
@@ -188,6 +188,33 @@ def test_a_move_in_doubt_gets_a_definite_answer_within_the_outage_limit() -> Non
     assert isinstance(ok, p.MoveOk) and ok.seq == 2
 
 
+def test_the_move_in_doubt_resent_during_and_after_an_outage_is_answered_each_time() -> None:
+    """The outage's head, answered store_unavailable, resent with the same id: answered again at
+    once while the log cannot be read; and once it is read without the entry, the id is free: the
+    resend is played (a move the log holds would be answered duplicate, above)."""
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.hold_persists = True
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    shell.held.clear()  # it did not land
+    shell.run(MovePersistFailed(code, 1, ann, "uncertain", shell.now))
+    shell.advance(shell.config.store_outage_ms)
+    first = replies(shell, conns[0]).get(1)
+    assert isinstance(first, p.MoveRejected) and first.code == p.STORE_UNAVAILABLE
+    shell.take(conns[0])
+    shell.send(conns[0], p.Move(id=1, move="stock>waste"))
+    again = replies(shell, conns[0]).get(1)
+    assert isinstance(again, p.MoveRejected) and again.code == p.STORE_UNAVAILABLE, "answered at once"
+    shell.take(conns[0])
+    shell.hold_persists = False
+    shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
+    resync = shell.last(conns[0], p.RaceStart)
+    assert isinstance(resync, p.RaceStart) and resync.seq == 0
+    ok = shell.move(conns[0], 1, "stock>waste")
+    assert isinstance(ok, p.MoveOk) and not ok.duplicate and ok.seq == 1
+
+
 def test_retries_back_off() -> None:
     shell = Shell()
     conns, code = racing(shell, ("Ann", "Bob"))
@@ -224,7 +251,7 @@ def test_a_race_gone_from_the_store_is_not_retried_and_the_room_closes() -> None
 
 
 def test_a_move_past_the_racer_s_queue_bound_is_answered_busy_and_the_queue_is_untouched() -> None:
-    """Issue 10, bounded queues: a client far ahead of its answers (the store slow) fills its
+    """Bounded queues: a client far ahead of its answers (the store slow) fills its
     queue; each move past CoreConfig.max_queued_moves (32 by default) is answered busy at once
     with a retry hint, and the moves queued before it are written and acknowledged in order."""
     shell = Shell()

@@ -112,6 +112,7 @@ def test_the_server_runs_without_prometheus_client_with_metrics_off() -> None:
 
         import asyncio, urllib.request, urllib.error
         from server.app import RaceServer, ServerConfig
+        from server.probes import ProbeConfig
         from server.store.memory import MemoryStore
 
         def get(port):
@@ -121,11 +122,11 @@ def test_the_server_runs_without_prometheus_client_with_metrics_off() -> None:
                 return error.code, error.read().decode()
 
         async def main():
-            server = RaceServer(MemoryStore(), ServerConfig(port=0))
+            server = RaceServer(MemoryStore(), ServerConfig(port=0, probes=ProbeConfig(metrics_port=0)))
             assert server.metrics is None
             await server.start()
             try:
-                print(await asyncio.to_thread(get, server.port))
+                print(await asyncio.to_thread(get, server.metrics_port))
             finally:
                 await server.stop()
             assert "prometheus_client" not in sys.modules

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import subprocess
@@ -11,15 +12,28 @@ from typing import Any
 import yaml
 from haproxy_fixture import find_haproxy
 
+from server.proxy import TrustedProxies
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_COMMAND = ["plot-server", "--host", "0.0.0.0", "--port", "8765", "--redis", "redis://redis:6379/0"]
-NODE_COMMAND = [*SERVER_COMMAND, "--multi-node"]  # the compose file's nodes share their rooms
+METRICS_LISTENER = ["--metrics-host", "0.0.0.0", "--metrics-allow", "172.28.0.0/24,loopback"]
+# The compose file's nodes share their rooms, and serve metrics to the compose network only.
+NODE_COMMAND = [*SERVER_COMMAND, "--multi-node", *METRICS_LISTENER]
 
 
 def compose() -> dict[str, Any]:
     document = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     assert isinstance(document, dict)
     return document
+
+
+def test_prometheus_scrapes_every_node_s_metrics_listener_with_the_alert_rules() -> None:
+    document = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    [job] = document["scrape_configs"]
+    nodes = [name for name, service in compose()["services"].items() if service.get("command") == NODE_COMMAND]
+    assert job["static_configs"][0]["targets"] == [f"{node}:8767" for node in nodes]  # game port + 2
+    assert job.get("metrics_path", "/metrics") == "/metrics"
+    assert document["rule_files"] == ["alerts.yml"] and (ROOT / "deploy" / "alerts.yml").is_file()
 
 
 def test_compose_runs_redis_7_with_append_only_persistence_and_a_healthcheck() -> None:
@@ -116,6 +130,8 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
     assert {"balance url_param room", "hash-type consistent", "hash-balance-factor 150"} <= set(game)
     assert sections["backend web_nodes"][0] == "balance roundrobin"  # the page's own HTTP is stateless
     assert "http-request deny deny_status 404 if { path /metrics }" in sections["frontend game"]
+    # /healthz from outside is HAProxy's own answer: no outsider reaches a node's probe budget.
+    assert {"monitor-uri /healthz", "monitor fail if { nbsrv(game_nodes) lt 1 }"} <= set(sections["frontend game"])
     # And HAProxy's own check (tests/haproxy_fixture.py finds the binary, or fails saying how to
     # install it). The compose names do not resolve here: init-addr none lets HAProxy start with
     # those servers down, as it must while a node's container is not up yet.
@@ -124,6 +140,21 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
     assert result.returncode == 0 and "Configuration file is valid" in result.stdout + result.stderr, (
         result.stdout + result.stderr
     )
+
+
+def test_haproxy_names_each_client_and_only_haproxy_is_trusted_to() -> None:
+    """The nodes count each client behind HAProxy (docs/reliability.md, "Clients behind a balancer"):
+    HAProxy sends a PROXY v2 header on every node connection, and the nodes trust exactly
+    HAProxy's fixed address, which lies in the compose network's fixed subnet."""
+    default_server = next(line for line in haproxy_sections()["defaults"] if line.startswith("default-server "))
+    assert "send-proxy-v2" in default_server.split()
+    document = compose()
+    subnet = ipaddress.ip_network(document["networks"]["default"]["ipam"]["config"][0]["subnet"])
+    balancer = ipaddress.ip_address(document["services"]["haproxy"]["networks"]["default"]["ipv4_address"])
+    assert balancer in subnet
+    for name in ("server", "server-b"):
+        trusted = TrustedProxies.parse(document["services"][name]["environment"]["PLOT_TRUSTED_PROXY"])
+        assert trusted.networks == (ipaddress.ip_network(f"{balancer}/32"),)
 
 
 def test_dockerfile_installs_the_server_extra_on_python_3_11_slim() -> None:

@@ -1,4 +1,4 @@
-"""The fuzzing campaign's short run (issue 9): frames through the real decoder and the real room
+"""The fuzzing campaign's short run: frames through the real decoder and the real room
 core, effects carried out against a real MemoryStore, the invariants checked after every frame
 (server/core/fuzzing.py). The long run is ``bench/fuzz.py --frames 1000000 --seed N``.
 

@@ -4,8 +4,9 @@ One real Redis, two real ``plot-server --multi-node`` nodes and HAProxy on loopb
 (tests/haproxy_fixture.py maps the compose names to loopback ports). The racers, host and spectator
 are this project's client connections (client/connection.py): they name their room in the URL,
 and the host reconnects naming its room once it has one. Each node's /healthz says how many
-connections it holds. HAProxy is required: where it is missing the test fails saying how to
-install it (``.ci/run`` does).
+connections it holds (on its metrics listener); HAProxy answers /healthz from outside itself.
+HAProxy is required: where it is missing the test fails saying how to install it
+(``scripts/setup.sh`` does).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import asyncio
 import contextlib
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 
 import pytest
@@ -25,11 +28,12 @@ from client.connection import Connection
 from shared import protocol as p
 
 BACKGROUND = 20  # connections in no room, as many on each node (haproxy_fixture.idle_connections)
-Nodes = dict[str, tuple[subprocess.Popen[str], int]]  # label -> (plot-server process, game port)
+# label -> (plot-server process, game port, metrics listener port)
+Nodes = dict[str, tuple[subprocess.Popen[str], int, int]]
 
 
 def held(port: int) -> int:
-    """The connections a node holds, as its /healthz says."""
+    """The connections a node holds, as its detailed /healthz (on its metrics listener ``port``) says."""
     return int(health(port)[1]["connections"])
 
 
@@ -53,20 +57,41 @@ async def host(url: str, name: str) -> tuple[Connection, str]:
 
 @pytest.fixture
 async def balancer(redis_url: str) -> AsyncIterator[tuple[LocalHAProxy, Nodes]]:
-    """HAProxy in front of nodes A and B; yields it and {label: (process, game port)}."""
+    """HAProxy in front of nodes A and B; yields it and {label: (process, game port, metrics port)}."""
     game = {"server-a": free_port(), "server-b": free_port()}
     web = {"server-a": free_port(), "server-b": free_port()}
+    listeners = {"server-a": free_port(), "server-b": free_port()}
     common = ["--redis", redis_url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
-              "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0"]  # fmt: skip
+              "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0",
+              "--answer-bytes-per-address", "0", "--probe-rate", "0", "--trusted-proxy", "127.0.0.1"]  # fmt: skip
     with (
-        server_process("--port", str(game["server-a"]), "--web-port", str(web["server-a"]), *common) as a,
-        server_process("--port", str(game["server-b"]), "--web-port", str(web["server-b"]), *common) as b,
+        server_process(
+            "--port",
+            str(game["server-a"]),
+            "--web-port",
+            str(web["server-a"]),
+            "--metrics-port",
+            str(listeners["server-a"]),
+            *common,
+        ) as a,
+        server_process(
+            "--port",
+            str(game["server-b"]),
+            "--web-port",
+            str(web["server-b"]),
+            "--metrics-port",
+            str(listeners["server-b"]),
+            *common,
+        ) as b,
     ):
         await asyncio.to_thread(wait_healthy, a, game["server-a"])
         await asyncio.to_thread(wait_healthy, b, game["server-b"])
         with LocalHAProxy(game, web, (free_port(), free_port())) as proxy:
             await asyncio.to_thread(proxy.wait_up)
-            yield proxy, {"server-a": (a, game["server-a"]), "server-b": (b, game["server-b"])}
+            yield (
+                proxy,
+                {label: (proc, game[label], listeners[label]) for label, proc in (("server-a", a), ("server-b", b))},
+            )
 
 
 async def test_a_rooms_connections_land_on_one_node_and_move_together_when_it_dies(
@@ -74,7 +99,7 @@ async def test_a_rooms_connections_land_on_one_node_and_move_together_when_it_di
 ) -> None:
     proxy, nodes = balancer
     url = proxy.game_url
-    ports = {label: port for label, (_proc, port) in nodes.items()}
+    ports = {label: listener for label, (_proc, _port, listener) in nodes.items()}  # their detailed /healthz
     background = await idle_connections(url, ports, BACKGROUND // 2)  # see idle_connections
     base = {label: held(port) for label, port in ports.items()}
 
@@ -132,7 +157,7 @@ async def test_a_rooms_connections_land_on_one_node_and_move_together_when_it_di
         assert isinstance(await member.move("stock>waste"), p.MoveOk)
 
     # Room 1's node dies: its members reconnect (naming the room) and land together on the other.
-    process, _port = nodes[home]
+    process, _port, _listener = nodes[home]
     process.send_signal(signal.SIGKILL)
     process.wait()
     survivors = held(ports[other])
@@ -147,3 +172,30 @@ async def test_a_rooms_connections_land_on_one_node_and_move_together_when_it_di
     for client in background:
         with contextlib.suppress(Exception):
             await client.close()
+
+
+def proxy_get(proxy: LocalHAProxy, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{proxy.listen[0]}{path}", timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+async def test_healthz_from_outside_is_haproxy_s_own_answer_and_never_reaches_a_node(
+    balancer: tuple[LocalHAProxy, Nodes],
+) -> None:
+    """Outsiders' /healthz never spends a node's probe budget (HAProxy's own checks draw on it,
+    from HAProxy's address) nor its Redis: HAProxy answers it, 200 while a node is up, 503 once none is."""
+    proxy, nodes = balancer
+    status, body = await asyncio.to_thread(proxy_get, proxy, "/healthz")
+    assert status == 200 and b"Service ready" in body  # HAProxy's monitor page, not a node's JSON
+    assert (await asyncio.to_thread(proxy_get, proxy, "/metrics"))[0] == 404
+    for process, _port, _listener in nodes.values():
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    async def none_up() -> bool:
+        return (await asyncio.to_thread(proxy_get, proxy, "/healthz"))[0] == 503
+
+    await eventually(none_up, 15, what="HAProxy's /healthz failing with no node up")

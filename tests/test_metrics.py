@@ -38,7 +38,8 @@ from shared.engine import View
 
 
 async def scrape(server: RaceServer) -> Samples:
-    return await asyncio.to_thread(metrics, server.port)
+    assert server.metrics_port is not None
+    return await asyncio.to_thread(metrics, server.metrics_port)
 
 
 def board(start: p.RaceStart) -> View:
@@ -189,6 +190,7 @@ async def test_metrics_off_answers_404_and_counts_nothing() -> None:
     async with running_server(store, fast_config(metrics=False)) as server:
         assert server.metrics is None and store.observer is None
         assert await asyncio.to_thread(http_status, server.port, "/metrics") == 404
+        assert await asyncio.to_thread(http_status, server.metrics_port, "/metrics") == 404
         (ann, bob), _code = await make_room(server, ["Ann", "Bob"])
         starts = await start_race([ann, bob])
         await play(ann, board(starts[0]), 2, random.Random(1))  # the hot path without metrics
@@ -196,7 +198,7 @@ async def test_metrics_off_answers_404_and_counts_nothing() -> None:
         await bob.close()
 
 
-def http_status(port: int, path: str) -> int:
+def http_status(port: int | None, path: str) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
             status: int = response.status
@@ -206,16 +208,16 @@ def http_status(port: int, path: str) -> int:
 
 
 async def test_plot_server_serves_metrics_unless_told_not_to() -> None:
-    port = free_port()
-    with server_process("--port", str(port)) as proc:
+    port, listener = free_port(), free_port()
+    with server_process("--port", str(port), "--metrics-port", str(listener)) as proc:
         await asyncio.to_thread(wait_healthy, proc, port)
-        samples = await asyncio.to_thread(metrics, port)
+        samples = await asyncio.to_thread(metrics, listener)
         assert metric(samples, "plot_connections", kind=p.RACER) == 0
         assert ("plot_rooms", (("phase", p.LOBBY),)) in samples
-    port = free_port()
-    with server_process("--port", str(port), env={"PLOT_METRICS": "off"}) as proc:
+    port, listener = free_port(), free_port()
+    with server_process("--port", str(port), "--metrics-port", str(listener), env={"PLOT_METRICS": "off"}) as proc:
         await asyncio.to_thread(wait_healthy, proc, port)
-        assert await asyncio.to_thread(http_status, port, "/metrics") == 404
+        assert await asyncio.to_thread(http_status, listener, "/metrics") == 404
 
 
 @pytest.mark.parametrize(("args", "env"), [(["--metrics", "maybe"], {}), ([], {"PLOT_METRICS": "yes"})])
@@ -281,7 +283,7 @@ async def test_every_metric_served_is_documented_and_every_documented_one_served
     section = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
     documented = {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in re.findall(r"`(plot_[a-z_]+)", section)}
     async with running_server() as server:
-        body = await asyncio.to_thread(metrics_text, server.port)
+        body = await asyncio.to_thread(metrics_text, server.metrics_port)
     served = {family.name for family in text_string_to_metric_families(body) if not family.name.endswith("_created")}
     served.add("plot_worker_up")  # served only under --workers (test_workers_merge_into_one_scrape_labelled_by_worker)
     assert served == documented, (served - documented, documented - served)
@@ -305,12 +307,12 @@ async def test_the_alert_rules_name_only_metrics_that_are_served() -> None:
         assert rule["expr"].count("(") == rule["expr"].count(")"), rule["alert"]
         named |= {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in re.findall(r"plot_[a-z_]+", rule["expr"])}
     async with running_server() as server:
-        body = await asyncio.to_thread(metrics_text, server.port)
+        body = await asyncio.to_thread(metrics_text, server.metrics_port)
     served = {family.name for family in text_string_to_metric_families(body)} | {"plot_worker_up"}  # --workers only
     assert named and named <= served, named - served
     assert {"plot_store_errors", "plot_move_ack_seconds", "plot_pubsub_lag_seconds"} <= named
 
 
-def metrics_text(port: int) -> str:
+def metrics_text(port: int | None) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         return str(response.read().decode())

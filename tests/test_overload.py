@@ -1,4 +1,4 @@
-"""Overload that degrades (issue 10): past ``busy_turn_moves`` moves in one turn of the event loop,
+"""Overload that degrades: past ``busy_turn_moves`` moves in one turn of the event loop,
 a plot-server process answers the turn's later moves ``busy`` with a retry hint at once, and
 nothing else changes: every move is answered, a busy move resent later is played, no write fails
 while Redis is healthy, and the stored logs replay to the boards the racers were acknowledged.

@@ -67,6 +67,9 @@ CLIENT_SAMPLES: list[p.ClientMessage] = [
     p.Move(id=3, move="waste>t3"),
     p.Ping(t=99),
     p.Sync(),
+    p.Chat(text="good luck 🍀"),
+    p.Mute(player_id="p2"),
+    p.Mute(player_id="p2", muted=False),
 ]
 
 SERVER_SAMPLES: list[p.ServerMessage] = [
@@ -147,6 +150,14 @@ SERVER_SAMPLES: list[p.ServerMessage] = [
     ),
     p.Pong(t=None, server_time=3),
     p.Shutdown(reason="restart", retry_after_ms=1000),
+    p.ChatSaid(room="ABCDE", line=p.ChatLine(seq=1, player_id="p1", name="Ann", role="racer", text="gl", at=5)),
+    p.ChatHistory(
+        room="ABCDE",
+        lines=[
+            p.ChatLine(seq=2, player_id="p3", name="Zed", role="spectator", text="go", at=9, audience=p.TO_SPECTATORS)
+        ],
+    ),
+    p.Finished(race=1, player_id="p1", name="Ann", status="won", place=1, cards=104, elapsed_ms=459_000),
 ]
 
 

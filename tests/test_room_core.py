@@ -11,6 +11,7 @@ import random
 from collections import defaultdict
 from collections.abc import Iterator
 
+import msgspec
 import pytest
 from support import DEAL, SeededEntropy, Shell, board, lobby, pid, racing
 
@@ -707,3 +708,267 @@ def test_random_sessions_never_break_invariants(seed: int) -> None:
     for conn in everyone:
         seqs = [m.seq for m in shell.inbox[conn] if isinstance(m, p.MoveOk) and not m.duplicate]
         assert seqs == sorted(seqs)
+
+
+# ====================================================================== chat and finishes
+
+
+def chat_lines(shell: Shell, conn: int) -> list[p.ChatLine]:
+    return [m.line for m in shell.inbox[conn] if isinstance(m, p.ChatSaid)]
+
+
+def spectate(shell: Shell, code: str, name: str = "Zed") -> int:
+    conn = shell.hello(name)
+    shell.send(conn, p.Join(code=code, role="spectator"))
+    return conn
+
+
+def test_a_chat_line_reaches_everyone_in_the_room_as_text_only() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    zed = spectate(shell, code)
+    bob = pid(shell, conns[1])
+    for conn in (*conns, zed):
+        shell.take(conn)
+    effects = shell.send(conns[1], p.Chat(text="  good luck all 🍀 "))
+    for conn in (*conns, zed):
+        got = shell.take(conn)
+        # One frame, the line alone: no room snapshot, board or leaderboard rides with it.
+        assert [p.message_type(m) for m in got] == ["chat"], got
+        said = got[0]
+        assert isinstance(said, p.ChatSaid) and said.room == code
+        line = said.line
+        assert (line.seq, line.name, line.role, line.audience) == (1, "Bob", "racer", "all")
+        assert line.text == "good luck all 🍀"  # trimmed
+        assert line.player_id == bob and line.at == shell.now and not line.claimed
+    # The frame holds nothing but the line's declared text fields.
+    raw = msgspec.msgpack.decode(p.encode(said))
+    assert set(raw) == {"type", "room", "line"} and set(raw["line"]) == set(p.ChatLine.__struct_fields__)
+    # Kept with the room in the store, for joiners.
+    assert [line.text for line in shell.rooms[code].chat] == ["good luck all 🍀"]
+    assert not any(isinstance(e, Send) and not isinstance(e.message, p.ChatSaid) for e in effects)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("x" * (p.CHAT_MAX + 1), f"at most {p.CHAT_MAX} characters"),
+        ("clear \x1b[2J screen", "control or invisible characters (found U+001B)"),
+        ("hidden\u202eevil", "control or invisible characters (found U+202E)"),
+        ("   ", "at least one visible character"),
+    ],
+)
+def test_a_bad_chat_line_is_refused_with_its_reason_and_reaches_nobody(text: str, says: str) -> None:
+    shell = Shell()
+    conns, _code = lobby(shell)
+    shell.take(conns[0])
+    shell.send(conns[1], p.Chat(text=text))
+    err = shell.error(conns[1])
+    assert (err.code, err.ref) == (p.BAD_FIELD, "chat")
+    assert "field 'text' of chat" in err.message and says in err.message
+    assert chat_lines(shell, conns[0]) == []
+    # A line past even the frame's bound is refused by the decoder, naming the field.
+    with pytest.raises(p.ProtocolError) as refused:
+        p.decode_client(msgspec.msgpack.encode({"type": "chat", "text": "y" * (p.CHAT_FRAME_MAX + 1)}))
+    assert refused.value.code == p.BAD_FIELD and "'text'" in refused.value.message
+
+
+def test_chat_is_rate_limited_per_member_and_recovers() -> None:
+    shell = Shell()
+    conns, _code = lobby(shell)
+    burst, window = shell.config.chat_burst, shell.config.chat_window_ms
+    for i in range(burst):
+        shell.send(conns[1], p.Chat(text=f"line {i}"))
+        shell.advance(100)
+    shell.send(conns[1], p.Chat(text="one too many"))
+    err = shell.error(conns[1])
+    assert err.code == p.CHAT_LIMITED and f"at most {burst} chat lines" in err.message and "wait 10 s" in err.message
+    assert shell.core.conns[conns[1]] is not None  # still connected: a chat limit never closes it
+    # Another member is not limited by Bob's lines.
+    shell.send(conns[2], p.Chat(text="me too"))
+    assert chat_lines(shell, conns[0])[-1].text == "me too"
+    shell.advance(window - burst * 100 + 1)  # the first line has left the window
+    shell.send(conns[1], p.Chat(text="back"))
+    assert chat_lines(shell, conns[0])[-1].text == "back"
+
+
+def test_the_host_mutes_and_unmutes_a_member() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    shell.send(conns[2], p.Mute(player_id=bob))
+    assert shell.error(conns[2]).code == p.NOT_HOST
+    shell.send(conns[0], p.Mute(player_id=ann))
+    assert shell.error(conns[0]).code == p.BAD_FIELD and "yourself" in shell.error(conns[0]).message
+    shell.send(conns[0], p.Mute(player_id="p-nobody"))
+    assert shell.error(conns[0]).code == p.UNKNOWN_PLAYER
+    shell.send(conns[0], p.Mute(player_id=bob))
+    for conn in conns:  # everyone's snapshot shows it
+        assert [m.muted for m in shell.room(conn).members] == [False, True, False]
+    assert shell.rooms[code].members[1].muted  # stored: it outlives a restart
+    shell.take(conns[0])
+    shell.send(conns[1], p.Chat(text="let me speak"))
+    assert shell.error(conns[1]).code == p.MUTED
+    assert chat_lines(shell, conns[0]) == []
+    shell.send(conns[0], p.Mute(player_id=bob, muted=False))
+    assert not shell.room(conns[2]).members[1].muted
+    shell.send(conns[1], p.Chat(text="thanks"))
+    assert chat_lines(shell, conns[0])[-1].text == "thanks"
+
+
+def test_a_muted_spectator_is_refused_too() -> None:
+    shell = Shell()
+    conns, code = lobby(shell)
+    zed = spectate(shell, code)
+    shell.send(zed, p.Chat(text="hi"))
+    zed_id = chat_lines(shell, conns[0])[-1].player_id  # the host learns a spectator's id from its lines
+    shell.send(conns[0], p.Mute(player_id=zed_id))
+    assert shell.room(zed).members[-1].muted  # its own snapshot lists it, muted
+    shell.send(zed, p.Chat(text="hi again"))
+    assert shell.error(zed).code == p.MUTED
+
+
+def test_spectators_chat_reaches_racers_only_outside_a_race_by_default() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"))
+    zed, yan = spectate(shell, code), spectate(shell, code, "Yan")
+    shell.send(zed, p.Chat(text="lobby talk"))
+    assert chat_lines(shell, conns[0])[-1].text == "lobby talk"
+    shell.send(conns[0], p.Start())
+    shell.send(zed, p.Chat(text="countdown hint"))
+    shell.advance(shell.config.countdown_ms)
+    assert shell.core.rooms[code].phase == p.RACING
+    shell.send(zed, p.Chat(text="stock has the 8 you need"))
+    for racer in conns:
+        assert [line.text for line in chat_lines(shell, racer)] == ["lobby talk"]
+    seen = chat_lines(shell, yan)
+    assert [line.text for line in seen][-2:] == ["countdown hint", "stock has the 8 you need"]
+    assert seen[-1].audience == p.TO_SPECTATORS
+    assert chat_lines(shell, zed)[-1].audience == p.TO_SPECTATORS  # its sender sees where it went
+    # A racer's line still reaches everyone.
+    shell.send(conns[1], p.Chat(text="this deal!"))
+    assert chat_lines(shell, yan)[-1].text == "this deal!" and chat_lines(shell, conns[0])[-1].text == "this deal!"
+    # A racer who joins or resumes mid-race is not handed the spectators' lines in its history.
+    token = shell.welcome(conns[0]).token
+    shell.disconnect(conns[0])
+    back = shell.hello("Ann", token=token)
+    history = shell.last(back, p.ChatHistory)
+    assert isinstance(history, p.ChatHistory)
+    assert [line.text for line in history.lines] == ["lobby talk", "this deal!"]
+    late = spectate(shell, code, "Late")
+    history = shell.last(late, p.ChatHistory)
+    assert isinstance(history, p.ChatHistory) and len(history.lines) == 4
+
+
+def test_a_room_can_let_spectators_chat_to_racers_during_a_race() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"), spectator_chat="always")
+    zed = spectate(shell, code)
+    assert shell.room(zed).rules.spectator_chat == p.CHAT_ALWAYS
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms)
+    shell.send(zed, p.Chat(text="go go go"))
+    line = chat_lines(shell, conns[1])[-1]
+    assert line.text == "go go go" and line.audience == p.TO_ALL
+
+
+def test_chat_history_keeps_the_last_lines_and_outlives_a_restart() -> None:
+    shell = Shell(CoreConfig(chat_burst=100, chat_room_per_s=100))
+    conns, code = lobby(shell, ("Ann", "Bob"))
+    keep = shell.config.chat_history
+    for i in range(keep + 7):
+        shell.send(conns[i % 2], p.Chat(text=f"line {i}"))
+    late = spectate(shell, code)
+    history = shell.last(late, p.ChatHistory)
+    assert isinstance(history, p.ChatHistory)
+    assert [line.text for line in history.lines] == [f"line {i}" for i in range(7, keep + 7)]
+    assert [line.seq for line in history.lines] == list(range(8, keep + 8))
+    # A new process rebuilds the room from the store: the history with it, numbering on.
+    token = shell.welcome(conns[1]).token
+    shell.core = ServerCore(shell.config, SeededEntropy(seed=2))
+    shell.conns_of.clear()
+    shell.apply(shell.core.load_room(shell.rooms[code], {}, shell.now))
+    back = shell.hello("Bob", token=token)
+    history = shell.last(back, p.ChatHistory)
+    assert isinstance(history, p.ChatHistory) and history.lines[-1].text == f"line {keep + 6}"
+    shell.send(back, p.Chat(text="after the restart"))
+    assert chat_lines(shell, back)[-1].seq == keep + 8
+
+
+def test_chat_needs_a_room_and_a_welcome() -> None:
+    shell = Shell()
+    conn = shell.connect()
+    shell.send(conn, p.Chat(text="hi"))
+    assert shell.error(conn).code == p.WRONG_PHASE
+    shell.say_hello(conn, "Ann")
+    shell.send(conn, p.Chat(text="hi"))
+    assert shell.error(conn).code == p.NOT_IN_ROOM and shell.error(conn).ref == "chat"
+
+
+def finishes(shell: Shell, conn: int) -> list[p.Finished]:
+    return [m for m in shell.inbox[conn] if isinstance(m, p.Finished)]
+
+
+def test_finish_events_go_to_racers_and_spectators_once_each() -> None:
+    shell = Shell()
+    conns, code = racing(shell)
+    zed = spectate(shell, code)
+    cy = pid(shell, conns[2])
+    shell.advance(1500)
+    shell.move(conns[2], 1, "resign")
+    shell.advance(200)  # the next leaderboard ticks
+    for conn in (*conns, zed):
+        got = finishes(shell, conn)
+        assert len(got) == 1, got
+        done = got[0]
+        assert (done.player_id, done.name, done.status, done.race) == (cy, "Cy", "resigned", 1)
+        assert done.place == 3 and done.elapsed_ms == 1500 and done.cards == 1  # the base card dealt home
+        assert not done.final  # a resigned racer may yet be passed
+    shell.advance(2000)
+    assert len(finishes(shell, zed)) == 1  # never again
+    # The last two games end in one event: both are announced before the results.
+    shell.move(conns[1], 1, "resign")
+    shell.move(conns[0], 1, "resign")
+    kinds = [p.message_type(m) for m in shell.inbox[zed]]
+    assert kinds.count("finished") == 3 and kinds.index("results") > max(
+        i for i, kind in enumerate(kinds) if kind == "finished"
+    )
+    # Those of one event in rank order (equal cards and time: seat order), with their final places.
+    assert [(f.name, f.place, f.final) for f in finishes(shell, zed)] == [
+        ("Cy", 3, False),
+        ("Ann", 1, True),
+        ("Bob", 2, True),
+    ]
+
+
+def test_a_room_takes_a_bounded_number_of_lines_a_second_whoever_says_them() -> None:
+    shell = Shell(CoreConfig(chat_room_per_s=3))
+    conns, _code = lobby(shell)
+    for i in range(3):
+        shell.send(conns[i], p.Chat(text=f"line {i}"))
+    shell.send(conns[0], p.Chat(text="one more"))
+    err = shell.error(conns[0])
+    assert err.code == p.CHAT_LIMITED and "the room's chat is busy" in err.message
+    assert [line.text for line in chat_lines(shell, conns[1])] == ["line 0", "line 1", "line 2"]
+    shell.advance(1000)
+    shell.send(conns[0], p.Chat(text="one more"))  # a refused line did not count against the sender
+    assert chat_lines(shell, conns[1])[-1].text == "one more"
+
+
+def test_a_win_is_announced_with_its_final_place_and_time() -> None:
+    from shared.solver import solve_deal
+
+    shell = Shell()
+    conns, code = racing(shell, ("Ann", "Bob"), deal=DEAL)
+    zed = spectate(shell, code)
+    line = solve_deal(DEAL, max_positions=200_000)
+    assert line.verdict == "winnable"
+    shell.advance(459_000)  # 7:39 into the race, Bob plays his whole winning line
+    for move_id, move in enumerate(line.moves, start=1):
+        ok = shell.move(conns[1], move_id, move)
+        assert isinstance(ok, p.MoveOk), ok
+    shell.advance(200)
+    (won,) = finishes(shell, zed)
+    assert (won.name, won.status, won.place, won.cards, won.final) == ("Bob", "won", 1, 104, True)
+    assert won.elapsed_ms == 459_000
+    assert finishes(shell, conns[0]) == [won]  # the racer still playing is told too

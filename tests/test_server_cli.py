@@ -15,7 +15,7 @@ import subprocess
 from typing import Any
 
 from redis_fixture import free_port
-from support import TLS, log_lines, server_process, wait_healthy
+from support import TLS, health, log_lines, server_process, wait_healthy
 from websockets.asyncio.client import connect
 
 from shared import protocol as p
@@ -37,10 +37,10 @@ async def hello_and_wait_for_shutdown(uri: str, proc: subprocess.Popen[str], ssl
 
 
 async def test_defaults_embedded_store_env_port_and_clean_sigterm() -> None:
-    port = free_port()
-    with server_process(env={"PLOT_PORT": str(port)}) as proc:
-        body = await asyncio.to_thread(wait_healthy, proc, port)
-        assert body["status"] == "ok" and body["store"] == "memory"
+    port, listener = free_port(), free_port()
+    with server_process(env={"PLOT_PORT": str(port), "PLOT_METRICS_PORT": str(listener)}) as proc:
+        assert (await asyncio.to_thread(wait_healthy, proc, port))["status"] == "ok"
+        assert health(listener)[1]["store"] == "memory"  # the detailed /healthz, on the metrics listener
         shutdown = await hello_and_wait_for_shutdown(f"ws://127.0.0.1:{port}", proc)
         assert "shutting down" in shutdown.reason
         assert await asyncio.to_thread(proc.wait, 10) == 0
@@ -50,10 +50,11 @@ async def test_defaults_embedded_store_env_port_and_clean_sigterm() -> None:
 
 
 async def test_redis_flag_and_health(redis_url: str) -> None:
-    port = free_port()
-    with server_process("--port", str(port), "--redis", redis_url, "--log-level", "warning") as proc:
-        body = await asyncio.to_thread(wait_healthy, proc, port)
-        assert body["store"].startswith("redis") and body["store_ok"]
+    port, listener = free_port(), free_port()
+    args = ("--port", str(port), "--metrics-port", str(listener), "--redis", redis_url, "--log-level", "warning")
+    with server_process(*args) as proc:
+        assert (await asyncio.to_thread(wait_healthy, proc, port))["store_ok"]
+        assert health(listener)[1]["store"] == f"redis redis://{redis_url.split('//', 1)[1].split('/', 1)[0]}"
         proc.send_signal(signal.SIGINT)
         assert await asyncio.to_thread(proc.wait, 10) == 0
         assert log_lines(proc) == []  # warning level: a clean run logs nothing

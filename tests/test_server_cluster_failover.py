@@ -247,7 +247,8 @@ def test_replicas_ack_needs_redis_and_a_sane_number() -> None:
 
 
 def connections_by_worker(port: int, seen: dict[int, int]) -> dict[int, int]:
-    """One /healthz (a new connection: the kernel picks the worker): its pid's open connections."""
+    """One detailed /healthz on the shared metrics listener ``port`` (a new connection: the kernel
+    picks the worker): its pid's open connections."""
     with contextlib.suppress(OSError, ValueError):
         status, body = health(port)
         if status == 200:
@@ -263,14 +264,14 @@ async def test_workers_on_a_cluster_url_take_connections_and_a_dead_one_s_racers
     racers reconnect on the port with their tokens, find every acknowledged move, and the race
     finishes with the same results for everyone."""
     rng = random.Random(21)
-    port = free_port()
+    port, listener = free_port(), free_port()
     args = ("--port", str(port), "--redis", redis_cluster_url, "--workers", "2", "--countdown", "0.1")
-    with server_process(*args, "--rate", "1000") as supervisor:
+    with server_process(*args, "--rate", "1000", "--metrics-port", str(listener), "--probe-rate", "0") as supervisor:
         await asyncio.to_thread(wait_healthy, supervisor, port)
         address = f"ws://127.0.0.1:{port}"
         seen: dict[int, int] = {}
         await eventually(
-            lambda: asyncio.to_thread(lambda: len(connections_by_worker(port, seen)) >= 2),
+            lambda: asyncio.to_thread(lambda: len(connections_by_worker(listener, seen)) >= 2),
             15,
             what="both workers answer on the port",
         )
@@ -285,7 +286,7 @@ async def test_workers_on_a_cluster_url_take_connections_and_a_dead_one_s_racers
             seen.clear()
 
             def counted(opened: int = len(racers)) -> bool:
-                return sum(connections_by_worker(port, seen).values()) == opened and len(seen) == 2
+                return sum(connections_by_worker(listener, seen).values()) == opened and len(seen) == 2
 
             await eventually(lambda: asyncio.to_thread(counted), 10, what="each worker's connections counted")
             if all(count > 0 for count in seen.values()):
@@ -339,7 +340,7 @@ async def test_workers_on_a_cluster_url_take_connections_and_a_dead_one_s_racers
         assert {row.player_id: row.moves for row in results[0].racers} == moves
         fresh: dict[int, int] = {}
         await eventually(
-            lambda: asyncio.to_thread(lambda: bool(set(connections_by_worker(port, fresh)) - pids)),
+            lambda: asyncio.to_thread(lambda: bool(set(connections_by_worker(listener, fresh)) - pids)),
             20,
             what="the dead worker restarted",
         )

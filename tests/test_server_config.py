@@ -1,5 +1,5 @@
 """plot-server's configuration: every flag and environment variable is checked before anything
-starts, and a bad one ends in one line on stderr and exit 2, never a traceback (issue 9)."""
+starts, and a bad one ends in one line on stderr and exit 2, never a traceback."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from collections.abc import Callable
 
 import pytest
 from redis_fixture import RedisServer, free_port
-from support import eventually, health, log_lines, server_process
+from support import TLS, eventually, health, log_lines, server_process
 from websockets.asyncio.client import connect
 
-from server.cli import NUMBERS, ConfigError, build_parser, check_redis_url, config_from_args, main
+from server.app import RaceServer
+from server.cli import NUMBERS, ConfigError, build_parser, check_redis_url, config_from_args, main, make_web_server
+from server.store.memory import MemoryStore
 from shared import protocol as p
 
 
@@ -37,7 +39,7 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--port", "99999"], None, "--port '99999': must be 0 to 65535"),
         (["--port", "65536"], None, "--port '65536': must be 0 to 65535"),
         (["--port", "-1"], None, "must be 0 to 65535"),
-        (["--redis", "nonsense"], None, "--redis / REDIS_URL 'nonsense': expected redis://"),
+        (["--redis", "nonsense"], None, "--redis / REDIS_URL '(not a URL: no scheme://)': expected redis://"),
         ([], {"REDIS_URL": "http://x"}, "REDIS_URL 'http://x': expected redis://"),
         (["--redis", "redis://:6379"], None, "no usable host and port"),
         (["--redis", "redis+cluster://10.0.0.5:7000,10.0.0.6:port"], None, "the port in '10.0.0.6:port' is not"),
@@ -48,6 +50,25 @@ def refused(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--web-ws-url", "http://not-a-websocket/"], None, "--web-ws-url / PLOT_WEB_WS_URL: not a WebSocket URL"),
         (["--spectator-hz", "0"], None, "--spectator-hz '0': must be 0.2 to 100"),
         ([], {"PLOT_RACER_HZ": "often"}, "PLOT_RACER_HZ 'often': expected a number"),
+        (["--metrics-allow", "10.0.0.0/33"], None, "--metrics-allow / PLOT_METRICS_ALLOW: '10.0.0.0/33' is not"),
+        ([], {"PLOT_METRICS_ALLOW": "loopback,,"}, "PLOT_METRICS_ALLOW: '' is not an address or a network"),
+        (["--port", "65534"], {"PLOT_METRICS_PORT": ""}, "the game port + 2 is 65536: give --metrics-port"),
+        (["--metrics-port", "70000"], None, "--metrics-port '70000': must be 0 to 65535"),
+        (["--probe-rate", "-1"], None, "--probe-rate '-1'"),
+        (["--trusted-proxy", "10.0.0.0/8,haproxy"], None, "--trusted-proxy / PLOT_TRUSTED_PROXY: not an address"),
+        ([], {"PLOT_TRUSTED_PROXY": "10.0.0.300"}, "not an address or network: '10.0.0.300'"),
+        (
+            [
+                "--trusted-proxy",
+                "127.0.0.1",
+                "--tls-cert",
+                str(TLS / "localhost.pem"),
+                "--tls-key",
+                str(TLS / "localhost.key"),
+            ],
+            None,
+            "--trusted-proxy does not go with --tls-cert: let the balancer end TLS",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line_and_exit_2(args: list[str], env: dict[str, str] | None, says: str) -> None:
@@ -80,6 +101,21 @@ def test_flags_win_over_variables_and_defaults_hold(monkeypatch: pytest.MonkeyPa
     assert config.port == 9001 and config.core.grace_ms == 5000
     with pytest.raises(ConfigError, match="--port '65536': must be 0 to 65535"):
         config_from_args(build_parser().parse_args(["--port", "65536"]))
+
+
+def test_trusted_proxies_come_from_the_flag_or_the_variable_and_reach_both_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert not config_from_args(build_parser().parse_args([])).limits.trusted_proxies  # none by default
+    monkeypatch.setenv("PLOT_TRUSTED_PROXY", "172.28.0.10")
+    assert str(config_from_args(build_parser().parse_args([])).limits.trusted_proxies) == "172.28.0.10/32"
+    args = build_parser().parse_args(["--trusted-proxy", "10.0.0.0/8, ::1"])
+    config = config_from_args(args)
+    assert str(config.limits.trusted_proxies) == "10.0.0.0/8,::1/128"
+    web = make_web_server(
+        build_parser().parse_args(["--trusted-proxy", "10.0.0.0/8, ::1"]), config, RaceServer(MemoryStore(), config)
+    )
+    assert web is not None and web.config.trusted_proxies == config.limits.trusted_proxies
 
 
 def test_a_cluster_url_may_name_several_seeds() -> None:
@@ -127,7 +163,8 @@ async def test_an_unreachable_store_at_start_is_logged_retried_and_seen_coming_b
 
     with server_process("--port", str(port), "--redis", redis.url) as proc:
         await eventually(lambda: status() == 503, 15, what="/healthz answers 503 while the store is away")
-        _status, body = health(port)
+        body: dict[str, object] = {}
+        await eventually(lambda: body.update(health(port)[1]) or "store_ok" in body, 5, what="a /healthz body")
         assert body["store_ok"] is False and body["store_down_s"] is not None
         async with connect(f"ws://127.0.0.1:{port}") as ws:
             await ws.send(p.encode(p.Hello(v=p.PROTOCOL_VERSION, name="Ann")))

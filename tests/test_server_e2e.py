@@ -179,6 +179,8 @@ async def test_store_unavailable_and_health_check(own_redis_server: Any) -> None
         ann = await Client.open(server, "Ann")
         await ann.hello("Ann")
         own_redis_server.stop()
+        # /healthz reuses a store status for up to a second (server/probes.py): polled, not asked once.
+        await eventually(lambda: asyncio.to_thread(lambda: health()[0] == 503), 10, what="/healthz 503")
         status, body = await asyncio.to_thread(health)
         assert status == 503 and '"store_ok": false' in body
         await ann.send(p.CreateRoom())
@@ -188,8 +190,7 @@ async def test_store_unavailable_and_health_check(own_redis_server: Any) -> None
         await other.send(p.Hello(v=p.PROTOCOL_VERSION, name="Bob"))
         assert (await other.expect(p.Error)).code == p.STORE_UNAVAILABLE
         own_redis_server.start()
-        status, _ = await asyncio.to_thread(health)
-        assert status == 200
+        await eventually(lambda: asyncio.to_thread(lambda: health()[0] == 200), 10, what="/healthz 200 again")
         await ann.send(p.CreateRoom())
         assert p.is_room_code((await ann.expect(p.Room)).code)
         await ann.close()

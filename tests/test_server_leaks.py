@@ -26,7 +26,8 @@ SERVER_STRUCTS: dict[str, type[Any]] = {
     "welcome": p.Welcome, "error": p.Error, "room": p.Room, "room_list": p.RoomList, "left": p.Left,
     "kicked": p.Kicked, "countdown": p.Countdown, "race_start": p.RaceStart, "move_ok": p.MoveOk,
     "move_rejected": p.MoveRejected, "leaderboard": p.Leaderboard, "boards": p.Boards, "results": p.Results,
-    "pong": p.Pong, "shutdown": p.Shutdown,
+    "pong": p.Pong, "shutdown": p.Shutdown, "chat": p.ChatSaid, "chat_history": p.ChatHistory,
+    "finished": p.Finished,
 }  # fmt: skip
 VIEW_KEYS = frozenset(View.__struct_fields__)
 CARD_KEYS = frozenset({"waste", "reserve_top", "foundations", "tableau"})  # any map with one of these carries cards

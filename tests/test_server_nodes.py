@@ -532,14 +532,17 @@ async def test_a_node_whose_last_member_of_a_room_leaves_releases_it_once_that_i
             await client.close()
 
 
-async def workers_answering(supervisor: subprocess.Popen[str], port: int, scheme: str = "http") -> set[int]:
-    """Once ``plot-server --workers 2`` is up: the pids of both workers, each seen answering
-    /healthz on the shared port (a new connection each time: the kernel spreads them)."""
+async def workers_answering(
+    supervisor: subprocess.Popen[str], port: int, listener: int, scheme: str = "http"
+) -> set[int]:
+    """Once ``plot-server --workers 2`` is up: the pids of both workers, each seen answering the
+    detailed /healthz on the shared metrics listener (a new connection each time: the kernel
+    spreads them, as on the game port)."""
     await asyncio.to_thread(wait_healthy, supervisor, port, scheme)
     pids: set[int] = set()
 
     def both_answer() -> bool:
-        pids.add(int(health(port, scheme)[1]["pid"]))
+        pids.add(int(health(listener)[1]["pid"]))
         return len(pids) >= 2
 
     await eventually(lambda: asyncio.to_thread(both_answer), 15, what="both workers answer on the port")
@@ -549,15 +552,15 @@ async def workers_answering(supervisor: subprocess.Popen[str], port: int, scheme
 async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_server: RedisServer) -> None:
     """plot-server --workers 2: both workers answer on the one port, a race runs across them, and a
     worker killed with SIGKILL is restarted by the supervisor (logged); SIGTERM stops them all."""
-    port = free_port()
+    port, listener = free_port(), free_port()
     args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
-    with server_process(*args, "--rate", "1000") as supervisor:
-        pids = await workers_answering(supervisor, port)
+    with server_process(*args, "--rate", "1000", "--metrics-port", str(listener), "--probe-rate", "0") as supervisor:
+        pids = await workers_answering(supervisor, port, listener)
         address = f"ws://127.0.0.1:{port}"
         await spread_race(address, address)  # clients land on either worker
-        # /metrics on the shared port: whichever worker takes the scrape answers for both, each
-        # series labelled with its worker, so every scrape sums to the same counts.
-        scrapes = [await asyncio.to_thread(metrics, port) for _ in range(6)]
+        # /metrics on the shared metrics listener: whichever worker takes the scrape answers for
+        # both, each series labelled with its worker, so every scrape sums to the same counts.
+        scrapes = [await asyncio.to_thread(metrics, listener) for _ in range(6)]
         for samples in scrapes:
             assert metric(samples, "plot_worker_up", worker="0") == metric(samples, "plot_worker_up", worker="1") == 1
             assert {dict(labels).get("worker") for _name, labels in samples} == {"0", "1"}
@@ -571,13 +574,13 @@ async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_serv
 
         def restarted() -> bool:
             with contextlib.suppress(OSError, ValueError):
-                fresh.add(int(health(port)[1]["pid"]))
+                fresh.add(int(health(listener)[1]["pid"]))
             return len(fresh - pids) >= 1 and len(fresh - {victim}) >= 2
 
         await eventually(lambda: asyncio.to_thread(restarted), 20, what="the dead worker restarted")
 
         async def both_scraped() -> bool:  # the new worker serves its metrics where the dead one did
-            samples = await asyncio.to_thread(metrics, port)
+            samples = await asyncio.to_thread(metrics, listener)
             return metric(samples, "plot_worker_up", worker="0") + metric(samples, "plot_worker_up", worker="1") == 2
 
         await eventually(both_scraped, 10, what="both workers in a scrape after the restart")
@@ -595,10 +598,10 @@ async def test_sighup_replaces_the_workers_one_at_a_time_and_their_racers_resume
     (shutdown) and closed; the racers reconnect with their tokens, find every acknowledged move,
     and play on; the port never stops answering; both workers are new; SIGTERM still stops all."""
     rng = random.Random(11)
-    port = free_port()
+    port, listener = free_port(), free_port()
     args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
-    with server_process(*args, "--rate", "1000") as supervisor:
-        old = await workers_answering(supervisor, port)
+    with server_process(*args, "--rate", "1000", "--metrics-port", str(listener), "--probe-rate", "0") as supervisor:
+        old = await workers_answering(supervisor, port, listener)
         address = f"ws://127.0.0.1:{port}"
         clients, starts = await spread_room(address, address)
         _host, ann, bob, _eve = clients
@@ -611,7 +614,7 @@ async def test_sighup_replaces_the_workers_one_at_a_time_and_their_racers_resume
 
         def probe() -> None:
             with contextlib.suppress(OSError, ValueError):
-                answered.add(int(health(port)[1]["pid"]))
+                answered.add(int(health(listener)[1]["pid"]))
 
         for client in clients:  # each old worker stops in turn: every connection is told and closed
             assert await client.closed(60) == 1001, client.label
@@ -622,7 +625,7 @@ async def test_sighup_replaces_the_workers_one_at_a_time_and_their_racers_resume
             seen: set[int] = set()
             for _ in range(8):
                 with contextlib.suppress(OSError, ValueError):
-                    seen.add(int(health(port)[1]["pid"]))
+                    seen.add(int(health(listener)[1]["pid"]))
             return len(seen) >= 2 and not seen & old
 
         await eventually(lambda: asyncio.to_thread(new_workers), 20, what="two new workers, no old one")
@@ -668,10 +671,21 @@ async def test_a_reload_whose_new_worker_cannot_start_keeps_the_old_workers(
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert.write_bytes((TLS / "localhost.pem").read_bytes())
     key.write_bytes((TLS / "localhost.key").read_bytes())
-    port = free_port()
-    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2")
+    port, listener = free_port(), free_port()
+    args = (
+        "--port",
+        str(port),
+        "--redis",
+        own_redis_server.url,
+        "--workers",
+        "2",
+        "--metrics-port",
+        str(listener),
+        "--probe-rate",
+        "0",
+    )
     with server_process(*args, "--tls-cert", str(cert), "--tls-key", str(key)) as supervisor:
-        old = await workers_answering(supervisor, port, "https")
+        old = await workers_answering(supervisor, port, listener, "https")
         cert.unlink()
         supervisor.send_signal(signal.SIGHUP)
 
@@ -679,7 +693,8 @@ async def test_a_reload_whose_new_worker_cannot_start_keeps_the_old_workers(
         seen: set[int] = set()
         for _ in range(10):  # the old workers keep answering, and only they do
             with contextlib.suppress(OSError, ValueError):
-                seen.add(int((await asyncio.to_thread(health, port, "https"))[1]["pid"]))
+                assert (await asyncio.to_thread(health, port, "https"))[0] == 200  # the game port answers
+                seen.add(int((await asyncio.to_thread(health, listener))[1]["pid"]))
         assert seen == old, (seen, old)
         supervisor.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(supervisor.wait, 30) == 0
@@ -693,10 +708,21 @@ async def test_a_reload_whose_new_worker_cannot_start_keeps_the_old_workers(
 async def test_workers_whose_supervisor_is_killed_stop_and_free_the_port(own_redis_server: RedisServer) -> None:
     """SIGKILL to the supervisor (it cannot pass it on): its workers see it gone and stop as on
     SIGTERM, within a second, instead of holding the shared port, restarted by no one."""
-    port = free_port()
-    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2")
+    port, listener = free_port(), free_port()
+    args = (
+        "--port",
+        str(port),
+        "--redis",
+        own_redis_server.url,
+        "--workers",
+        "2",
+        "--metrics-port",
+        str(listener),
+        "--probe-rate",
+        "0",
+    )
     with server_process(*args) as supervisor:
-        workers = await workers_answering(supervisor, port)
+        workers = await workers_answering(supervisor, port, listener)
         supervisor.kill()
 
         def gone(pid: int) -> bool:  # exited (a zombie not yet reaped by whoever adopted it counts)

@@ -1,4 +1,4 @@
-"""The solver queue (issue 9): deal searches of winnable-only rooms and exact blocked checks.
+"""The solver queue: deal searches of winnable-only rooms and exact blocked checks.
 
 Against the real server on 127.0.0.1 with real WebSocket clients. A deal source held at a gate
 (tests/winnable_sources.py) keeps the search worker busy for as long as a test needs, so every

@@ -99,20 +99,35 @@ def test_a_spectator_leaving_is_coalesced_and_its_connection_is_nobody_elses_bus
     shell.advance(interval)
     for conn in (*conns, sue, tom):
         shell.take(conn)
-    # A spectator's connection drops: saved (for its grace period), shown to nobody.
+    # A spectator's connection drops: its seat goes at once (it holds nothing to keep: a page never
+    # resumes it), and the others learn only the count, at the next tick.
     version = shell.core.rooms[code].version
     effects = shell.run(Disconnected(sue, shell.now))
-    assert any(isinstance(e, SaveRoom) and e.record.version == version + 1 for e in effects)
-    shell.advance(interval)
+    assert any(isinstance(e, SaveRoom) and e.record.version > version for e in effects)
     assert rooms(shell, conns[0]) == [] and rooms(shell, tom) == []
+    shell.advance(interval)
+    assert [r.spectators for r in rooms(shell, conns[0])] == [1]
+    assert [r.spectators for r in rooms(shell, tom)] == [1]
     # Tom leaves: the count drops for the others at the next tick, not at once.
     shell.send(tom, p.Leave())
     assert rooms(shell, conns[0]) == []
     shell.advance(interval)
-    assert [r.spectators for r in rooms(shell, conns[0])] == [1]  # Sue is away but still in the room
-    # After the grace period Sue is removed, and the count reaches the racers.
+    assert [r.spectators for r in rooms(shell, conns[0])] == [0]
+
+
+def test_a_watching_host_keeps_the_room_through_a_dropped_connection() -> None:
+    shell = Shell()
+    conns, code = lobby(shell, ("Ann", "Bob"))
+    ann, bob = pid(shell, conns[0]), pid(shell, conns[1])
+    shell.send(conns[0], p.Join(code=code, role=p.SPECTATOR))  # the host watches
+    sue = watch(shell, code, "Sue")
+    shell.run(Disconnected(conns[0], shell.now))
+    shell.run(Disconnected(sue, shell.now))
+    shell.advance(shell.config.spectators_interval_ms)
+    room = rooms(shell, conns[1])[-1]
+    assert room.host == ann and room.spectators == 1  # Sue went at once; the host is still seated
     shell.advance(shell.config.member_grace_ms)
-    assert rooms(shell, conns[0])[-1].spectators == 0
+    assert rooms(shell, conns[1])[-1].host == bob  # gone after the lobby's grace
 
 
 def test_racers_switching_role_and_a_watching_host_go_out_at_once() -> None:

@@ -506,8 +506,9 @@ async def test_a_stopped_redis_raises_store_unavailable_then_recovers_on_restart
             store.put_player("p1", "token", b"x"),
             store.listed_rooms(),
         ]
+        where = rf"cannot reach Redis at redis://127\.0\.0\.1:{own_redis_server.port} "
         for call in calls:
-            with pytest.raises(StoreUnavailable, match=rf"cannot reach Redis at {own_redis_server.url}"):
+            with pytest.raises(StoreUnavailable, match=where):
                 await asyncio.wait_for(call, 10)
         own_redis_server.start()  # same port, empty (no disk): the same store object works again
         await asyncio.wait_for(store.ping(), 10)
@@ -540,7 +541,7 @@ async def test_a_frozen_redis_times_out_as_store_unavailable(own_redis_server: R
 async def test_the_password_never_appears_in_errors() -> None:
     store = RedisStore("redis://racer:hunter2@127.0.0.1:1/0", connect_timeout=1.0, retries=0)
     try:
-        with pytest.raises(StoreUnavailable, match=r"redis://racer:\*\*\*@127\.0\.0\.1:1/0") as failure:
+        with pytest.raises(StoreUnavailable, match=r"redis://127\.0\.0\.1:1 ") as failure:
             await asyncio.wait_for(store.ping(), 10)
         assert "hunter2" not in str(failure.value)
     finally:

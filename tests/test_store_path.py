@@ -1,6 +1,6 @@
-"""The shell's store path (issue 9): a real server, real WebSocket clients, a real Redis.
+"""The shell's store path: a real server, real WebSocket clients, a real Redis.
 
-Each test is one failure the issue reports: a race outliving the room's store expiry, a store
+Each test is one failure the store path must not have: a race outliving the room's store expiry, a store
 result taken for another, a write worker stopped by an unexpected error, a read that misses the
 shell's own pending writes, a race record written after racers saw its commitment, a room save
 that overwrote another writer.

@@ -1,4 +1,4 @@
-"""RedisStore under many concurrent operations (found by the load benchmark, issue 6).
+"""RedisStore under many concurrent operations (the load a busy server puts on its pool).
 
 redis-py's asyncio pool refuses a command outright ("Too many connections") once 100 are in
 flight, and the store turned that into StoreUnavailable: at 1,000 racers most moves failed and

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from support import Client, board, fast_config, make_room, running_server, start
 from web_helpers import open_page, run_as_printed, until, web_server_for
 
 from client.bot import choose_move
+from server.limits import LimitsConfig
 from server.store.redis import RedisStore
 from shared import protocol as p
 from shared.engine import View, replay
@@ -135,7 +137,7 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
         assert await page.locator("main img").count() == 0
         # A real table with headers, for screen readers.
         await expect(page.locator("#leaderboard caption")).to_have_text("Leaderboard")
-        await expect(page.locator('#leaderboard thead th[scope="col"]')).to_have_count(6)
+        await expect(page.locator('#leaderboard thead th[scope="col"]')).to_have_count(7)
 
         # The bar grows as Ann plays.
         assert starts[0].view is not None
@@ -362,7 +364,7 @@ async def test_an_unknown_room_is_said_plainly(browser: Browser) -> None:
         problem = watched.page.locator("#problem")
         await expect(problem).to_be_visible()
         await expect(problem).to_contain_text("There is no room ABCDE on this server")
-        await expect(watched.page.locator("#conn")).to_have_attribute("data-state", "up")
+        await expect(watched.page.locator("#conn")).to_have_attribute("data-state", "idle")  # nothing to follow
         assert watched.problems == []
 
 
@@ -383,3 +385,31 @@ async def test_the_page_latency_bench_runs() -> None:
     assert result["timed_moves"] == 6  # deal 8's first 12 bot moves send 6 cards home
     assert set(result["latency_ms"]) == {"p50", "p90", "p99", "max", "min"}
     assert result["first_row_ms"]["median"] > 0
+
+
+async def test_a_join_refused_for_a_spent_answer_budget_is_sent_again_after_its_wait(browser: Browser) -> None:
+    """The page's address (127.0.0.1, shared here with a client that spent its budget joining and
+    leaving) is refused its join rate_limited: the page says so, joins again after retry_ms, and
+    shows the room."""
+    # 1 KiB at once, then a few seconds per snapshot
+    limits = replace(LimitsConfig.per_address_off(), address_answer_bytes_per_s=128)
+    async with running_server(config=fast_config(limits=limits)) as server, web_server_for(server) as web:
+        racers, code = await make_room(server, ["Ann", "Bob"])
+        spender = await Client.open(server, "Eve")
+        await spender.hello("Eve")
+        while True:
+            await spender.send(p.Join(code=code, role=p.SPECTATOR))
+            answer = await spender.expect(p.Room | p.Error)  # type: ignore[arg-type]
+            if isinstance(answer, p.Error):
+                assert answer.code == p.RATE_LIMITED, answer
+                break
+            await spender.send(p.Leave())
+            await spender.expect(p.Left)
+        watched = await open_page(browser, f"http://127.0.0.1:{web.port}/watch/{code}")
+        problem = watched.page.locator("#problem")
+        await expect(problem).to_contain_text("joining again in")
+        await expect(problem).to_be_hidden(timeout=30_000)  # joined: the room's snapshot came
+        await expect(watched.page.locator("main")).to_contain_text("Bob")
+        assert watched.problems == []
+        for client in (*racers, spender):
+            await client.close()

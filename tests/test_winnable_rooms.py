@@ -1,4 +1,4 @@
-"""Winnable-deals-only rooms (issue 5) and hints only in practice.
+"""Winnable-deals-only rooms and hints only in practice.
 
 The core's side as plain function calls (FindDeal out, DealFound in); the shell's side against the
 real server on 127.0.0.1 with real WebSocket clients: the search runs in a worker process while

@@ -1,6 +1,6 @@
 """Helpers for the spectator page's tests (tests/test_web_*.py) and its screenshot script.
 
-The browser is the system's Chromium (Debian's ``chromium`` package; ``.ci/run`` installs it
+The browser is the system's Chromium (Debian's ``chromium`` package; ``scripts/setup.sh`` installs it
 where it is missing), driven by Playwright for Python through ``executable_path``: Playwright's
 own browser download is never used. ``$PLOT_TEST_CHROMIUM`` names another binary.
 """
@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from playwright.async_api import Browser, Page
 
@@ -33,16 +34,17 @@ def find_chromium() -> str:
         if found:
             return found
     raise RuntimeError(
-        "no Chromium found for the browser tests: install it (Debian: apt-get install chromium; .ci/run does) "
+        "no Chromium found for the browser tests: install it (Debian: apt-get install chromium; scripts/setup.sh does) "
         "or set PLOT_TEST_CHROMIUM to its path"
     )
 
 
 @asynccontextmanager
-async def web_server_for(server: RaceServer | Callable[[], int]) -> AsyncIterator[WebServer]:
-    """The page's server on a free loopback port, pointing at ``server``'s game port."""
+async def web_server_for(server: RaceServer | Callable[[], int], **config: Any) -> AsyncIterator[WebServer]:
+    """The page's server on a free loopback port (``config``: WebConfig fields), pointing at
+    ``server``'s game port."""
     game_port = (lambda: server.port) if isinstance(server, RaceServer) else server
-    web = WebServer(WebConfig(host="127.0.0.1", port=0), game_port=game_port)
+    web = WebServer(WebConfig(**{"host": "127.0.0.1", "port": 0, **config}), game_port=game_port)
     await web.start()
     try:
         yield web
@@ -50,9 +52,13 @@ async def web_server_for(server: RaceServer | Callable[[], int]) -> AsyncIterato
         await web.stop()
 
 
-async def http_get(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
-    """Send raw request bytes to 127.0.0.1:port; the status, headers (lower-case names) and body."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def http_get(
+    port: int, request: bytes, host: str = "127.0.0.1", source: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Send raw request bytes to host:port (from ``source``, an address of this machine); the
+    status, headers (lower-case names) and body."""
+    local = None if source is None else (source, 0)
+    reader, writer = await asyncio.open_connection(host, port, local_addr=local)
     try:
         writer.write(request)
         await writer.drain()

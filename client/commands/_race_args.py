@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+from dataclasses import dataclass
 
 DEFAULT_SERVER = "ws://localhost:8765"
 
@@ -32,8 +33,12 @@ def server_url(args: argparse.Namespace) -> str:
 
 
 def display_name(args: argparse.Namespace) -> str:
-    name = getattr(args, "name", None) or os.environ.get("PLOT_NAME")
-    if not name:
+    """--name, else $PLOT_NAME, else the login name. An empty --name is kept (and refused by the
+    name check): only a name not given at all falls back."""
+    name = getattr(args, "name", None)
+    if name is None:
+        name = os.environ.get("PLOT_NAME")
+    if name is None:
         try:
             name = getpass.getuser()
         except Exception:  # no login name in this environment
@@ -51,6 +56,58 @@ def room_code(text: str) -> str:
             f"{text!r} is not a room code: {ROOM_CODE_LENGTH} characters from 2-9 and A-Z (no 0, 1, I, L, O)"
         )
     return code
+
+
+@dataclass(frozen=True, slots=True)
+class RoomTarget:
+    """A room as ``plot join`` / ``plot watch`` take it: a code, or an invite (the server's
+    address and the code: ``ws://HOST:PORT/CODE``) that needs no ``--server``."""
+
+    code: str
+    server: str | None = None  # None: a bare code (the server comes from --server or $PLOT_SERVER)
+
+
+def room_target(text: str) -> RoomTarget:
+    """argparse type: a room code, or an invite ``ws://HOST:PORT/CODE`` (``wss://`` too)."""
+    if "://" not in text:
+        return RoomTarget(room_code(text))
+    from client.invite import split_invite
+
+    try:
+        server, code = split_invite(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return RoomTarget(room_code(code), server)
+
+
+def target_server(args: argparse.Namespace, target: RoomTarget) -> str:
+    """The server of ``target``: its invite's, else --server / $PLOT_SERVER. Raises ValueError when
+    --server names another server than the invite."""
+    if target.server is None:
+        return server_url(args)
+    if args.server and server_url(args).rstrip("/") != target.server.rstrip("/"):
+        raise ValueError(f"the invite names {target.server} and --server names {args.server}: give one of them")
+    return target.server
+
+
+def add_target_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("code", type=room_target, metavar="CODE|INVITE", help=help_text)
+
+
+def race_target(args: argparse.Namespace, command: str) -> tuple[str, str] | int:
+    """``plot join`` / ``plot watch``: the server URL and display name, or the exit code (2) after
+    printing what is wrong."""
+    try:
+        url = target_server(args, args.code)
+    except ValueError as exc:
+        print(f"plot {command}: {exc}")
+        return 2
+    name = display_name(args)
+    problem = check_name_or_exit(name, command)
+    if problem:
+        print(problem)
+        return 2
+    return url, name
 
 
 def deal_number(text: str) -> int:

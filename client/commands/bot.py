@@ -62,7 +62,9 @@ def bot_status(bot: Bot) -> str:
         return f"{bot.name}: {race} over: {placed}, {row.status}, {row.cards}/104 home"
     if view is None:
         return f"{bot.name}: {race}: {room.phase}"
-    return f"{bot.name}: {race}: {view.foundation_cards}/104 home, {bot.moves_played} moves, {view.status}"
+    # This race's entries, as the server counts them (its log's length): the results say the same.
+    moves = plural(max(model.seq, 0), "move")
+    return f"{bot.name}: {race}: {view.foundation_cards}/104 home, {moves}, {view.status}"
 
 
 def results_lines(results: Results) -> list[str]:

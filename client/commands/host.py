@@ -50,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="spectators see live boards S seconds behind (the room is then not leak-proof); "
         "default: boards only after the race",
     )
+    parser.add_argument(
+        "--spectator-chat",
+        choices=("outside_race", "always"),
+        default="outside_race",
+        help="who reads the spectators' chat during a race: outside_race keeps it from the racers "
+        "while a race is on (the default), always lets them read it",
+    )
     parser.add_argument("--private", action="store_true", help="join by code only, never listed")
     parser.add_argument("--time-limit", type=int, metavar="SECONDS", help="end the race after this long")
     parser.add_argument("--no-bots", action="store_true", help="refuse bot racers")
@@ -81,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         "bots_allowed": not args.no_bots,
         "winnable_only": args.winnable,
         "spectator_boards": "after" if args.spectator_delay is None else args.spectator_delay,
+        "spectator_chat": args.spectator_chat,
     }
     if args.deal is not None:
         fields["deal"] = args.deal

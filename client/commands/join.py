@@ -1,14 +1,15 @@
-"""``plot join CODE``: take a racer's seat in a room (a client started again rejoins its race)."""
+"""``plot join CODE`` or ``plot join ws://HOST:PORT/CODE`` (the invite ``plot host`` shows): take a
+racer's seat in a room (a client started again rejoins its race)."""
 
 from __future__ import annotations
 
 import argparse
 
-from client.commands._race_args import add_server_arguments, check_name_or_exit, display_name, room_code, server_url
+from client.commands._race_args import add_server_arguments, add_target_argument, race_target
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("code", type=room_code, help="the room's code, as the host shows it")
+    add_target_argument(parser, "the room's code, or the invite plot host shows (ws://HOST:PORT/CODE)")
     add_server_arguments(parser)
 
 
@@ -16,9 +17,8 @@ def run(args: argparse.Namespace) -> int:
     from client.commands._race_args import run_race_app
     from client.tui.race import JOIN, RaceConfig
 
-    name = display_name(args)
-    problem = check_name_or_exit(name, "join")
-    if problem:
-        print(problem)
-        return 2
-    return run_race_app(RaceConfig(url=server_url(args), name=name, mode=JOIN, code=args.code))
+    target = race_target(args, "join")
+    if isinstance(target, int):
+        return target
+    url, name = target
+    return run_race_app(RaceConfig(url=url, name=name, mode=JOIN, code=args.code.code))

@@ -52,6 +52,6 @@ def run(args: argparse.Namespace) -> int:
     from client.tui.replay import ReplayApp, build_replay
 
     replay = build_replay(deal, entries, undo=undo)
-    app = ReplayApp(replay, speed=args.speed, title=f"{Path(name).name} · deal {deal}", paused=args.paused)
+    app = ReplayApp(replay, speed=args.speed, title=f"deal {deal} · {Path(name).name}", paused=args.paused)
     app.run()
     return 0

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from client.words import plural
+from client.words import plural, readable_cards
 from shared.engine import NotARecord, ReplayResult, parse_record, replay
 
 
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             error = result.error
             print(
-                f"illegal entry {error.index} ({error.move}): {error.reason} "
+                f"illegal entry {error.index} ({error.move}): {readable_cards(error.reason)} "
                 f"[{plural(result.moves, 'entry')} applied, "
                 f"{plural(result.foundation_cards, 'card')} on the foundations]"
             )

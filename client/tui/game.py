@@ -18,6 +18,7 @@ from textual.widgets import Footer, Input, Static
 from client.widgets.board import PILE_KEYS, Board, Pick
 from client.widgets.overlays import ConfirmScreen, HelpScreen, WasteScreen
 from client.widgets.plain import plain
+from client.words import readable_cards
 from shared.engine import PLAYING, View
 
 
@@ -109,7 +110,7 @@ class GameScreen(Screen[None]):
     BINDINGS = _bindings()
     DEFAULT_CSS = """
     GameScreen { layout: vertical; }
-    GameScreen #message { height: 1; padding: 0 1; }
+    GameScreen #message { height: auto; max-height: 2; padding: 0 1; }
     GameScreen #message.-error { color: $error; }
     GameScreen #move-input { height: 1; border: none; padding: 0 1; }
     GameScreen #move-input:focus { border: none; background: $boost; }
@@ -259,7 +260,7 @@ class GameScreen(Screen[None]):
                 if not self.sticky:
                     self.say(f"✓ {entry}")
             else:
-                self.say(f"✗ {entry}: {reason}", error=True)
+                self.say(f"✗ {entry}: {readable_cards(reason)}", error=True)
 
         self.run_worker(submit(), group="moves")
 

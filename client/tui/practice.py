@@ -62,6 +62,7 @@ def practice_config(
         title="practice",
         next_deal=random_deal,
         deal_note=GIVEN_PRACTICE_DEAL if deal_given else RANDOM_PRACTICE_DEAL,
+        reachable=False,
     )
     return config
 

@@ -28,6 +28,7 @@ from client.tui.play import CSS_PATH
 from client.viewmodel import RaceModel
 from client.widgets.board import Board
 from client.widgets.cards import span
+from client.widgets.chat import ChatPanel
 from client.widgets.leaderboard import LeaderboardPanel, clock
 from client.widgets.overlays import ConfirmScreen
 from client.widgets.plain import plain
@@ -35,15 +36,18 @@ from client.widgets.room import LobbyPanel, ResultsPanel, save_records
 from client.words import describe_error, ordinal, plot_command
 from shared.engine import PLAYING, View
 from shared.protocol import (
+    CHAT_MAX,
     COUNTDOWN,
     DEALING,
     LOBBY,
+    NAME_TAKEN,
     RACER,
     RACING,
     RESULTS,
     SPECTATOR,
     SUPERSEDED,
     UNKNOWN_ROOM,
+    Chat,
     CreateRoom,
     EndRace,
     Error,
@@ -51,6 +55,8 @@ from shared.protocol import (
     Leave,
     Left,
     MoveOk,
+    Mute,
+    RaceStart,
     Ready,
     Rematch,
     Room,
@@ -61,6 +67,7 @@ from shared.protocol import (
 )
 
 HOST = "host"
+CHAT_PLACEHOLDER = "chat: Enter sends, Esc leaves (host: /mute NAME, /unmute NAME)"
 RANDOM_PRACTICE_DEAL = "picked for you at random"
 GIVEN_PRACTICE_DEAL = "the number you gave"
 JOIN = "join"
@@ -87,6 +94,7 @@ class RaceConfig:
     title: str = "The Plot race"
     watch_url: str | None = None  # the spectator page's base URL: the lobby shows the room's link (plot host)
     deal_note: str | None = None  # practice: how the (chosen) deal was chosen, said instead of the chosen-deal warning
+    reachable: bool = True  # others can reach the server (False: practice, a server inside this process)
 
 
 class NetDriver:
@@ -125,6 +133,8 @@ class RaceScreen(GameScreen):
         Binding("s", "start", "start the race"),
         Binding("n", "rematch", "new race"),
         Binding("E", "end_race", "end race"),
+        Binding("c", "chat", "chat"),
+        Binding("g", "qr_code", "QR code"),
         Binding("left_square_bracket", "cycle(-1)", "prev board"),
         Binding("right_square_bracket", "cycle(1)", "next board"),
         # The results summary scrolls (a full room's does not fit 80x24); the footer shows one of them.
@@ -156,6 +166,10 @@ class RaceScreen(GameScreen):
     RaceScreen.-results.-boards #results-scroll { height: auto; }
     RaceScreen.-boards Board { display: block; }
     RaceScreen.-racing.-racer #move-input { display: block; }
+    RaceScreen #chat-input { display: none; height: 1; border: none; padding: 0 1; }
+    RaceScreen.-chatting #chat-input { display: block; }
+    RaceScreen.-chatting #move-input { display: none; }
+    RaceScreen #chat-input:focus { border: none; background: $boost; }
     RaceScreen.-short Board #top-row, RaceScreen.-short Board #foundation-row { height: 2; }
     RaceScreen.-short Board #tableau { grid-rows: 2; height: 6; }
     """
@@ -170,14 +184,19 @@ class RaceScreen(GameScreen):
         yield Static("", id="status-line", markup=False)
         with Horizontal(id="main"):
             with Vertical(id="play"):
-                yield LobbyPanel(self.race_app.model, watch_url=self.race_app.config.watch_url)
+                config = self.race_app.config
+                yield LobbyPanel(
+                    self.race_app.model, watch_url=config.watch_url, server=config.url if config.reachable else None
+                )
                 yield Board()
                 with VerticalScroll(id="results-scroll", can_focus=False):
                     yield ResultsPanel(self.race_app.model)
                 yield Static("", id="message", markup=False)
                 yield Input(placeholder="t: type a move (waste>t3, stock>waste, undo, resign)", id="move-input")
+                yield Input(placeholder=CHAT_PLACEHOLDER, id="chat-input", max_length=CHAT_MAX)
             with Vertical(id="side"):
                 yield LeaderboardPanel()
+                yield ChatPanel()
         yield Footer()
 
     def on_mount(self) -> None:
@@ -194,8 +213,9 @@ class RaceScreen(GameScreen):
         self.set_class(wide, "-wide")
         room = self.race_app.model.room
         racers = sum(1 for m in room.members if m.role == RACER) if room else 2
-        # status 1 + board 15 + message and move line 2 + footer 1, and the leaderboard below unless wide
-        needed = 19 + (0 if wide else 1 + racers)
+        # status 1 + board 15 + message (up to 2: a long reason wraps) and move line 3 + footer 1,
+        # and the leaderboard below unless wide
+        needed = 20 + (0 if wide else 1 + racers)
         if self.race_app.model.phase == RESULTS:
             needed = 23  # status 1 + board 15 + the results' few lines under it 5 + message 1 + footer 1
         self.set_class(height < needed, "-short")
@@ -207,6 +227,7 @@ class RaceScreen(GameScreen):
                 ("s", "lobby, host: start the race"),
                 ("Shift+E", "host: end the race now (asks first)"),
                 ("n", "results, host: a new race in this room"),
+                ("c", "chat to the room (host: /mute NAME)"),
                 # One row for both: one more would not fit the help at 80x24.
                 ("[ ]  ↑ ↓ PgUp PgDn", "boards (results, watching) · scroll results"),
             ]
@@ -250,12 +271,24 @@ class RaceScreen(GameScreen):
             self.query_one("#results-scroll", VerticalScroll).scroll_home(animate=False)
         if board_on_show is not None:
             self.show_view(board_on_show)
+        self.query_one(ChatPanel).show(model.feed, model.player_id, self._chat_rows())
         if "leaderboard" in changed or "race" in changed or "room" in changed:
             title = "Leaderboard" if model.race is None else f"Leaderboard · race {model.race.race}"
             if model.room is not None and model.room.spectators:
                 title += f" · {model.room.spectators} watching"
             self.query_one(LeaderboardPanel).show(model.leaderboard, model.player_id, title)
         self.tick()
+
+    def _chat_rows(self) -> int:
+        """How many feed lines fit: few beside a race at 80x24, more in the lobby and when wide."""
+        phase, height = self.race_app.model.phase, self.app.size.height
+        if self.has_class("-wide"):
+            return 10
+        if phase == RACING:
+            return 2 if height < 30 else 4
+        if phase == RESULTS:
+            return 2 if height < 30 else 4
+        return 4 if height < 30 else 8
 
     def _board_to_show(self) -> View | None:
         model = self.race_app.model
@@ -345,6 +378,10 @@ class RaceScreen(GameScreen):
             return model.phase == RESULTS and model.is_host
         if action == "end_race":
             return model.phase == RACING and model.is_host
+        if action == "chat":
+            return model.room is not None
+        if action == "qr_code":
+            return model.phase == LOBBY and self.query_one(LobbyPanel).watch_link() is not None
         if action == "scroll_results":
             return model.phase == RESULTS and model.results is not None and not self.has_class("-boards")
         if action == "cycle":
@@ -391,6 +428,58 @@ class RaceScreen(GameScreen):
         question = "End the race now, for every racer? Games still in play are ranked as they stand."
         self.app.push_screen(ConfirmScreen(question), answered)
 
+    def action_chat(self) -> None:
+        self.board.cancel()
+        self.set_class(True, "-chatting")
+        self.query_one("#chat-input", Input).focus()
+
+    def _leave_chat(self) -> None:
+        chat_input = self.query_one("#chat-input", Input)
+        chat_input.value = ""
+        self.set_class(False, "-chatting")
+        self.board.focus()
+
+    def key_escape(self) -> None:
+        if self.query_one("#chat-input", Input).has_focus:
+            self._leave_chat()
+            return
+        super().key_escape()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "chat-input":
+            super().on_input_submitted(event)
+            return
+        text = event.value.strip()
+        self._leave_chat()
+        if not text:
+            return
+        command, _, rest = text.partition(" ")
+        if command in ("/mute", "/unmute"):
+            self._mute(rest.strip(), command == "/mute")
+            return
+        self.race_app.send(Chat(text=text))
+
+    def _mute(self, name: str, muted: bool) -> None:
+        model = self.race_app.model
+        if not model.is_host:
+            self.say("only the host may mute", error=True)
+            return
+        ids = [pid for pid, shown in model.chat_senders().items() if shown.casefold() == name.casefold()]
+        if len(ids) != 1:
+            known = ", ".join(sorted(set(model.chat_senders().values()))) or "nobody yet"
+            why = "no one" if not ids else f"{len(ids)} members are"
+            self.say(f"{why} named {name!r} here (members and chat senders: {known})", error=True)
+            return
+        self.race_app.send(Mute(player_id=ids[0], muted=muted))
+        self.say(f"{'muted' if muted else 'unmuted'} {name}")
+
+    def action_qr_code(self) -> None:
+        from client.widgets.invite import QrScreen
+
+        link = self.query_one(LobbyPanel).watch_link()
+        if link is not None:
+            self.app.push_screen(QrScreen(link))
+
     def action_cycle(self, step: int) -> None:
         self.board_index += step
         self.redraw({"boards"})
@@ -432,6 +521,8 @@ class RaceApp(App[int]):
         self.superseded = False  # another window resumed this seat: this one stopped
         self.left_room: str | None = None  # the room this window left when quitting (lobby, results)
         self.closed = False
+        self.announced_race: int | None = None  # the race whose start the message line said
+        self.was_connected = False  # this window has had a connection (a resume is then a reconnect)
         self.known_deal = config.options.deal  # the deal, when this client chose it (practice hints)
         self.accepted_entries: list[str] = []  # this race's entries the server accepted (practice hints)
 
@@ -455,10 +546,10 @@ class RaceApp(App[int]):
         try:
             await connection.start()
         except ConnectionFailed as exc:
+            # Bounded (the connection gives up after a few tries): say why, and end with exit 1.
             self.connection_state = "not connected"
-            self.screen_.say(str(exc), error=True, sticky=True)
-            self.exit_note = str(exc)
             self.screen_.tick()
+            self.fail(str(exc))
 
     def _seat(self) -> tuple[TokenFile | None, bool]:
         """The saved seat this window may use, and whether to resume it (docs/client.md, "One seat
@@ -493,8 +584,10 @@ class RaceApp(App[int]):
             return
         if state == RECONNECTING:
             self.screen_.say(f"reconnecting… ({detail})", error=True)
-        elif state == CONNECTED and detail == "resumed":
+        elif state == CONNECTED and detail == "resumed" and self.was_connected:
             self.screen_.say("reconnected: back in the race where you left it")
+        if state == CONNECTED:
+            self.was_connected = True  # a later "resumed" is a reconnect; the first is a saved seat's
         self.screen_.tick()
 
     def _stop_superseded(self) -> None:
@@ -554,7 +647,10 @@ class RaceApp(App[int]):
             # puts this seat on the room's node, with everyone who joins it (docs/scaling.md, "Room
             # affinity"). On one server it is a resume on the same one. The lobby stays on screen.
             await connection.follow_room(reply.code)
-            self.screen_.say(f"Room {reply.code} is open: friends join with  {plot_command()} join {reply.code}")
+            if config.reachable:
+                self.screen_.say(f"Room {reply.code} is open: share the invite above")
+            else:
+                self.screen_.say("Practice: the race starts once the bots are ready")
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
             self._maybe_auto_start()
@@ -569,12 +665,20 @@ class RaceApp(App[int]):
             why = describe_error(reply)
             if reply.code == UNKNOWN_ROOM:
                 why = f"there is no room {code} on {self.config.url} ({plot_command()} rooms lists the open ones)"
+            elif reply.code == NAME_TAKEN:
+                command = "watch" if role == SPECTATOR else "join"
+                why = f"{reply.message}: {plot_command()} {command} {code} --name ANOTHER"
             if self.entered:
                 self.screen_.say(f"cannot join room {code} again: {why}", error=True, sticky=True)
             else:
                 self.fail(f"cannot join room {code}: {why}")
             return
         self.entered = True
+        room = self.model.room
+        if role == RACER and room is not None and room.phase == RESULTS:
+            self.screen_.say(
+                f"race {room.race} is over: you have a racer's seat for the next one, when the host starts it"
+            )
 
     def fail(self, note: str) -> None:
         """This window cannot do what its command asked (no such room, a refused room): say so,
@@ -598,7 +702,7 @@ class RaceApp(App[int]):
         bot = Bot(self.config.url, code, name=name, speed=self.config.bot_speed, level=level)
         self.bot_tasks.append(asyncio.create_task(bot.run(), name=name))
 
-    def send(self, message: Start | Ready | Rematch | EndRace | Leave) -> None:
+    def send(self, message: Start | Ready | Rematch | EndRace | Leave | Chat | Mute) -> None:
         async def go() -> None:
             if self.connection is None or not await self.connection.send(message):
                 self.screen_.say("not connected: try again in a moment", error=True)
@@ -622,6 +726,13 @@ class RaceApp(App[int]):
             self.screen_.board_index = 0
         if "race" in changed and self.model.seq <= 0:
             self.accepted_entries = []
+        if isinstance(msg, RaceStart) and msg.race != self.announced_race:
+            # A new race's first word replaces the last one's (a sticky "race over" among them).
+            self.announced_race = msg.race
+            if msg.seq > 0:
+                self.screen_.say(f"back in race {msg.race}, where you left it")
+            else:
+                self.screen_.say(f"race {msg.race} is on" + (": go!" if self.model.role == RACER else ""))
         if "left" in changed and self.entered:
             self.screen_.say(f"you are out of the room: {self.model.left_reason}", error=True, sticky=True)
         self._maybe_auto_start()
@@ -634,7 +745,8 @@ class RaceApp(App[int]):
         room = self.model.room
         if results is None:
             return
-        code = safe_name(room.code) if room else "room"  # the server's text never steers a path
+        # The server's text never steers a path (safe_name); the results may come before the room.
+        code = safe_name(room.code if room is not None else self.config.code or "room")
         folder = (self.config.record_dir or state_dir() / "records") / f"{code}-race{results.race}"
         try:
             self.model.saved_records = save_records(self.model, folder)
@@ -698,6 +810,8 @@ class RaceApp(App[int]):
 
         question = (
             "Quit mid-race? Your seat is kept: run the same command again to rejoin (away too long, you forfeit)."
+            if self.config.reachable
+            else "Quit mid-race? Practice ends with this program: this race cannot be taken up again."
         )
         self.push_screen(ConfirmScreen(question), answered)
 

@@ -38,9 +38,10 @@ PILE_KEYS: Final[dict[str, tuple[str, str]]] = {  # pile -> (Textual key, label 
     **{f: (str(i), str(i)) for i, f in enumerate(FOUNDATIONS)},
     **{t: (key, label) for t, key, label in zip(TABLEAU, TABLEAU_KEYS, TABLEAU_KEY_LABELS, strict=True)},
 }
+# Each fits the box's line at 80 columns (25 cells).
 STATUS_TEXT: Final = {
-    "won": "WON: all 104 cards are home",
-    "blocked": "BLOCKED: no card can reach a foundation any more",
+    "won": "WON: every card is home",
+    "blocked": "BLOCKED: no way home left",
     "resigned": "RESIGNED",
 }
 

@@ -1,4 +1,4 @@
-"""The live leaderboard: every racer's progress (cards home of 104), moves, status, time, rank.
+"""The live leaderboard: every racer's progress (cards home of 104), moves, status, time, pace, rank.
 
 It never shows a card (docs/rules.md, "Fair play"): progress only. Names are other people's text, so they go
 through :func:`client.widgets.plain.plain`.
@@ -13,7 +13,7 @@ from textual.widget import Widget
 from client.widgets.cards import span
 from client.widgets.plain import clean, plain
 from shared.cards import CARD_COUNT
-from shared.protocol import Leaderboard, LeaderboardRow
+from shared.protocol import Leaderboard, LeaderboardRow, pace
 from shared.textwidth import fit_cells
 
 STATUS_STYLE = {
@@ -38,6 +38,12 @@ def clock(ms: int | None) -> str:
     return f"{minutes}:{seconds:02d}"
 
 
+def pace_text(cards: int, elapsed_ms: int) -> str:
+    """Cards home per minute of race time, one decimal: '13.6/min' ('-' before any time has passed)."""
+    rate = pace(cards, elapsed_ms)
+    return "-" if rate is None else f"{rate:.1f}/min"
+
+
 def progress_bar(cards: int, width: int) -> Text:
     """``cards`` of 104 as a bar ``width`` cells wide (eighths of a cell, so one card shows)."""
     width = max(width, 4)
@@ -54,7 +60,7 @@ def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
     out = span(f"{row.rank:>2} ", "bold")
     out.append_text(plain(name, style="bold reverse" if me else "bold"))
     out.append(" ⚙" if row.bot else "  ", style="dim")
-    fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6
+    fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6 + 10
     bar_width = max(width - fixed, 6)
     out.append(" ")
     out.append_text(progress_bar(row.cards, bar_width))
@@ -63,6 +69,7 @@ def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
     status = clean(row.status) if row.connected or row.status != "playing" else "away"
     out.append(f" {status:<9}", style=STATUS_STYLE.get(row.status, "") if row.connected else "bold red")
     out.append(f" {clock(row.elapsed_ms):>5}", style="dim")
+    out.append(f" {pace_text(row.cards, row.elapsed_ms):>9}", style="cyan")
     return out
 
 

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -34,7 +35,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = (
         OVERLAY_CSS.format(name="HelpScreen")
         + """
-    HelpScreen #help-scroll { height: auto; max-height: 100%; }
+    HelpScreen #help-scroll { height: auto; scrollbar-size-vertical: 1; }
     """
     )
     BINDINGS = [
@@ -61,7 +62,16 @@ class HelpScreen(ModalScreen[None]):
                 yield Static(table, id="help-keys")
 
     def on_mount(self) -> None:
+        self._fit(self.app.size.height)
         self.query_one("#help-scroll", VerticalScroll).focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit(event.size.height)
+
+    def _fit(self, height: int) -> None:
+        # The keys scroll within what the border and the title line leave (a max-height of 100%
+        # would count those in, and the last rows could never be scrolled to).
+        self.query_one("#help-scroll", VerticalScroll).styles.max_height = max(height - 3, 3)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

@@ -11,10 +11,12 @@ from pathlib import Path
 from rich.text import Text
 from textual.widget import Widget
 
+from client.invite import invite
 from client.state import safe_name
 from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
-from client.widgets.leaderboard import clock
+from client.widgets.chat import podium
+from client.widgets.leaderboard import clock, pace_text
 from client.widgets.plain import clean, plain
 from client.words import ordinal, plot_command, plural, typed_path
 from shared.cards import CARD_COUNT
@@ -39,6 +41,8 @@ def rules_text(room: Room, deal_note: str | None = None) -> Text:
         parts.append("spectators see boards after the race")
     else:
         parts.append(f"spectators see boards {rules.spectator_boards}s behind")
+    if rules.spectator_chat == "always":
+        parts.append("racers read the spectators' chat during the race")
     out = span(" · ".join(parts), "dim")
     if room.chosen_deal and deal_note is not None:
         out.append(f"\npractice deal: {deal_note} (this client knows it: that is what lets h give hints)", style="dim")
@@ -54,11 +58,19 @@ class LobbyPanel(Widget):
 
     DEFAULT_CSS = "LobbyPanel { height: auto; padding: 0 1; }"
 
-    def __init__(self, model: RaceModel, watch_url: str | None = None) -> None:
+    def __init__(self, model: RaceModel, watch_url: str | None = None, server: str | None = None) -> None:
         super().__init__(id="lobby")
         self.model = model
         self.watch_url = watch_url  # the spectator page's base URL, when this client knows it (plot host)
+        self.server = server  # the server others reach the room on; None: nobody else can (practice)
         self.deal_note: str | None = None  # practice: what the chosen deal is (see rules_text)
+
+    def watch_link(self) -> str | None:
+        """The room's page on the spectator site, when this client knows the site."""
+        room = self.model.room
+        if room is None or not self.watch_url or self.server is None:
+            return None
+        return f"{clean(self.watch_url)}/watch/{clean(room.code)}"
 
     def render(self) -> Text:
         model = self.model
@@ -69,10 +81,20 @@ class LobbyPanel(Widget):
         out = span("Room ", "bold")
         code = clean(room.code)
         out.append(code, style="bold reverse")
-        plot = plot_command()
-        out.append(f"   friends join with: {plot} join {code}   watch: {plot} watch {code}\n", style="dim")
-        if self.watch_url:
-            out.append(f"   watch in a browser: {clean(self.watch_url)}/watch/{code}\n", style="dim")
+        if self.server is None:
+            out.append("   practice: a private room on a server inside this program\n", style="dim")
+        else:
+            # One invite a line, so each fits 80 columns and pastes whole.
+            plot = plot_command()
+            link = invite(self.server, code)
+            out.append("   friends join with:\n", style="dim")
+            out.append(f" {plot} join {link}\n")
+            out.append(f" {plot} watch {link}", style="dim")
+            browser = self.watch_link()
+            if browser is not None:
+                out.append(f"\n in a browser: {browser}", style="dim")
+                out.append("   g: as a QR code", style="bold")
+            out.append("\n")
         out.append_text(rules_text(room, self.deal_note))
         racers = [m for m in room.members if m.role == RACER]
         out.append(f"\n\nRacers {len(racers)}/{room.rules.max_racers}\n", style="bold")
@@ -203,7 +225,7 @@ def when(value: int, timed: bool) -> str:
 
 
 NAME_WIDTH = 16
-RESULTS_ROW_WIDTH = 3 + NAME_WIDTH + 2 + 10 + 8 + 11 + 2 + 5  # a summary row before its line
+RESULTS_ROW_WIDTH = 3 + NAME_WIDTH + 2 + 10 + 8 + 11 + 2 + 5 + 10  # a summary row before its line
 
 
 class ResultsPanel(Widget):
@@ -251,6 +273,8 @@ class ResultsPanel(Widget):
             axis = f"0:00–{clock(end)}" if timed else f"moves 0–{end}: no move times from the server"
             out.append(f"   the lines: cards home over the race ({axis})", style="dim")
         out.append("\n")
+        out.append_text(podium(results.racers, self.content_region.width))
+        out.append("\n")
         for place, row in enumerate(results.racers, start=1):
             out.append(f"{place:>2} ", style="bold")
             style = "bold reverse" if row.player_id == model.player_id else "bold"
@@ -258,6 +282,7 @@ class ResultsPanel(Widget):
             out.append(" ⚙" if row.bot else "  ", style="dim")
             moves = "move " if row.moves == 1 else "moves"
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms):>5}")
+            out.append(f" {pace_text(row.cards, row.elapsed_ms):>9}", style="cyan")
             if spark_width >= 8 and row.player_id in progress:
                 out.append("  ")
                 out.append_text(sparkline(progress[row.player_id], end, spark_width))
@@ -296,6 +321,11 @@ class ResultsPanel(Widget):
         return out
 
     def _verdict(self, short: bool = False) -> Text:
+        if self.model.commitment is None:
+            # Joined after the start: the results' own commitment proves nothing about the start.
+            if self.model.commitment_verified():
+                return span("\n? not checked: this client did not see the start's commitment", "bold yellow")
+            return span("\n✗ the revealed deal and salt do not even give the results' commitment", "bold red")
         if self.model.commitment_verified():
             if short:  # one line at 80 columns
                 return span("\n✓ verified here: sha256(the-plot:<deal>:<salt>) = the start's commitment", "bold green")
@@ -355,8 +385,12 @@ def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     names = {row.player_id: row.name for row in results.racers}
-    for seat, (player_id, record) in enumerate(results.records.items(), start=1):
-        path = folder / f"{seat:02d}-{safe_name(names.get(player_id, player_id))}.json"
+    # Numbered by place, as the spectator page names its downloads (records of unranked racers last).
+    order = [pid for pid in results.ranking if pid in results.records]
+    order += [pid for pid in results.records if pid not in order]
+    for place, player_id in enumerate(order, start=1):
+        record = results.records[player_id]
+        path = folder / f"{place:02d}-{safe_name(names.get(player_id, player_id))}.json"
         data: dict[str, object] = {"deal": record.deal, "moves": list(record.moves)}
         if not record.undo:
             data["undo"] = False
@@ -368,7 +402,7 @@ def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
         "salt": results.salt,
         "commitment_at_start": model.commitment,
         "commitment_revealed": results.commitment,
-        "verified": model.commitment_verified(),
+        "verified": model.commitment_verified() if model.commitment is not None else None,  # None: start unseen
         "ranking": [names.get(p, p) for p in results.ranking],
     }
     (folder / "reveal.json").write_text(json.dumps(reveal, indent=1) + "\n", encoding="utf-8")

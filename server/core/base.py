@@ -188,6 +188,23 @@ class CoreBase:
 
     if TYPE_CHECKING:
 
+        @abstractmethod  # chat.py
+        def _announce_finishes(
+            self, room: RoomState, race: RaceState, rows: list[p.LeaderboardRow] | None, final: bool = False
+        ) -> None: ...
+
+        @abstractmethod  # chat.py
+        def _chat(self, conn: int, room: RoomState, player: PlayerState, text: str, now: int) -> None: ...
+
+        @abstractmethod  # chat.py
+        def _chat_arrived(self, old: RoomState, room: RoomState) -> None: ...
+
+        @abstractmethod  # chat.py
+        def _chat_history(self, conn: int, room: RoomState, player_id: str) -> None: ...
+
+        @abstractmethod  # chat.py
+        def _mute(self, conn: int, room: RoomState, pid: str, target: str, muted: bool) -> None: ...
+
         @abstractmethod  # deadlines.py
         def _next_wake(self, room: RoomState) -> int | None: ...
 

@@ -66,7 +66,10 @@ class DeadlinesMixin(CoreBase):
             if member.left_ms is not None:
                 racing = room.phase in (p.COUNTDOWN, p.RACING) and race is not None and pid in race.racers
                 if not racing:
-                    table.append(Deadline(member.left_ms + config.member_grace_ms, Due.MEMBER_GONE, pid))
+                    # A watching host keeps its room (and the host's role) through a dropped connection.
+                    at_once = member.role == p.SPECTATOR and pid != room.host
+                    grace = config.spectator_grace_ms if at_once else config.member_grace_ms
+                    table.append(Deadline(member.left_ms + grace, Due.MEMBER_GONE, pid))
         if room.phase in (p.LOBBY, p.RESULTS):
             table.append(Deadline(room.last_activity_ms + config.lobby_idle_ms, Due.IDLE))
         if room.snapshot_dirty:
@@ -187,6 +190,7 @@ class DeadlinesMixin(CoreBase):
         if dirty:
             race.lb_dirty = False
             race.lb_checked_ms = now
+            self._announce_finishes(room, race, rows)
 
     def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
         race = room.race

@@ -777,6 +777,8 @@ class Invariants:
 
 # ---------------------------------------------------------------- frames
 
+# Chat lines, fine and refused (too long, control characters, blank).
+CHAT_TEXTS: Final[tuple[str, ...]] = ("gl hf", "waste>t3 ♥", "北京 🍀", "x" * (p.CHAT_MAX + 1), "\x1b[2J", "   ", "gg")
 NASTY_VALUES: Final[tuple[object, ...]] = (
     None,
     True,
@@ -883,20 +885,25 @@ class FrameGenerator:
             member = room.members.get(pid)
             racing = room.phase == p.RACING and room.race is not None and pid in room.race.racers
             if racing:
-                kind = rng.choices(("move", "ping", "leave", "end_race", "join", "kick"), (300, 3, 0.3, 0.3, 2, 0.3))[0]
+                kind = rng.choices(
+                    ("move", "ping", "leave", "end_race", "join", "kick", "chat"), (300, 3, 0.3, 0.3, 2, 0.3, 2)
+                )[0]
             elif room.phase == p.LOBBY:
                 host = room.host == pid
                 ready = member is not None and member.ready
                 crowd = len(room.racer_ids()) >= 2  # a host alone mostly waits for others to join
+                starting = (30 if crowd else 3) if host else 2
                 kind = rng.choices(
-                    ("ready", "start", "leave", "kick", "join", "create_room", "move", "end_race"),
-                    (20 if not ready else 3, (30 if crowd else 3) if host else 2, 2, 3 if host else 1, 4, 1, 2, 1),
+                    ("ready", "start", "leave", "kick", "join", "create_room", "move", "end_race", "chat", "mute"),
+                    (20 if not ready else 3, starting, 2, 3 if host else 1, 4, 1, 2, 1, 3, 1),
                 )[0]
             elif room.phase == p.RESULTS:
-                kind = rng.choices(("rematch", "leave", "join", "move", "ping"), (30, 4, 3, 3, 1))[0]
+                kind = rng.choices(("rematch", "leave", "join", "move", "ping", "chat"), (30, 4, 3, 3, 1, 3))[0]
             else:  # countdown, dealing, or watching a race
                 end = 2 if room.phase != p.RACING else 0.2
-                kind = rng.choices(("ping", "move", "end_race", "join", "leave", "ready"), (10, 10, end, 2, 1, 2))[0]
+                kind = rng.choices(
+                    ("ping", "move", "end_race", "join", "leave", "ready", "chat"), (10, 10, end, 2, 1, 2, 4)
+                )[0]
         return self._build(kind, slot, core, codes, pid)
 
     def _hello(self, slot: Slot) -> dict[str, object]:
@@ -954,7 +961,11 @@ class FrameGenerator:
             msg["role"] = "racer" if rng.random() < 0.7 else "spectator"
         elif kind == "ready":
             msg["ready"] = rng.random() < 0.9
-        elif kind == "kick":
+        elif kind == "chat":
+            msg["text"] = rng.choice(CHAT_TEXTS)
+        elif kind in ("kick", "mute"):
+            if kind == "mute" and rng.random() < 0.3:
+                msg["muted"] = False
             player = core.players.get(pid)
             room = core.rooms.get(player.room) if player is not None and player.room is not None else None
             others = [m for m in room.members if m != pid] if room is not None else []

@@ -133,6 +133,7 @@ class LoadingMixin(CoreBase):
         if room is None:
             return
         self._touched.add(code)
+        self._chat_arrived(old, room)
         if room.race is not None and room.phase == p.RACING:
             for pid in unread:
                 racer = room.race.racers.get(pid)

@@ -39,6 +39,7 @@ from server.core.state import (
 )
 from shared import protocol as p
 from shared.engine import RESIGN
+from shared.names import NameInvalid, display_name, name_key
 
 
 class LobbyMixin(CoreBase):
@@ -93,6 +94,10 @@ class LobbyMixin(CoreBase):
                 self._rematch(ev.conn, room, pid, msg.deal, ev.now)
             elif isinstance(msg, p.Sync):
                 self._sync(ev.conn, room, pid, ev.now)
+            elif isinstance(msg, p.Chat):
+                self._chat(ev.conn, room, player, msg.text, ev.now)
+            elif isinstance(msg, p.Mute):
+                self._mute(ev.conn, room, pid, msg.player_id, msg.muted)
 
     def _hello(self, ev: HelloEvent) -> None:
         conn, msg = ev.conn, ev.msg
@@ -108,16 +113,17 @@ class LobbyMixin(CoreBase):
             self._error(conn, p.UNSUPPORTED_VERSION, why, "hello")
             self._out.append(CloseConnection(conn, 1002, "unsupported protocol version"))
             return
-        reason = p.check_name(msg.name)
-        if reason is not None:
-            self._error(conn, p.NAME_INVALID, reason, "hello")
+        try:
+            name = display_name(msg.name)
+        except NameInvalid as exc:
+            self._error(conn, p.NAME_INVALID, str(exc), "hello")
             return
         if conn in self._hellos:
             self._error(conn, p.WRONG_PHASE, "your hello is being answered already", "hello")
             return
         if msg.token is None:
             token = self.entropy.token()
-            record = PlayerRecord(player_id=self.entropy.player_id(), name=msg.name, bot=msg.bot, created_ms=ev.now)
+            record = PlayerRecord(player_id=self.entropy.player_id(), name=name, bot=msg.bot, created_ms=ev.now)
             # Kept briefly in the store until it joins a room: identity churn alone must not grow it.
             self._out.append(RegisterPlayer(conn, record, hash_token(token), token, self.config.new_player_ttl_s))
             return
@@ -211,6 +217,7 @@ class LobbyMixin(CoreBase):
                 self._spectators_changed(room, counted=False)
             self._reply(conn, self._room_message(room, player.player_id))
         self._snapshot(conn, room, player.player_id, now, board=board_now)
+        self._chat_history(conn, room, player.player_id)
 
     def _supersede(self, player: PlayerState) -> None:
         """One connection per player: the newer resume wins. Each older connection is told why
@@ -332,6 +339,10 @@ class LobbyMixin(CoreBase):
                 self._out.append(SavePlayer(player.record(), player.token_hash))
             self._seat_back(conn, room, player, now)
             return
+        taken = self._name_taken(room, player) if msg.role == p.RACER else None
+        if taken is not None:
+            self._error(conn, p.NAME_TAKEN, taken, "join")
+            return
         if msg.role == p.RACER:
             if room.phase not in (p.LOBBY, p.RESULTS):
                 soon = room.phase in (p.DEALING, p.COUNTDOWN)
@@ -370,6 +381,22 @@ class LobbyMixin(CoreBase):
         else:
             self._changed(room)
         self._snapshot(conn, room, pid, now)
+        self._chat_history(conn, room, pid)
+
+    def _name_taken(self, room: RoomState, player: PlayerState) -> str | None:
+        """Why ``player`` may not race in ``room`` under its name, or None: another member that
+        everyone's snapshot lists (a racer, the host) shows the same name or one that looks it
+        (shared/names.py, name_key). Spectators are listed only to themselves: theirs may repeat."""
+        key = name_key(player.name)
+        for other in room.members.values():
+            if other.player_id != player.player_id and self._shown(room, other) and name_key(other.name) == key:
+                if other.name == player.name:
+                    return f"someone in room {room.code} is already called {player.name!r}: choose another name"
+                return (
+                    f"someone in room {room.code} is called {other.name!r}, which looks like {player.name!r}: "
+                    "choose another name"
+                )
+        return None
 
     def _remove_member(self, room: RoomState, pid: str, now: int) -> None:
         member = room.members.pop(pid, None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import traceback
 from typing import assert_never
 
+from server.core.chat import ChatMixin
 from server.core.deadlines import DeadlinesMixin
 from server.core.events import (
     BlockedChecked,
@@ -73,7 +74,15 @@ ONE_RACER_EVENTS = (MovePersisted, MovePersistFailed, LogReloaded, BlockedChecke
 
 
 class ServerCore(
-    LobbyMixin, LoadingMixin, RaceMixin, RacerLogMixin, RankingMixin, ViewsMixin, DeadlinesMixin, RebuildMixin
+    LobbyMixin,
+    LoadingMixin,
+    RaceMixin,
+    RacerLogMixin,
+    RankingMixin,
+    ViewsMixin,
+    DeadlinesMixin,
+    RebuildMixin,
+    ChatMixin,
 ):
     """Every room and player this process serves. ``handle(event) -> effects``.
 

@@ -199,6 +199,7 @@ class RaceMixin(CoreBase):
             race=race.record.number,
             ranking=[row.player_id for row in race.final_rows],
         )
+        self._announce_finishes(room, race, race.final_rows, final=True)  # the games that ended since the last tick
         self._changed(room)
         # Sent once the save that ends the race has landed: on several nodes another node may end it
         # too, and only the copy the store keeps is announced (a lost save's node reads it back and

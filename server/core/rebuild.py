@@ -40,6 +40,7 @@ class RebuildMixin(CoreBase):
                     left_ms=m.left_ms,
                     node=m.node,
                     claim=m.claim,
+                    muted=m.muted,
                 )
                 for m in room.members.values()
             ],
@@ -47,6 +48,7 @@ class RebuildMixin(CoreBase):
             pending_deal=room.pending_deal,
             created_ms=room.created_ms,
             last_activity_ms=room.last_activity_ms,
+            chat=list(room.chat),
         )
 
     def _room_from_record(
@@ -72,6 +74,7 @@ class RebuildMixin(CoreBase):
                 m.left_ms if m.left_ms is not None or self.config.shared_rooms else now,
                 m.node,
                 m.claim,
+                m.muted,
             )
             for m in record.members
         }
@@ -92,6 +95,7 @@ class RebuildMixin(CoreBase):
             pending_deal=record.pending_deal,
             created_ms=record.created_ms,
             last_activity_ms=max(record.last_activity_ms, now) if record.members else record.last_activity_ms,
+            chat=list(record.chat),
         )
         if record.race is not None:
             room.race = self._race_from_record(room, record.race, logs, now, seeds)
@@ -115,7 +119,9 @@ class RebuildMixin(CoreBase):
             if member is not None and member.left_ms is not None and room.phase == p.RACING and not racer.game.over:
                 racer.forfeit_at = max(now, member.left_ms) + self.config.grace_ms
             racers[info.player_id] = racer
-        return RaceState(record=record, racers=racers, members=room.members)
+        # Games over already were announced (or happened before this copy): never again.
+        finished = {pid for pid, racer in racers.items() if racer.game.over}
+        return RaceState(record=record, racers=racers, members=room.members, finished=finished)
 
     def _replay_racer(
         self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry], seed: RacerState | None = None

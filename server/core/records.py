@@ -11,7 +11,7 @@ import hashlib
 
 import msgspec
 
-from shared.protocol import COUNTDOWN, RACING, RoomOptions
+from shared.protocol import COUNTDOWN, RACING, ChatLine, RoomOptions
 
 
 class PlayerRecord(msgspec.Struct, kw_only=True):
@@ -32,6 +32,7 @@ class MemberRecord(msgspec.Struct, kw_only=True):
     left_ms: int | None = None  # disconnected since (server ms), None while connected
     node: str = ""  # several nodes: the node holding its connection (its death makes the member away)
     claim: int = 0  # several nodes: +1 at each resume that moves it or brings it back; the highest holds the seat
+    muted: bool = False  # the host muted this member's chat
 
 
 class RacerInfo(msgspec.Struct, kw_only=True):
@@ -70,6 +71,9 @@ class RoomRecord(msgspec.Struct, kw_only=True):
     created_ms: int
     last_activity_ms: int
     closed: bool = False  # closed for good: never loaded again (its results stay until it expires)
+    # The room's last chat lines (CoreConfig.chat_history at most), oldest first: a joiner, a
+    # resumer and a rebuilt room see them, and other nodes learn new lines with the record.
+    chat: list[ChatLine] = msgspec.field(default_factory=list)
 
 
 class LogEntry(msgspec.Struct, array_like=True):

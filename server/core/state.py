@@ -23,7 +23,11 @@ from shared.fairplay import new_salt, random_deal
 class CoreConfig:
     countdown_ms: int = 3000
     grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
-    member_grace_ms: int = 120_000  # a disconnected lobby member / spectator is removed after this
+    member_grace_ms: int = 120_000  # a disconnected lobby (or results) racer is removed after this
+    # A disconnected spectator holds nothing worth keeping (no ready mark, no game): its seat goes
+    # at once, so closed pages stop counting; one that comes back joins again. (A watching host
+    # holds the room: it has member_grace_ms, like a racer in the lobby.)
+    spectator_grace_ms: int = 0
     lobby_idle_ms: int = 30 * 60_000  # a lobby (or finished room) nobody touches closes after this
     # The room's leaderboard tick, and the racers' rate: at most ~10 leaderboards per second per room.
     leaderboard_interval_ms: int = 100
@@ -63,6 +67,13 @@ class CoreConfig:
     # connections; other nodes' changes arrive as RoomChanged and RemoteMoves.
     shared_rooms: bool = False
     node_id: str = ""  # several nodes: this node's name, recorded with the members connected to it
+    # Chat (docs/protocol.md, "Chat"): the lines a room keeps for joiners, and each player's rate:
+    # at most chat_burst lines in any chat_window_ms. A room takes at most chat_room_per_s lines in
+    # any second whoever says them: each line is a save of the room's record (docs/store.md).
+    chat_history: int = 50
+    chat_burst: int = 5
+    chat_window_ms: int = 10_000
+    chat_room_per_s: int = 10
 
 
 class Entropy:
@@ -93,6 +104,7 @@ class PlayerState:
     room: str | None = None
     conns: set[int] = field(default_factory=set)
     created_ms: int = 0
+    chat_times: deque[int] = field(default_factory=deque)  # when its recent chat lines were taken (ms)
 
     def record(self) -> PlayerRecord:
         return PlayerRecord(
@@ -111,6 +123,7 @@ class MemberState:
     left_ms: int | None = None
     node: str = ""  # several nodes: the node holding its connection, while connected
     claim: int = 0  # several nodes: its seat's claim count (MemberRecord.claim)
+    muted: bool = False  # the host muted its chat
 
 
 @dataclass(slots=True)
@@ -292,6 +305,7 @@ class RaceState:
     ending: bool = False
     final_rows: list[p.LeaderboardRow] | None = None
     members: dict[str, MemberState] | None = None  # the room's (several nodes: presence is theirs)
+    finished: set[str] = field(default_factory=set)  # racers whose game's end was announced (finished)
 
     @property
     def total_entries(self) -> int:
@@ -321,6 +335,8 @@ class RoomState:
     # Several nodes: the phase and race its members were last shown (a landed save, RoomSaved, or
     # a read-back's snapshots); None: not known, so a read-back sends everyone a fresh snapshot.
     shown: tuple[str, int] | None = None
+    chat: list[p.ChatLine] = field(default_factory=list)  # the last lines, oldest first (RoomRecord.chat)
+    chat_times: deque[int] = field(default_factory=deque)  # when the room took its lines of the last second
 
     @property
     def leak_proof(self) -> bool:
@@ -360,6 +376,7 @@ def rules_of(options: p.RoomOptions) -> p.RoomRules:
         time_limit=options.time_limit,
         bots_allowed=options.bots_allowed,
         winnable_only=options.winnable_only,
+        spectator_chat=options.spectator_chat,
     )
 
 

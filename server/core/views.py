@@ -74,6 +74,7 @@ class ViewsMixin(CoreBase):
             ready=m.ready,
             bot=m.bot,
             connected=self._present(m, m.player_id),
+            muted=m.muted,
         )
 
     def _room_shared(self, room: RoomState) -> p.Room:

@@ -81,7 +81,11 @@ class RacerLogMixin(CoreBase):
         if queued is not None:
             if queued != msg.move:
                 self._refuse_reused_id(conn, msg, queued)
-            return  # the same move is already on its way to the store; its answer will come
+            elif racer.state is LogState.OUTAGE:
+                # The outage's head, answered store_unavailable already and still undecided (only
+                # the log can tell whether it landed): every resend gets that answer again.
+                self._reply(conn, p.MoveRejected(id=msg.id, code=p.STORE_UNAVAILABLE, reason=OUTAGE_REASON))
+            return  # else the same move is already on its way to the store; its answer will come
         if racer.state is LogState.OUTAGE:
             self._reply(conn, p.MoveRejected(id=msg.id, code=p.STORE_UNAVAILABLE, reason=OUTAGE_REASON))
             return
@@ -436,6 +440,9 @@ class RacerLogMixin(CoreBase):
                         self._reject(racer, head, p.WRONG_PHASE, "the race is over")
                     else:
                         self._reject(racer, head, p.STORE_UNAVAILABLE, OUTAGE_REASON)
+                elif head.id is not None:
+                    # Answered when the outage began, and not in the log: the id is free to be sent again.
+                    racer.pending_ids.pop(head.id, None)
                 self._clear_head(racer)
                 racer.state = LogState.IDLE
             else:

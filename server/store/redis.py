@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -59,6 +59,7 @@ from server.store.memory import (
     check_request,
     check_seconds,
 )
+from server.store.urls import shown_url
 
 # One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
 # optionally a channel and a notice). 1 appended (and the notice published on the channel, if
@@ -256,16 +257,6 @@ def split_cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
     return prefix + hosts.split(",")[0] + tail, seeds[1:]
 
 
-def redact_url(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
-
-
 def as_bytes(value: bytes | str) -> bytes:
     """Replies are bytes (the client does not decode responses); this narrows the client's wider types."""
     return value if isinstance(value, bytes) else value.encode()
@@ -420,7 +411,7 @@ class RedisStore(Store):
         self._liveness_nodes: dict[str, ClusterNode] = {}  # master address -> mark_alive's own connection
         player_seconds = check_seconds(player_ttl)
         self._player_ttl_ms = -1 if player_seconds is None else milliseconds(player_seconds)
-        self._where = redact_url(url)
+        self._where = shown_url(url)
         retry = Retry(
             ExponentialBackoff(cap=0.5, base=0.05), retries, supported_errors=(redis.exceptions.ConnectionError,)
         )

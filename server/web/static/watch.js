@@ -14,6 +14,10 @@ const RETRY_FIRST_MS = 500;
 const RETRY_MAX_MS = 8000;
 const CLOSE_SUPERSEDED = 4001; // the server's close code when a newer connection resumed the same token
 const CODE_PATTERN = /^[23456789ABCDEFGHJKMNPQRSTUVWXYZ]{5}$/;
+const CHAT_MAX = 200; // characters in a chat line (docs/protocol.md, "Chat")
+const FEED_KEPT = 100; // chat lines and finish events the page keeps on show
+const PACE_AFTER_MS = 10000; // no pace before this much race time: it would say little
+const NAME_KEY = "plot-chat-name"; // where the page keeps the name a person chats under
 
 const watchPath = location.pathname.match(/^\/watch\/([A-Z0-9]{5})$/);
 const CODE = watchPath ? watchPath[1] : null;
@@ -81,6 +85,34 @@ function cardNode(card) {
   }, RANKS[rank] + SUITS[suit]);
 }
 
+function ordinal(n) {
+  const suffix = n % 100 >= 10 && n % 100 <= 20 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[n % 10] ?? "th");
+  return `${n}${suffix}`;
+}
+
+/** Cards home per minute of race time (docs/protocol.md, "Pace"); "-" before PACE_AFTER_MS. */
+function paceText(cards, elapsedMs) {
+  return elapsedMs < PACE_AFTER_MS ? "-" : `${((cards * 60000) / elapsedMs).toFixed(1)}/min`;
+}
+
+/** "bob finished 3rd at 7:39"; a game that ended without winning keeps its place only for now. */
+function finishText(done) {
+  const at = clock(num(done.elapsed_ms));
+  const place = ordinal(num(done.place));
+  if (done.status === "won") return `${done.name} finished ${place} at ${at}`;
+  const verb = done.status === "blocked" ? "is blocked" : done.status;
+  const cards = num(done.cards);
+  return `${done.name} ${verb} at ${at} with ${cards} card${cards === 1 ? "" : "s"} (${done.final ? place : `${place} for now`})`;
+}
+
+function storedName() {
+  try {
+    return localStorage.getItem(NAME_KEY) || SPECTATOR_NAME;
+  } catch {
+    return SPECTATOR_NAME; // storage refused (a private window): the default name
+  }
+}
+
 function rulesText(rules, leakProof) {
   const parts = [
     `up to ${rules.max_racers} racers`,
@@ -91,6 +123,7 @@ function rulesText(rules, leakProof) {
   if (rules.winnable_only) parts.push("winnable deals only");
   if (leakProof) parts.push("boards after the race");
   else parts.push(rules.spectator_boards === undefined ? "live boards" : `live boards ${rules.spectator_boards} s behind`);
+  if (rules.spectator_chat === "always") parts.push("racers read the spectators' chat");
   return parts.join(" · ");
 }
 
@@ -108,6 +141,15 @@ const state = {
   results: null,
   rooms: null,
   problem: null,
+  name: storedName(), // the name this page says hello with (and chats under)
+  playerId: null,
+  chatRoom: null,
+  chatSeqs: new Set(), // the chat lines on show, by seq (each once)
+  finishes: new Set(), // "race:player" of the finish events on show
+  feed: [], // chat lines and finish events, as they came: { line } or { finished }
+  feedVersion: 0, // grows with every change of the feed (the chat log is redrawn only then)
+  pendingChat: null, // a line to send once the page is back in the room under its new name
+  chatProblem: "",
 };
 
 function serverNow() {
@@ -150,7 +192,7 @@ function send(message) {
 }
 
 function hello() {
-  const message = { type: "hello", v: PROTOCOL_VERSION, name: SPECTATOR_NAME };
+  const message = { type: "hello", v: PROTOCOL_VERSION, name: state.name };
   if (state.token) message.token = state.token;
   send(message);
 }
@@ -217,6 +259,7 @@ function onMessage(msg) {
     case "welcome":
       attempt = 0;
       state.token = msg.token;
+      state.playerId = msg.player_id;
       state.offsetMs = num(msg.server_time) - Date.now();
       setConn(CODE ? "connected: watching live" : "connected", "up");
       if (CODE) {
@@ -238,7 +281,27 @@ function onMessage(msg) {
       if (msg.phase === "lobby") forgetRace();
       state.room = msg;
       state.problem = null;
+      if (state.pendingChat !== null) {
+        send({ type: "chat", text: state.pendingChat });
+        state.pendingChat = null;
+      }
       break;
+    case "chat":
+      if (msg.room !== CODE) break;
+      addLines([msg.line]);
+      break;
+    case "chat_history":
+      if (msg.room !== CODE) break;
+      addLines(msg.lines);
+      break;
+    case "finished": {
+      const key = `${msg.race}:${msg.player_id}`;
+      if (state.finishes.has(key)) break;
+      state.finishes.add(key);
+      state.feed.push({ finished: msg });
+      state.feedVersion += 1;
+      break;
+    }
     case "countdown":
       state.countdown = msg;
       break;
@@ -285,14 +348,55 @@ function onMessage(msg) {
   render();
 }
 
+function addLines(lines) {
+  for (const line of lines) {
+    const seq = num(line.seq);
+    if (state.chatSeqs.has(seq)) continue;
+    state.chatSeqs.add(seq);
+    state.feed.push({ line });
+    state.feedVersion += 1;
+  }
+  state.feed = state.feed.slice(-FEED_KEPT);
+}
+
 function onError(msg) {
+  if (msg.ref === "chat" || msg.ref === "mute") {
+    state.chatProblem = msg.code === "muted" ? "The host muted you in this room: your lines reach nobody." : msg.message;
+    render();
+    return;
+  }
+  if (msg.code === "name_invalid" && state.name !== SPECTATOR_NAME) {
+    // The name the page's person chose is refused: say why, and watch on under the default name.
+    state.chatProblem = `That name cannot be used: ${msg.message}.`;
+    state.pendingChat = null;
+    state.name = SPECTATOR_NAME;
+    try {
+      localStorage.removeItem(NAME_KEY);
+    } catch {
+      // storage refused: nothing was kept
+    }
+    document.getElementById("chat-name").value = state.name;
+    hello();
+    render();
+    return;
+  }
   if (msg.code === "bad_token") {
     state.token = null; // the server forgot us (a restart without Redis): a new identity
     hello();
     return;
   }
+  if (msg.code === "rate_limited" && msg.ref === "join" && CODE) {
+    // The server's answer budget for this page (or its address) is spent: join again once it allows.
+    const wait = Number((/retry_ms=(\d+)/.exec(msg.message) || [])[1] || 1000);
+    state.problem = { text: `The server is busy: joining again in ${Math.ceil(wait / 1000)} s.`, final: false };
+    setTimeout(() => send({ type: "join", code: CODE, role: "spectator" }), wait);
+    render();
+    return;
+  }
   if (msg.code === "unknown_room") {
-    state.problem = { text: `There is no room ${CODE} on this server: it may have closed, or the code is mistyped.`, final: false };
+    // Final: the page shows only that (a room is never made under a code asked for).
+    state.problem = { text: `There is no room ${CODE} on this server: it may have closed, or the code is mistyped.`, final: true, notFound: true };
+    if (socket) socket.close(1000); // nothing to follow: no reconnecting either (final)
   } else {
     state.problem = { text: `The server says: ${msg.message} (${msg.code})`, final: false };
   }
@@ -312,7 +416,7 @@ function buildListPage(main) {
       el("th", { scope: "col" }, "Phase"),
       el("th", { scope: "col", className: "num" }, "Racers"),
       el("th", { scope: "col", className: "num" }, "Spectators"),
-      el("th", { scope: "col" }, "Rules"))),
+      el("th", { scope: "col", className: "rules" }, "Rules"))),
     tbody);
   const input = el("input", { id: "code-input", name: "code", autocomplete: "off", spellcheck: "false", maxlength: "9", placeholder: "K7QXM" });
   const form = el("form", { className: "bycode" },
@@ -347,9 +451,9 @@ function renderList() {
       el("td", {}, el("a", { href: `/watch/${encodeURIComponent(room.code)}`, className: "code" }, room.code)),
       el("td", { className: "name" }, room.host_name),
       el("td", {}, room.phase),
-      el("td", { className: "num" }, `${room.racers}/${room.max_racers}`),
-      el("td", { className: "num" }, room.spectators),
-      el("td", {}, rulesText(room, room.leak_proof),
+      el("td", { className: "num", "data-label": "racers" }, `${room.racers}/${room.max_racers}`),
+      el("td", { className: "num", "data-label": "watching" }, room.spectators),
+      el("td", { className: "rules" }, rulesText(room, room.leak_proof),
         warnings.length ? el("span", { className: "warn" }, ` · ${warnings.join(" · ")}`) : null));
   }));
 }
@@ -358,7 +462,18 @@ function renderList() {
 
 function buildWatchPage(main) {
   document.title = `Room ${CODE} · The Plot race`;
-  const headers = [["Rank", "num"], ["Racer", ""], ["Cards home (of 104)", ""], ["Moves", "num"], ["Status", ""], ["Last move", "num col-elapsed"]];
+  const headers = [["Rank", "num"], ["Racer", ""], ["Cards home (of 104)", ""], ["Moves", "num"], ["Status", ""], ["Last move", "num col-elapsed"], ["Pace", "num col-pace"]];
+  const chatInput = el("input", { id: "chat-input", name: "text", autocomplete: "off", maxlength: String(CHAT_MAX), placeholder: "Say something to the room" });
+  const nameInput = el("input", { id: "chat-name", name: "name", autocomplete: "nickname", maxlength: "24", value: state.name });
+  const chatForm = el("form", { id: "chat-form", className: "chatform" },
+    el("label", { for: "chat-name" }, "Name"), nameInput,
+    el("label", { for: "chat-input", className: "visually-hidden" }, "Chat line"), chatInput,
+    el("button", { type: "submit" }, "Send"));
+  chatForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    sendChat(nameInput.value.trim(), chatInput.value.trim());
+    chatInput.value = "";
+  });
   main.replaceChildren(
     el("div", { className: "roomhead" },
       el("h2", {}, "Room ", el("span", { className: "code" }, CODE)),
@@ -369,12 +484,23 @@ function buildWatchPage(main) {
     el("p", { id: "warnings", className: "warn" }),
     el("p", { id: "problem", className: "notice bad", hidden: true, role: "alert" }),
     el("p", { id: "note", className: "notice", "aria-live": "polite" }),
+    el("p", { id: "invite", className: "invite", hidden: true }, "Join this race: ",
+      el("code", { id: "invite-command" }, `plot join ${inviteUrl()}`)),
     el("ul", { id: "lobby", className: "lobby" }),
+    el("section", { id: "podium-section", hidden: true, "aria-labelledby": "podium-title" },
+      el("h2", { id: "podium-title", className: "visually-hidden" }, "Podium"),
+      el("ol", { id: "podium", className: "podium" })),
     el("div", { className: "tablewrap" },
       el("table", { id: "leaderboard", hidden: true },
         el("caption", {}, "Leaderboard"),
         el("thead", {}, el("tr", {}, ...headers.map(([label, cls]) => el("th", { scope: "col", className: cls || null }, label)))),
         el("tbody", { id: "leaderboard-body" }))),
+    el("section", { id: "chat-section", "aria-labelledby": "chat-title" },
+      el("h2", { id: "chat-title" }, "Chat"),
+      el("ol", { id: "chat-log", className: "chatlog", "aria-live": "polite" }),
+      chatForm,
+      el("p", { id: "chat-problem", className: "warn", "aria-live": "polite" }),
+      el("p", { id: "chat-note", className: "muted" })),
     el("section", { id: "verify", hidden: true, "aria-labelledby": "verify-title" }),
     el("section", { id: "boards-section", hidden: true, "aria-labelledby": "boards-title" },
       el("h2", { id: "boards-title" }, "Boards"),
@@ -395,7 +521,8 @@ function leaderboardRow(playerId) {
         el("div", { className: "bar", "aria-hidden": "true" }, el("div", { className: "bar-fill" })))),
       el("td", { className: "num moves" }),
       el("td", { className: "status" }),
-      el("td", { className: "num elapsed col-elapsed" }));
+      el("td", { className: "num elapsed col-elapsed" }),
+      el("td", { className: "num pace col-pace" }));
     rowsById.set(playerId, row);
   }
   return row;
@@ -413,7 +540,7 @@ function renderLeaderboard() {
   }
   const rows = board.racers.map((racer) => {
     const row = leaderboardRow(racer.player_id);
-    const [rankCell, nameCell, cardsCell, movesCell, statusCell, elapsedCell] = row.cells;
+    const [rankCell, nameCell, cardsCell, movesCell, statusCell, elapsedCell, paceCell] = row.cells;
     rankCell.textContent = String(racer.rank);
     nameCell.replaceChildren(document.createTextNode(racer.name));
     if (racer.bot) nameCell.append(el("span", { className: "tag" }, "bot"));
@@ -426,9 +553,92 @@ function renderLeaderboard() {
     statusCell.textContent = racer.status;
     statusCell.className = `status status-${racer.status}`;
     elapsedCell.textContent = clock(num(racer.elapsed_ms));
+    paceCell.textContent = paceText(cards, num(racer.elapsed_ms));
     return row;
   });
   body.replaceChildren(...rows);
+}
+
+function sendChat(name, text) {
+  if (!name) {
+    state.chatProblem = "A name, please: the room shows your lines under it.";
+    render();
+    return;
+  }
+  if (!text) return;
+  state.chatProblem = "";
+  if (name === state.name) {
+    send({ type: "chat", text });
+    render();
+    return;
+  }
+  // A new name is a new hello: the page leaves the room, says hello as that name and joins again,
+  // then sends the line.
+  state.name = name;
+  try {
+    localStorage.setItem(NAME_KEY, name);
+  } catch {
+    // storage refused: the name lasts as long as the page
+  }
+  state.pendingChat = text;
+  state.token = null;
+  send({ type: "leave" });
+  const old = socket;
+  socket = null;
+  if (old) old.close();
+  connect();
+}
+
+let feedShown = -1; // the feed version the chat log shows
+
+function renderChat() {
+  const log = document.getElementById("chat-log");
+  if (feedShown !== state.feedVersion) {
+    feedShown = state.feedVersion;
+    log.replaceChildren(...state.feed.map(feedItem));
+    log.scrollTop = log.scrollHeight;
+  }
+  document.getElementById("chat-problem").textContent = state.chatProblem;
+  const room = state.room;
+  const note = document.getElementById("chat-note");
+  if (!room) note.textContent = "";
+  else if (room.rules.spectator_chat === "always") note.textContent = "Racers read this chat during the race too.";
+  else note.textContent = "While a race is on, only spectators read the spectators' lines; the racers read them before and after.";
+}
+
+function feedItem(item) {
+  if (item.finished) return el("li", { className: "finish" }, "» ", finishText(item.finished));
+  const line = item.line;
+  return el("li", { className: line.player_id === state.playerId ? "chat mine" : "chat", "data-seq": String(line.seq) },
+    el("strong", {}, line.name),
+    line.role === "spectator" ? el("span", { className: "muted" }, " (watching)") : null,
+    line.claimed ? el("span", { className: "claimed", title: "a claimed name" }, " ✓") : null,
+    ": ", line.text,
+    line.audience === "spectators" ? el("span", { className: "muted" }, " (spectators only)") : null);
+}
+
+function renderPodium() {
+  const section = document.getElementById("podium-section");
+  const podium = document.getElementById("podium");
+  const results = state.results;
+  if (!results) {
+    section.hidden = true;
+    podium.replaceChildren();
+    return;
+  }
+  const top = results.racers.slice(0, 3);
+  const order = [1, 0, 2].filter((i) => i < top.length);
+  podium.replaceChildren(...order.map((i) => {
+    const row = top[i];
+    const cards = num(row.cards);
+    const pace = paceText(cards, num(row.elapsed_ms));
+    const figure = (row.status === "won" ? clock(num(row.elapsed_ms)) : `${cards} card${cards === 1 ? "" : "s"}`) + (pace === "-" ? "" : ` · ${pace}`);
+    return el("li", { className: `step place-${i + 1}`, "data-player": row.player_id, value: String(i + 1) },
+      el("span", { className: "who" }, row.name),
+      el("span", { className: "figure" }, figure),
+      el("span", { className: "place" }, ordinal(i + 1)));
+  }));
+  section.hidden = false;
 }
 
 function renderLobby() {
@@ -620,7 +830,28 @@ async function renderVerify() {
     : `✗ NOT verified: SHA-256 of “the-plot:<deal>:<salt>” is ${actual}, not the commitment.`;
 }
 
+/** The invite `plot join` takes: the game server's address with the room's code as its last
+ * path segment (the same as `plot host` prints). */
+function inviteUrl() {
+  const parsed = new URL(WS_URL);
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname.replace(/\/+$/, "")}/${CODE}`;
+}
+
+/** The one state of a page whose room does not exist: what happened, and the way back. */
+function renderNotFound() {
+  document.title = `No room ${CODE} · The Plot race`;
+  setConn("not watching", "idle");
+  main.replaceChildren(
+    el("h2", { id: "not-found" }, "No room ", el("span", { className: "code" }, CODE)),
+    el("p", { id: "problem", className: "notice bad", role: "alert" }, state.problem.text),
+    el("p", {}, el("a", { href: "/", id: "back" }, "See the open rooms")));
+}
+
 function renderWatch() {
+  if (state.problem && state.problem.notFound) {
+    renderNotFound();
+    return;
+  }
   const room = state.room;
   const problem = document.getElementById("problem");
   problem.hidden = !state.problem;
@@ -633,9 +864,13 @@ function renderWatch() {
   if (room && !room.leak_proof) warnings.push("⚠ not leak-proof: spectators see live boards.");
   document.getElementById("warnings").textContent = warnings.join(" ");
   document.getElementById("note").textContent = phaseNote();
+  const racers = room ? room.members.filter((m) => m.role === "racer").length : 0;
+  document.getElementById("invite").hidden = !(room && room.phase === "lobby" && racers < room.rules.max_racers);
   if (room) document.title = `Room ${CODE} · ${room.phase} · The Plot race`;
   renderLobby();
+  renderPodium();
   renderLeaderboard();
+  renderChat();
   renderBoards();
   renderClock();
   renderVerify();
