@@ -33,10 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from client.viewmodel import HIDDEN
+from shared.cards import CARD_COUNT
 from shared.engine import PLAYING, Game, View
 from shared.solver import WINNABLE, replays_to_win, solve
-
-CARD_COUNT = 104
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,24 +114,26 @@ def _reveal(cards: list[int], others: list[int], card: int) -> bool:
 
 def _repair(memory: SearchMemory, view: View) -> None:
     """Bring every sample to the View: one card revealed since the last move is swapped into
-    place; anything else (a new race, a resumed connection) draws the samples afresh."""
+    place. A sample that still does not hold exactly the cards the View hides (a new race, a
+    resumed connection) is dropped, and a fresh one is drawn in its place."""
     stock, buried = view.stock, buried_count(view)
-    if (stock, buried) == (memory.stock, memory.buried):
-        return
     revealed: int | None = None
     from_stock = False
     if stock == memory.stock - 1 and buried == memory.buried and view.waste:
         revealed, from_stock = view.waste[-1], True
     elif buried == memory.buried - 1 and stock == memory.stock and view.reserve_top is not None:
         revealed = view.reserve_top
-    kept: list[Sample] = []
     if revealed is not None:
         for sample in memory.samples:
             cards, others = (sample.stock, sample.buried) if from_stock else (sample.buried, sample.stock)
             if cards and _reveal(cards, others, revealed):
                 sample.settled = False
-                kept.append(sample)
-    memory.samples = kept
+    unseen = unseen_cards(view)
+    memory.samples = [
+        s
+        for s in memory.samples
+        if len(s.stock) == stock and len(s.buried) == buried and sorted(s.stock + s.buried) == unseen
+    ]
     memory.stock, memory.buried = stock, buried
 
 

@@ -100,6 +100,20 @@ def test_a_level_sees_no_more_than_its_view(name: str) -> None:
     assert played >= min(limit, 30)
 
 
+def test_a_search_level_redraws_its_samples_for_a_new_race() -> None:
+    """A rematch deals a new deal whose View has the very counts the last one began with: every
+    sample then holds exactly the cards the new View hides, never the last deal's."""
+    player = Player(unhurried(level_named("expert")), seed=1)
+    first = Game(4242)
+    player.choose_here(first.view())  # the first race, resigned at once
+    second = Game(2).view()
+    assert (second.stock, second.reserve_count) == (first.view().stock, first.view().reserve_count)
+    entry = player.choose_here(second)
+    assert entry in legal_moves(second)
+    hidden = unseen_cards(second)
+    assert player.memory.samples and all(sorted(s.stock + s.buried) == hidden for s in player.memory.samples)
+
+
 async def test_bots_of_every_level_race_through_a_real_server_without_a_rejected_move(
     server: RaceServer, caplog: pytest.LogCaptureFixture
 ) -> None:
