@@ -21,6 +21,7 @@ the most). The JSON goes to bench/results/bot-levels-DATE.json (``--out``); the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
@@ -169,8 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(level, deal) for level in levels for deal in deals]
     started = time.perf_counter()
     games: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for done, game in enumerate(pool.map(play_game, jobs), start=1):
+    with contextlib.ExitStack() as stack:
+        if args.workers > 1:
+            played = stack.enter_context(ProcessPoolExecutor(max_workers=args.workers)).map(play_game, jobs)
+        else:
+            played = map(play_game, jobs)  # in this process
+        for done, game in enumerate(played, start=1):
             games.append(game)
             print(f"\r{done}/{len(jobs)} games", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)

@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.util
+import json
 import logging
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from support import SIZE, Client, running_server, screen_text, until, url
@@ -325,3 +328,27 @@ async def test_a_searching_bot_never_holds_up_its_event_loop(server: RaceServer)
     # meanwhile the loop never stalled for anything like a search.
     assert moves_at[0] - started > 1.2 and moves_at[1] - moves_at[0] > 1.2, (started, moves_at)
     assert max(gaps) < 0.5, max(gaps)
+
+
+# ---------------------------------------------------------------- the bench
+
+
+def test_the_bench_plays_each_level_and_writes_its_figures(tmp_path: Path) -> None:
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    if str(bench) not in sys.path:
+        sys.path.append(str(bench))  # a bench script imports its neighbours from bench/
+    spec = importlib.util.spec_from_file_location("bench_bot_levels", bench / "bot_levels.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "levels.json"
+    assert module.main(["--deals", "3", "--levels", "beginner,medium", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert list(report["levels"]) == ["beginner", "medium"] and len(report["deals"]) == 3
+    assert len(report["games"]) == 6 and {g["level"] for g in report["games"]} == {"beginner", "medium"}
+    for name, figures in report["levels"].items():
+        games = [g for g in report["games"] if g["level"] == name]
+        assert figures["wins"] == sum(g["status"] == "won" for g in games) and figures["games"] == 3
+        low, high = figures["win_rate_95"]
+        assert 0 <= low <= figures["win_rate"] <= high <= 1
+        assert figures["settings"]["pace"] == level_named(name).pace
