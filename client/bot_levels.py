@@ -1,17 +1,17 @@
 """Bot levels: how well and how fast a bot plays, from beginner to expert.
 
 Every level plays from the bot's own View, never the deal. The greedy levels use
-:func:`client.bot.choose_move` (its order of preference among the legal moves), a beginner or
-an easy bot now and then *slipping*: turning the stock where the greedy move was something
-else, which buries the waste card it should have played. The search levels choose by
-determinised search (``client.bot_search``) and fall back on the greedy move where no sample
-found a win; their search runs in a worker process (:func:`search_pool`), so the bot's event
-loop only awaits it.
+:func:`client.bot.choose_move` (its order of preference among the legal moves). The search
+levels choose by determinised search (``client.bot_search``) and fall back on the greedy move
+where no sample found a win; their search runs in a worker process (:func:`search_pool`), so
+the bot's event loop only awaits it. A beginner, an easy and a hard bot now and then *slip*:
+turn the stock where the move chosen was something else, which buries the waste card it should
+have played.
 
-Each bot has a seed: it picks among equally good moves with it (and an expert's samples come
-from it), and it sets the bot's own pace (the level's pace times a factor of 0.85-1.15, each
-move's delay varying around that), so two bots of one level never play move for move alike.
-Figures of each level: docs/bots.md (``bench/bot_levels.py``).
+Each bot has a seed: it picks among equally good moves with it (and a search level's samples
+come from it), and it sets the bot's own pace (the level's pace times a factor of 0.85-1.15,
+each move's delay varying around that), so two bots of one level never play move for move
+alike. Figures of each level: docs/bots.md (``bench/bot_levels.py``).
 """
 
 from __future__ import annotations
