@@ -304,6 +304,12 @@ def home_move(view: View) -> str | None:
     return None
 
 
+def home_move_played(move: str) -> str | None:
+    """``move`` if it sent a card home undoably (the home-undo workload undoes it next), else None:
+    the plausible racer's fallback may send the reserve's top home, which no undo takes back."""
+    return move if ">f" in move and not move.startswith("reserve") else None
+
+
 def next_move(racer: Racer) -> str:
     """The racer's next move under ``--workload``. ``play``: a plausible racer (``choose_move``).
     ``home-undo``: a card sent home is taken back by the next move (``undo``), so every move
@@ -393,7 +399,7 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                 # real clients and the tests: the load generator keeps its own CPU small).
                 cards_before = racer.view.foundation_cards
                 racer.view = msg.board_after(racer.view)
-                racer.undo_next = racer.args.workload == "home-undo" and move != "undo" and ">f" in move
+                racer.undo_next = racer.args.workload == "home-undo" and move == home_move_played(move)
                 stats.race_moves += 1
                 if stats.measuring:
                     stats.acks += 1
@@ -413,6 +419,8 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                 stats.rejected += 1
                 stats.error_codes[msg.code] += 1
                 refused = msg.code
+                if msg.code != p.BUSY:
+                    racer.undo_next = False  # never the same refused undo again and again
                 if msg.code == p.BUSY:
                     again = move
                     hint = RETRY_MS.search(msg.reason.encode())
