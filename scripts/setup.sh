@@ -3,8 +3,10 @@
 # non-interactive: installs only what is missing, with one `apt-get update` before the first
 # install (as root, or through sudo), then makes .venv and installs the project into it.
 #
-#   scripts/setup.sh           set up (the README's test command and .ci/run run this)
-#   scripts/setup.sh --check   only say which system packages would be installed (exit 1 if any)
+#   scripts/setup.sh           set up for the tests (the README's test command and .ci/run run this)
+#   scripts/setup.sh --race    set up to race only (the README's race command): no browser, no balancer
+#   scripts/setup.sh --check   only say which system packages would be installed (exit 1 if any);
+#                              with --race, those the race needs
 #
 # The system packages, and who needs them:
 #   python3-venv  `python3 -m venv` itself (Debian ships Python without ensurepip)
@@ -28,8 +30,10 @@ have_program() {
 # The Debian packages this machine lacks, one name a line.
 missing_packages() {
     python3 -c 'import ensurepip' >/dev/null 2>&1 || echo python3-venv
-    have_program chromium || echo chromium
-    have_program haproxy || echo haproxy
+    if [ "$for_race" = 0 ]; then
+        have_program chromium || echo chromium
+        have_program haproxy || echo haproxy
+    fi
     have_program pkg-config || echo pkg-config
     if ! { have_program pkg-config && pkg-config --exists icu-uc; }; then
         echo libicu-dev
@@ -37,19 +41,29 @@ missing_packages() {
     have_program g++ || echo g++
 }
 
+for_race=0
+check_only=0
+for arg in "$@"; do
+    case "$arg" in
+        --race) for_race=1 ;;
+        --check) check_only=1 ;;
+        *)
+            echo "usage: scripts/setup.sh [--race] [--check]" >&2
+            exit 2
+            ;;
+    esac
+done
+
 missing="$(missing_packages | tr '\n' ' ')"
 missing="${missing% }"
 
-if [ "${1:-}" = "--check" ]; then
+if [ "$check_only" = 1 ]; then
     if [ -n "$missing" ]; then
         echo "would install: $missing"
         exit 1
     fi
     echo "system packages: all present"
     exit 0
-elif [ -n "${1:-}" ]; then
-    echo "usage: scripts/setup.sh [--check]" >&2
-    exit 2
 fi
 
 if [ -n "$missing" ]; then
@@ -72,4 +86,8 @@ if [ -n "$missing" ]; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q -e '.[server,test]'
+if [ "$for_race" = 1 ]; then
+    .venv/bin/pip install -q -e '.[server]'
+else
+    .venv/bin/pip install -q -e '.[server,test]'
+fi

@@ -75,7 +75,7 @@ async def test_plot_bot_races_a_room_from_another_process() -> None:
             bots = [m for m in room.members if m.bot]
             if bots and bots[0].ready:
                 break
-        assert bots[0].name == "Robo"
+        assert bots[0].name == "Robo (medium)"  # the default level, beside the name
         await host.send(p.Ready(ready=True))
         await host.expect(p.Room)
         await host.send(p.Start())
@@ -84,7 +84,7 @@ async def test_plot_bot_races_a_room_from_another_process() -> None:
         results = await host.expect(p.Results, timeout=30)
         out, err = await asyncio.wait_for(proc.communicate(), 30)
         assert proc.returncode == 0, err.decode()
-        robo = next(row for row in results.racers if row.name == "Robo")
+        robo = next(row for row in results.racers if row.name == "Robo (medium)")
         assert robo.bot and robo.status in ("won", "blocked", "resigned") and robo.cards > 1
-        assert f"Robo: {robo.moves} moves played" in out.decode()
+        assert f"Robo (medium): {robo.moves} moves played" in out.decode()
         await host.close()

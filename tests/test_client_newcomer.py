@@ -369,8 +369,12 @@ async def test_plot_bot_counts_each_races_moves_as_its_results_do() -> None:
         lines = out.decode().splitlines()
         for race in (1, 2):
             results = next(m for m in host.messages if isinstance(m, p.Results) and m.race == race)
-            row = next(r for r in results.racers if r.name == "bot-1")
-            counts = [int(m[1]) for line in lines if (m := re.match(rf"bot-1: race {race}: .* (\d+) moves?,", line))]
+            row = next(r for r in results.racers if r.name == "bot-1 (medium)")
+            counts = [
+                int(m[1])
+                for line in lines
+                if (m := re.match(rf"bot-1 \(medium\): race {race}: .* (\d+) moves?,", line))
+            ]
             assert counts, lines
             assert max(counts) <= row.moves and counts[-1] > 0, (race, counts, row.moves)
         await host.close()

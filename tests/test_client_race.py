@@ -372,7 +372,7 @@ async def test_practice_runs_a_race_to_the_end_with_bots(state_dir: Path) -> Non
             await pilot.pause()
             results = app.model.results
             assert results is not None and len(results.racers) == 3
-            assert {row.name for row in results.racers} == {"Newcomer", "bot-1", "bot-2"}
+            assert {row.name for row in results.racers} == {"Newcomer", "bot-1 (medium)", "bot-2 (medium)"}
             assert all(row.status in ("won", "blocked", "resigned") for row in results.racers)
             assert sum(row.bot for row in results.racers) == 2
             text = screen_text(app)

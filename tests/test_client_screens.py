@@ -169,7 +169,7 @@ async def test_plot_bot_prints_each_bots_progress_and_the_result() -> None:
         lines = out.decode().splitlines()
         await until(lambda: any(isinstance(m, p.Results) for m in host.messages), "the results")
         results = latest(host, p.Results)
-        for name in ("bot-1", "bot-2"):
+        for name in ("bot-1 (medium)", "bot-2 (medium)"):
             own = [line for line in lines if line.startswith(f"{name}: ")]
             assert any("race 1:" in line and "/104 home" in line for line in own), own
             assert any(line.startswith(f"{name}: room {code}") for line in own), own
@@ -177,7 +177,7 @@ async def test_plot_bot_prints_each_bots_progress_and_the_result() -> None:
             place = results.ranking.index(row.player_id) + 1
             assert f"{name}: race 1 over: placed {ordinal(place)} of 3, {row.status}, {row.cards}/104 home" in lines
         # Progress lines only when something changed: no line twice in a row for a bot.
-        for name in ("bot-1", "bot-2"):
+        for name in ("bot-1 (medium)", "bot-2 (medium)"):
             own = [line for line in lines if line.startswith(f"{name}: ")]
             assert all(a != b for a, b in itertools.pairwise(own))
         assert lines.count(f"race 1 result (deal {results.deal}):") == 1

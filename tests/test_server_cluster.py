@@ -20,6 +20,7 @@ import test_server_nodes as one_redis_nodes
 from redis_cluster_fixture import LocalRedisCluster
 from redis_fixture import free_port
 from support import Client, eventually, latest, make_room, play, server_process, start_race, wait_healthy
+from support import health as read_health
 
 from server.core.records import decode_entry
 from server.nodes import NodeLink
@@ -58,11 +59,13 @@ async def test_server_killed_mid_race_resumes_from_the_cluster(
     redis_cluster: LocalRedisCluster, redis_cluster_url: str
 ) -> None:
     rng = random.Random(11)
-    port = free_port()
+    port, listener = free_port(), free_port()
     args = ("--port", str(port), "--redis", redis_cluster_url, "--countdown", "0.1", "--rate", "1000")
     address = f"ws://127.0.0.1:{port}"
-    with server_process(*args) as first:
-        health = await asyncio.to_thread(wait_healthy, first, port)
+    with server_process(*args, "--metrics-port", str(listener)) as first:
+        await asyncio.to_thread(wait_healthy, first, port)
+        # The store is named on the metrics listener's /healthz (the game port's says only ok or not).
+        _status, health = await asyncio.to_thread(read_health, listener)
         assert "redis+cluster://" in str(health), health
         racers, code = await make_room(address, ["Ann", "Bob"])
         starts = await start_race(racers)

@@ -70,4 +70,32 @@ def test_on_a_machine_without_haproxy_and_chromium_the_setup_would_install_them(
 def test_an_unknown_option_is_refused_with_the_usage() -> None:
     done = subprocess.run(["bash", str(SETUP), "--bogus"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
-    assert "usage: scripts/setup.sh [--check]" in done.stderr
+    assert "usage: scripts/setup.sh [--race] [--check]" in done.stderr
+
+
+def test_the_readme_race_command_runs_the_race_set_up() -> None:
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
+    assert "bash scripts/setup.sh --race && .venv/bin/plot practice" in commands
+
+
+def test_the_race_set_up_needs_no_browser_and_no_balancer(tmp_path: Path) -> None:
+    """Hide HAProxy and Chromium: the race's set-up finds nothing missing (the name checks' build
+    tools are present here), while the test set-up would install both."""
+    hidden = installed_programs("chromium", "haproxy")
+    assert hidden, "the set-up left neither program on this machine"
+    empty = tmp_path / "not-a-program"
+    empty.write_text("")
+    empty.chmod(0o644)
+    mounts = "".join(f"mount --bind {empty} {path} && " for path in hidden)
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "unshare (util-linux) makes the machine without the programs"
+    as_root = [] if os.geteuid() == 0 else ["-r"]
+    script = f"{mounts}bash {SETUP} --race --check; echo race=$?; bash {SETUP} --check; echo tests=$?"
+    done = subprocess.run(
+        [unshare, "-m", *as_root, "bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines[:2] == ["system packages: all present", "race=0"], done.stdout + done.stderr
+    assert lines[2].startswith("would install: ") and {"chromium", "haproxy"} <= set(lines[2].split()), lines
+    assert lines[3] == "tests=1"

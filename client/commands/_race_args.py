@@ -120,6 +120,29 @@ def deal_number(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def bot_levels(text: str) -> tuple[str, ...]:
+    """argparse type: a bot level, or a mix the bots take in turn (``easy,hard``)."""
+    from client.bot_levels import parse_levels
+
+    try:
+        return tuple(level.name for level in parse_levels(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_level_argument(parser: argparse.ArgumentParser, flag: str = "--level") -> None:
+    from client.bot_levels import DEFAULT_LEVEL, LEVEL_NAMES
+
+    parser.add_argument(
+        flag,
+        type=bot_levels,
+        default=(DEFAULT_LEVEL,),
+        metavar="LEVEL",
+        help=f"the bots' level: {', '.join(LEVEL_NAMES)}, or a mix taken in turn such as easy,hard "
+        f"(default {DEFAULT_LEVEL}); it shows beside each bot's name",
+    )
+
+
 def check_name_or_exit(name: str, command: str) -> str | None:
     """None if ``name`` is a valid display name, else the message to print."""
     from shared.protocol import check_name

@@ -1,4 +1,5 @@
-"""``plot bot --room CODE``: bot racers that play from their own view (never the deal), at a chosen pace.
+"""``plot bot --room CODE``: bot racers that play from their own view (never the deal), at a chosen
+level (``--level``: beginner to expert, or a mix) and pace. Each bot's name carries its level.
 
 While they run, each bot's state is printed as a line whenever it changed (checked every
 ``--every`` seconds: joined, ready, its cards, moves and status in a race, its place at the
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from client.commands._race_args import add_server_arguments, room_code, server_url
+from client.commands._race_args import add_level_argument, add_server_arguments, room_code, server_url
 from client.words import ordinal, plural
 
 if TYPE_CHECKING:
@@ -22,8 +23,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--room", type=room_code, required=True, help="the room to race in")
     add_server_arguments(parser, name=False)
     parser.add_argument("--name", default="bot", help="the bot's name (several get -1, -2, …)")
-    parser.add_argument("--speed", type=float, default=2.0, metavar="MOVES_PER_S", help="moves per second (default 2)")
+    add_level_argument(parser)
+    parser.add_argument(
+        "--speed", type=float, default=None, metavar="MOVES_PER_S", help="moves per second (default: the level's)"
+    )
     parser.add_argument("--count", type=int, default=1, help="how many bots (default 1)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="make the bots' choices and paces repeatable: bot i plays from seed SEED+i (default: random)",
+    )
     parser.add_argument("--races", type=int, default=None, help="leave after this many races (default: stay)")
     parser.add_argument(
         "--every", type=float, default=1.0, metavar="SECONDS", help="how often progress is printed (default 1)"
@@ -71,12 +81,21 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from client.bot import Bot
+    from client.bot_levels import bot_name, level_named
     from client.connection import ConnectionFailed
+    from shared.protocol import check_name
 
-    if args.count < 1 or args.speed <= 0 or args.every <= 0:
+    if args.count < 1 or (args.speed is not None and args.speed <= 0) or args.every <= 0:
         print("plot bot: --count must be at least 1, --speed and --every above 0")
         return 2
-    names = [args.name] if args.count == 1 else [f"{args.name}-{i}" for i in range(1, args.count + 1)]
+    levels = [level_named(args.level[i % len(args.level)]) for i in range(args.count)]
+    bases = [args.name] if args.count == 1 else [f"{args.name}-{i}" for i in range(1, args.count + 1)]
+    names = [bot_name(base, level) for base, level in zip(bases, levels, strict=True)]
+    for name in names:
+        problem = check_name(name)
+        if problem:
+            print(f"plot bot: the bot name {name!r} (--name with the level beside it) will not do: {problem}")
+            return 2
 
     last: dict[str, str] = {}
     shown: set[int] = set()
@@ -100,7 +119,18 @@ def run(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.every)
 
     async def race() -> int:
-        bots = [Bot(server_url(args), args.room, name=n, speed=args.speed, races=args.races) for n in names]
+        bots = [
+            Bot(
+                server_url(args),
+                args.room,
+                name=name,
+                speed=args.speed,
+                level=level,
+                seed=None if args.seed is None else args.seed + i,
+                races=args.races,
+            )
+            for i, (name, level) in enumerate(zip(names, levels, strict=True))
+        ]
         printing = asyncio.create_task(reporter(bots))
         try:
             outcomes = await asyncio.gather(*(bot.run() for bot in bots), return_exceptions=True)

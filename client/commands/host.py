@@ -6,7 +6,14 @@ import argparse
 import os
 from urllib.parse import urlsplit
 
-from client.commands._race_args import add_server_arguments, check_name_or_exit, deal_number, display_name, server_url
+from client.commands._race_args import (
+    add_level_argument,
+    add_server_arguments,
+    check_name_or_exit,
+    deal_number,
+    display_name,
+    server_url,
+)
 
 GAME_PORT = 8765  # plot-server's default port; it serves the spectator page on the next one
 
@@ -55,7 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bots", action="store_true", help="refuse bot racers")
     parser.add_argument("--winnable", action="store_true", help="deal only deals the solver proves winnable")
     parser.add_argument("--bots", type=int, default=0, metavar="N", help="add N bot racers (run by this client)")
-    parser.add_argument("--bot-speed", type=float, default=2.0, metavar="MOVES_PER_S", help="bots' pace (default 2)")
+    add_level_argument(parser, "--bot-level")
+    parser.add_argument(
+        "--bot-speed", type=float, default=None, metavar="MOVES_PER_S", help="bots' pace (default: their level's)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     if args.bots < 0 or args.bots > options.max_racers - 1:
         print(f"plot host: --bots must be 0..{options.max_racers - 1} (the room seats {options.max_racers})")
         return 2
+    if args.bot_speed is not None and args.bot_speed <= 0:
+        print("plot host: --bot-speed must be above 0")
+        return 2
     url = server_url(args)
     config = RaceConfig(
         url=url,
@@ -111,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         options=options,
         bots=args.bots,
         bot_speed=args.bot_speed,
+        bot_levels=args.bot_level,
         watch_url=watch_url(url, args.watch_url),
     )
     from client.commands._race_args import run_race_app

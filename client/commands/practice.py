@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import argparse
 
-from client.commands._race_args import deal_number
+from client.commands._race_args import add_level_argument, deal_number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bots", type=int, default=2, metavar="N", help="how many bots to race (1-15, default 2)")
     parser.add_argument("--deal", type=deal_number, help="the deal to race on (default: a random one)")
-    parser.add_argument("--speed", type=float, default=1.5, metavar="MOVES_PER_S", help="bots' pace (default 1.5)")
+    add_level_argument(parser)
+    parser.add_argument(
+        "--speed", type=float, default=None, metavar="MOVES_PER_S", help="bots' pace (default: their level's)"
+    )
     parser.add_argument("--name", default=None, help="your name on the leaderboard (default: $PLOT_NAME or your login)")
 
 
@@ -24,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     from client.commands._race_args import check_name_or_exit, display_name
 
-    if not 1 <= args.bots <= 15 or args.speed <= 0:
+    if not 1 <= args.bots <= 15 or (args.speed is not None and args.speed <= 0):
         print("plot practice: --bots must be 1..15 and --speed above 0")
         return 2
     name = display_name(args)
@@ -35,6 +38,6 @@ def run(args: argparse.Namespace) -> int:
     from client.tui.practice import run_practice
 
     try:
-        return asyncio.run(run_practice(name=name, bots=args.bots, deal=args.deal, speed=args.speed))
+        return asyncio.run(run_practice(name=name, bots=args.bots, deal=args.deal, speed=args.speed, levels=args.level))
     except KeyboardInterrupt:
         return 130

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from client.bot_levels import DEFAULT_LEVEL
 from client.tui.play import solver_hint
 from client.tui.race import GIVEN_PRACTICE_DEAL, HOST, RANDOM_PRACTICE_DEAL, RaceApp, RaceConfig
 from client.widgets.room import verify_command
@@ -37,7 +38,16 @@ async def embedded_server(countdown_ms: int = 3000, **server_options: Any) -> As
         await server.stop("practice is over")
 
 
-def practice_config(url: str, *, name: str, bots: int, deal: int, speed: float, deal_given: bool = False) -> RaceConfig:
+def practice_config(
+    url: str,
+    *,
+    name: str,
+    bots: int,
+    deal: int,
+    speed: float | None = None,
+    levels: tuple[str, ...] = (DEFAULT_LEVEL,),
+    deal_given: bool = False,
+) -> RaceConfig:
     """The race app's settings for practice; the hint replays your accepted moves on the deal."""
     config = RaceConfig(
         url=url,
@@ -47,6 +57,7 @@ def practice_config(url: str, *, name: str, bots: int, deal: int, speed: float, 
         profile=None,  # no token kept: each practice server is new
         bots=bots,
         bot_speed=speed,
+        bot_levels=levels,
         auto_start=True,
         title="practice",
         next_deal=random_deal,
@@ -83,11 +94,14 @@ def attach_hint(app: RaceApp) -> None:
     app.config.hint = hint
 
 
-async def run_practice(*, name: str, bots: int, deal: int | None, speed: float) -> int:
+async def run_practice(
+    *, name: str, bots: int, deal: int | None, speed: float | None, levels: tuple[str, ...] = (DEFAULT_LEVEL,)
+) -> int:
     given = deal is not None
     deal = random_deal() if deal is None else deal
     async with embedded_server() as url:
-        app = RaceApp(practice_config(url, name=name, bots=bots, deal=deal, speed=speed, deal_given=given))
+        config = practice_config(url, name=name, bots=bots, deal=deal, speed=speed, levels=levels, deal_given=given)
+        app = RaceApp(config)
         attach_hint(app)
         await app.run_async()
         await app.shutdown()

@@ -85,7 +85,8 @@ class RaceConfig:
     options: RoomOptions = field(default_factory=RoomOptions)
     profile: str | None = "player"  # which saved token to use for this server (None: keep none)
     bots: int = 0  # bots the host adds, run in this process
-    bot_speed: float = 2.0
+    bot_speed: float | None = None  # moves per second (None: each bot's level's own pace)
+    bot_levels: tuple[str, ...] = ("medium",)  # the bots take these levels in turn
     auto_start: bool = False  # start as soon as every racer is ready (practice)
     record_dir: Path | None = None
     hint: Callable[[], Awaitable[str]] | None = None  # practice only: a hint knows the stock
@@ -693,9 +694,13 @@ class RaceApp(App[int]):
 
     def add_bot(self, code: str, number: int) -> None:
         from client.bot import Bot
+        from client.bot_levels import bot_name, level_named
 
-        bot = Bot(self.config.url, code, name=f"bot-{number}", speed=self.config.bot_speed)
-        self.bot_tasks.append(asyncio.create_task(bot.run(), name=f"bot-{number}"))
+        levels = self.config.bot_levels
+        level = level_named(levels[(number - 1) % len(levels)])
+        name = bot_name(f"bot-{number}", level)
+        bot = Bot(self.config.url, code, name=name, speed=self.config.bot_speed, level=level)
+        self.bot_tasks.append(asyncio.create_task(bot.run(), name=name))
 
     def send(self, message: Start | Ready | Rematch | EndRace | Leave | Chat | Mute) -> None:
         async def go() -> None:
