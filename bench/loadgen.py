@@ -100,6 +100,7 @@ class Stats:
     window_rejections: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ack_bytes: int = 0  # move_ok frames received in the window, to compare with the echo's reply size
     move_bytes: int = 0
+    undos: int = 0  # accepted undos in the window (home-undo: about half the accepted moves)
     races: int = 0  # races that reached their results (any time in the run)
     race_moves: int = 0
     # (player_id, race, cards) -> (sent, acked) of the move that brought that many cards home:
@@ -188,6 +189,7 @@ class Racer:
         self.view: View | None = None
         self.move_id = 0
         self.race = 0
+        self.undo_next = False  # home-undo: the last accepted move sent a card home; undo it next
         self.spectator = False  # its frames count as a spectator's
 
     async def send(self, message: p.ClientMessage) -> None:
@@ -293,6 +295,36 @@ async def set_up_room(room_index: int, racers: list[Racer], spectators: list[Rac
         r.room_code = code
 
 
+def home_move(view: View) -> str | None:
+    """A move that sends a card home and can be undone: from the waste or a tableau pile to a
+    foundation (a reserve move uncovers the next reserve card, so it can never be undone)."""
+    for move in legal_moves(view):
+        if ">f" in move and not move.startswith("reserve"):
+            return move
+    return None
+
+
+def home_move_played(move: str) -> str | None:
+    """``move`` if it sent a card home undoably (the home-undo workload undoes it next), else None:
+    the plausible racer's fallback may send the reserve's top home, which no undo takes back."""
+    return move if ">f" in move and not move.startswith("reserve") else None
+
+
+def next_move(racer: Racer) -> str:
+    """The racer's next move under ``--workload``. ``play``: a plausible racer (``choose_move``).
+    ``home-undo``: a card sent home is taken back by the next move (``undo``), so every move
+    changes the racer's leaderboard row; where no card can go home undoably, a plausible move
+    (which may turn the stock or play the reserve) until one can."""
+    assert racer.view is not None
+    if racer.args.workload == "home-undo":
+        if racer.undo_next:
+            return "undo"
+        home = home_move(racer.view)
+        if home is not None:
+            return home
+    return choose_move(racer.view, racer.rng) or "resign"
+
+
 async def race_once(host: Racer, racers: list[Racer], args: argparse.Namespace, stats: Stats, deadline: float) -> None:
     for r in racers:
         await r.send(p.Ready(ready=True))
@@ -322,6 +354,7 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
     racer.view = start.view
     racer.race = start.race
     racer.move_id = 0
+    racer.undo_next = False
     interval = 1.0 / args.pace if args.pace > 0 else 0.0
     next_send = time.perf_counter() + racer.rng.random() * interval
     again: str | None = None  # a move answered busy, to send again with the same id
@@ -343,7 +376,7 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                 stats.late += missed - waiting
             next_send += (missed + 1) * interval
         if again is None:
-            move = choose_move(racer.view, racer.rng) or "resign"
+            move = next_move(racer)
             racer.move_id += 1
         else:
             move, again = again, None
@@ -366,9 +399,11 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                 # real clients and the tests: the load generator keeps its own CPU small).
                 cards_before = racer.view.foundation_cards
                 racer.view = msg.board_after(racer.view)
+                racer.undo_next = racer.args.workload == "home-undo" and move == home_move_played(move)
                 stats.race_moves += 1
                 if stats.measuring:
                     stats.acks += 1
+                    stats.undos += move == "undo"
                     stats.room_acks[racer.room_code] += 1
                     stats.ack_bytes += len(data)
                     stats.move_bytes += len(frame)
@@ -384,6 +419,8 @@ async def play(racer: Racer, args: argparse.Namespace, stats: Stats, deadline: f
                 stats.rejected += 1
                 stats.error_codes[msg.code] += 1
                 refused = msg.code
+                if msg.code != p.BUSY:
+                    racer.undo_next = False  # never the same refused undo again and again
                 if msg.code == p.BUSY:
                     again = move
                     hint = RETRY_MS.search(msg.reason.encode())
@@ -530,6 +567,8 @@ async def run_server_load(args: argparse.Namespace) -> dict[str, Any]:
         "spectator_rooms": min(args.spectator_rooms, len(rooms)) if args.spectators else 0,
         "room_size": args.room_size,
         "pace": args.pace,
+        "workload": args.workload,
+        "accepted_undos": stats.undos,
         "setup_seconds": round(setup_seconds, 2),
         "window_seconds": round(window, 2),
         "moves_per_second": round(stats.acks / window, 1),
@@ -706,6 +745,12 @@ def main() -> None:
         help="a move answered busy is sent again after the answer's retry_ms (hint) or at the next slot (slot)",
     )
     parser.add_argument("--deal", type=int, default=None, help="room i deals N + i (default: random deals)")
+    parser.add_argument(
+        "--workload",
+        choices=["play", "home-undo"],
+        default="play",
+        help="server mode: racers play on (play), or send a card home and undo it, move after move (home-undo)",
+    )
     parser.add_argument("--bare", action="store_true", help="idle mode: connect only, no hello")
     args = parser.parse_args()
     if args.mode == "sizes":

@@ -3,6 +3,7 @@
     .venv/bin/python bench/profile_move.py                       # both stores, py-spy, 1,000 racers x 2 moves/s
     .venv/bin/python bench/profile_move.py --store redis --racers 200 --pace 5 --duration 10
     .venv/bin/python bench/profile_move.py --saturation            # 64 racers as fast as acks come (--pace 0)
+    .venv/bin/python bench/profile_move.py --saturation --workload home-undo   # a card home and undone, each move
     .venv/bin/python bench/profile_move.py --profiler cprofile   # no py-spy needed (in the server process)
     .venv/bin/python bench/profile_move.py --top 25              # also the 25 hottest functions
 
@@ -10,7 +11,8 @@ For each store (memory; redis: a fresh local redis-server) it starts the real pl
 process on a free loopback port, pinned to core 0 as ``bench/run_load.py`` does, and drives a paced
 load with ``bench/loadgen.py`` (racers in rooms of 8 racing real games, pinned to core 1; with
 ``--saturation``, 64 racers each sending its next move as soon as the last one is answered, as
-``bench/run_load.py saturation`` does). Over the
+``bench/run_load.py saturation`` does; ``--workload home-undo``: each racer sends a card home and undoes
+it, move after move, as ``bench/run_load.py --workload home-undo`` does). Over the
 generator's measured window it profiles the server:
 
 - ``py-spy`` (default; the bench extra installs it): samples the server's stacks from outside at
@@ -22,9 +24,11 @@ generator's measured window it profiles the server:
 
 Each sample (py-spy) or function's own time (cProfile; a built-in's goes to its caller's part)
 is put in one part of the move path by the innermost frame that names one (``classify``): websockets
-framing, decode, core, engine, encode, store, fan-out, shell (the rest of server/shell/), event loop
-and I/O, other. The table divides each part's time by the moves the server accepted in the window
-and sets the total beside the server's CPU per move read from /proc over the same window.
+framing, decode, core, engine, encode, store, fan-out, shell (the rest of the shell: server/app.py,
+or the package server/shell/ where the shell is split into parts), event loop and I/O, other. The
+table divides each part's time by the moves the server accepted in the window and sets the total
+beside the server's CPU per move read from /proc over the same window; a second table splits the
+core, the shell and the engine by file (``--files``).
 Loopback only. Prints the tables; ``--json FILE`` also writes the figures.
 """
 
@@ -91,7 +95,12 @@ TRANSPARENT = (
 EVENT_LOOP = ("/uvloop/", "selectors.py", "socket.py", "ssl.py", "runners.py", "threading.py")
 # websockets functions that build or write outgoing frames (send, send_data, send_binary, send_frame...).
 WEBSOCKETS_WRITING = {"broadcast", "serialize", "data_to_send", "write", "writelines", "write_frame"}
-FAN_OUT = "server/shell/delivery.py"
+# The fan-out: the files that choose connections and check their buffers, and, in a shell still in one
+# file (server/app.py), the functions of it that do.
+FAN_OUT_FILES = ("server/fanout.py", "server/shell/delivery.py")
+FAN_OUT = {"_deliver", "_cut", "_conns_of", "_reply", "publish"}
+SHELL_FILES = ("server/app.py", "server/cli.py")
+SHELL_PACKAGE = "server/shell/"
 ENGINE = ("shared/engine.py", "shared/cards.py", "shared/deal.py", "shared/solver.py")
 STORE = ("server/store/", "/redis/", "/hiredis/", "/valkey/", "/async_timeout/")
 
@@ -114,9 +123,10 @@ def part_of_frame(function: str, filename: str) -> str | None:
         return "core"
     if any(path.endswith(name) for name in ENGINE):
         return "engine"
-    if path.endswith(FAN_OUT):
+    in_app = path.endswith("server/app.py")  # py-spy qualifies a method (RaceServer._deliver), cProfile not
+    if any(path.endswith(name) for name in FAN_OUT_FILES) or (in_app and function.rpartition(".")[2] in FAN_OUT):
         return "fan-out"
-    if "server/shell/" in path or path.endswith("server/cli.py"):
+    if SHELL_PACKAGE in path or any(path.endswith(name) for name in SHELL_FILES):
         return "shell"
     if any(marker in path for marker in EVENT_LOOP):
         return "event loop and I/O"
@@ -126,11 +136,16 @@ def part_of_frame(function: str, filename: str) -> str | None:
 def classify(frames: Sequence[tuple[str, str]]) -> str:
     """The part of one stack (``(function, file)`` pairs, outermost first): its innermost frame that
     names a part; a stack of plumbing only is the event loop's own time."""
+    return classify_where(frames)[0]
+
+
+def classify_where(frames: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """The part of one stack and the file of the frame that decided it (``""`` for the loop's own)."""
     for function, filename in reversed(frames):
         part = part_of_frame(function, filename)
         if part is not None:
-            return part
-    return "event loop and I/O"
+            return part, filename
+    return "event loop and I/O", ""
 
 
 # ---------------------------------------------------------------- reading the profiles
@@ -175,6 +190,26 @@ def pyspy_parts(raw: str) -> tuple[Counter[str], Counter[tuple[str, str]], int, 
         leaves[frames[-1]] += count
         total += count
     return parts, leaves, total, skipped
+
+
+SPLIT_BY_FILE = ("core", "shell", "engine", "fan-out")  # the parts the second table splits by file
+
+
+def pyspy_files(raw: str) -> Counter[tuple[str, str]]:
+    """py-spy's collapsed stacks -> samples per (part, file that decided it), for the parts in
+    ``SPLIT_BY_FILE`` (loop-only stacks left out, as in ``pyspy_parts``)."""
+    files: Counter[tuple[str, str]] = Counter()
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        frames = [parse_pyspy_frame(frame) for frame in stack.split(";")]
+        if loop_only(frames):
+            continue
+        part, filename = classify_where(frames)
+        if part in SPLIT_BY_FILE:
+            files[(part, filename)] += int(count_text)
+    return files
 
 
 Func = tuple[str, int, str]  # cProfile's (file, line, function)
@@ -232,6 +267,9 @@ class Window:
     loadgen: dict[str, Any] = field(default_factory=dict)
     loadavg: list[float] = field(default_factory=list)
     server_warnings: dict[str, int] = field(default_factory=dict)  # e.g. append_failed: the run went wrong
+    workload: str = "play"
+    # py-spy: seconds per "part: file" of the parts in SPLIT_BY_FILE (the core, the shell... by file)
+    file_seconds: dict[str, float] = field(default_factory=dict)
 
 
 SERVE_UNDER_CPROFILE = "serve-under-cprofile"
@@ -312,6 +350,7 @@ def profile_in(workdir: str, store: str, opts: argparse.Namespace) -> Window:
         "--duration", str(opts.duration),
         "--warmup", str(opts.warmup),
         "--seed", str(opts.seed),
+        "--workload", opts.workload,
     ]  # fmt: skip
     with race_server(store, opts.profiler, stats_path) as (url, proc, target):
         sampler = run_load.ProcSampler(proc.pid)  # taskset execs the server: same pid
@@ -374,6 +413,7 @@ def profile_in(workdir: str, store: str, opts: argparse.Namespace) -> Window:
         warnings = target.log_events()
     (t0, cpu0, wait0), (t1, cpu1, wait1) = marks["window-start"], marks["window-end"]
     loop_only_seconds = 0.0
+    file_seconds: dict[str, float] = {}
     if opts.profiler == "cprofile":
         counted, functions, seconds = cprofile_parts(pstats.Stats(stats_path))
         part_seconds = dict(counted)
@@ -384,6 +424,8 @@ def profile_in(workdir: str, store: str, opts: argparse.Namespace) -> Window:
         part_seconds = {part: count / opts.rate for part, count in samples.items()}
         function_seconds = {leaf: count / opts.rate for leaf, count in leaves.items()}
         seconds = total / opts.rate
+        raw = Path(raw_path).read_text()
+        file_seconds = {f"{part}: {short_path(name)}": n / opts.rate for (part, name), n in pyspy_files(raw).items()}
     hottest = sorted(function_seconds.items(), key=lambda item: -item[1])[: opts.top]
     return Window(
         store=store,
@@ -399,6 +441,8 @@ def profile_in(workdir: str, store: str, opts: argparse.Namespace) -> Window:
         loadgen={key: result.get(key) for key in ("moves_per_second", "ack_latency_ms", "errors", "rejected")},
         loadavg=loadavg_before,
         server_warnings=warnings,
+        workload=opts.workload,
+        file_seconds=file_seconds,
     )
 
 
@@ -474,6 +518,12 @@ def table(window: Window) -> list[str]:
     for part in PARTS:
         lines.append(f"| {part} | {micros[part]:.1f} | {micros[part] / total if total else 0.0:.1%} |")
     lines.append(f"| **total** | **{total:.1f}** | 100% |")
+    if window.file_seconds:
+        counted = window.profiled_seconds or 1.0
+        lines += ["", "| part: file | µs per move |", "|---|---|"]
+        for name, value in sorted(window.file_seconds.items(), key=lambda item: -item[1]):
+            if value / counted * cpu_per_move >= 0.1:
+                lines.append(f"| {name} | {value / counted * cpu_per_move:.1f} |")
     if window.hottest:
         scale = cpu_per_move / (window.profiled_seconds / moves * 1e6) if window.profiler == "py-spy" else 1.0
         lines += ["", "| hottest functions (own time) | file | µs per move |", "|---|---|---|"]
@@ -509,6 +559,12 @@ def options(arguments: list[str]) -> argparse.Namespace:
     parser.add_argument("--pace", type=float, default=None, help="moves per second per racer (default 2; 0: saturate)")
     parser.add_argument(
         "--saturation", action="store_true", help="the saturated path: --pace 0, 64 racers unless --racers says"
+    )
+    parser.add_argument(
+        "--workload",
+        choices=["play", "home-undo"],
+        default="play",
+        help="what the racers play (bench/loadgen.py --workload): real games, or a card home and undone",
     )
     parser.add_argument("--duration", type=float, default=10.0, help="profiled seconds (py-spy: whole seconds)")
     parser.add_argument("--warmup", type=float, default=5.0)
@@ -549,6 +605,7 @@ def main(argv: Iterable[str] | None = None) -> None:
             if opts.pace == 0
             else f"paced load: {opts.racers} racers in rooms of 8 x {opts.pace:g} moves/s"
         )
+        + ("" if opts.workload == "play" else f", workload {opts.workload}")
         + f", {opts.warmup:g} s warm-up, "
         f"{opts.duration:g} s profiled" + (f", py-spy at {opts.rate} Hz" if opts.profiler == "py-spy" else "")
     )

@@ -13,6 +13,8 @@ from a shared machine hits them alike) and reports medians.
                                                       # another tree's server beside this one, run by run
     python bench/run_load.py paced --racers 1000      # ack latency at 1,000 racers x 2 moves/s
     python bench/run_load.py paced --kinds memory     # only some of the servers (echo,memory,redis)
+    python bench/run_load.py saturation --workload home-undo --duration 5
+                                                      # each racer sends a card home and undoes it, move after move
     python bench/run_load.py saturation --kinds redis,redis-shipped
                                                       # Redis with no disk against Redis as shipped (fsync always)
     python bench/run_load.py fanout --spectators 250  # leaderboard fan-out to spectators of one room
@@ -64,6 +66,9 @@ TASKSET = shutil.which("taskset")
 # --tree NAME=PATH: a server kind written KIND@NAME runs the plot-server of the tree at PATH (a
 # checkout of another commit), so that two versions are measured side by side, run by run.
 TREES: dict[str, Path] = {}
+# --workload: what the racers of every server-mode run play (bench/loadgen.py --workload); the echo
+# gets the same connections and frames whatever it is.
+WORKLOAD = "play"
 SERVER_CORE = 0
 CLIENT_CORE = 1  # the load generator, and redis-server
 
@@ -281,7 +286,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
 
 def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> dict[str, Any]:
     """One loadgen run; the server's CPU is read at the generator's window marks (stderr)."""
-    cmd = pinned([PYTHON, LOADGEN, mode, "--url", target.url, *args], CLIENT_CORE)
+    workload = ["--workload", WORKLOAD] if mode == "server" else []
+    cmd = pinned([PYTHON, LOADGEN, mode, "--url", target.url, *workload, *args], CLIENT_CORE)
     load_before = loadavg()
     marks: dict[str, tuple[float, float, float, float]] = {}  # mark -> (time, server cpu, redis cpu, server wait)
     rss_at_start = [0]
@@ -939,8 +945,17 @@ def main() -> None:
     parser.add_argument(
         "--deal", type=int, default=None, help="paced, fanout: room i deals N + i, the same games on every server"
     )
+    parser.add_argument(
+        "--workload",
+        choices=["play", "home-undo"],
+        default="play",
+        help="what the racers play: real games (play), or a card sent home and undone, move after move "
+        "(home-undo: every move changes the leaderboard; bench/loadgen.py)",
+    )
     parser.add_argument("--tag", default="", help="added to the results file name")
     opts = parser.parse_args()
+    global WORKLOAD
+    WORKLOAD = opts.workload
     for tree in opts.tree:
         name, sep, where = tree.partition("=")
         if not sep or not name or not (Path(where) / "server" / "cli.py").is_file():
@@ -957,6 +972,7 @@ def main() -> None:
     data: dict[str, Any] = {
         "machine": machine(),
         "command": "python bench/run_load.py " + " ".join(sys.argv[1:]),
+        "workload": opts.workload,
         "frame_sizes": sizes,
         "echo_reply_bytes": reply_size,
     }
@@ -973,7 +989,7 @@ def main() -> None:
     for item in what:
         print(f"{item}:", file=sys.stderr, flush=True)
         data[item] = steps[item](opts, reply_size)
-    tag = f"-{opts.tag}" if opts.tag else ""
+    tag = ("" if opts.workload == "play" else f"-{opts.workload}") + (f"-{opts.tag}" if opts.tag else "")
     path = RESULTS / f"load-{opts.what}{tag}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(report(path))

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -333,29 +333,50 @@ class AnswerBudgets:
             return [conn for conn in conns.values() if conn.join_pending == event.code]
         return []
 
-    @contextmanager
-    def charging(self, payers: list[Payer]) -> Iterator[None]:
+    def charging(self, payers: list[Payer]) -> AbstractContextManager[None]:
         """Every byte ``sent`` meanwhile is charged to these connections (each the whole) and
-        their addresses (each address once)."""
-        if not payers:
-            yield
-            return
-        outer, self._payers, self._bytes = (self._payers, self._bytes), payers, 0
-        try:
-            yield
-        finally:
-            spent, (self._payers, self._bytes) = self._bytes, outer
-            now = self.limits.clock()
-            addresses: set[str] = set()
-            for conn in payers:
-                if conn.answers is not None:
-                    conn.answers.spend(spent, now)
-                if conn.address not in addresses:
-                    addresses.add(conn.address)
-                    shared = self._address_budget(conn.address)
-                    if shared is not None:
-                        shared.spend(spent, now)
+        their addresses (each address once). No payers (a move, a store's answer: most events):
+        one shared context that does nothing, since this runs on every event."""
+        return _Charging(self, payers) if payers else NOT_CHARGING
+
+    def _charge(self, payers: list[Payer], spent: int) -> None:
+        now = self.limits.clock()
+        addresses: set[str] = set()
+        for conn in payers:
+            if conn.answers is not None:
+                conn.answers.spend(spent, now)
+            if conn.address not in addresses:
+                addresses.add(conn.address)
+                shared = self._address_budget(conn.address)
+                if shared is not None:
+                    shared.spend(spent, now)
 
     def sent(self, nbytes: int) -> None:
         if self._payers:
             self._bytes += nbytes
+
+
+class _Charging:
+    """``AnswerBudgets.charging`` with payers: the bytes sent inside it are theirs (nested: the
+    outer charge resumes after it)."""
+
+    __slots__ = ("budgets", "outer", "payers")
+
+    def __init__(self, budgets: AnswerBudgets, payers: list[Payer]) -> None:
+        self.budgets = budgets
+        self.payers = payers
+        self.outer: tuple[list[Payer], int] = ([], 0)
+
+    def __enter__(self) -> None:
+        budgets = self.budgets
+        self.outer = (budgets._payers, budgets._bytes)
+        budgets._payers, budgets._bytes = self.payers, 0
+
+    def __exit__(self, *exc: object) -> None:
+        budgets = self.budgets
+        spent = budgets._bytes
+        budgets._payers, budgets._bytes = self.outer
+        budgets._charge(self.payers, spent)
+
+
+NOT_CHARGING: AbstractContextManager[None] = nullcontext()

@@ -3,8 +3,10 @@
 Each :class:`Metrics` has its own ``CollectorRegistry`` (never prometheus_client's global one),
 so several servers in one process (the tests, ``plot practice``) keep apart.
 
-The hot path pays for counters only: a move answered is one counter increment (and, for an
-acknowledgement, one histogram observation); a store call one counter and one observation.
+The hot path pays for counters only: a move answered is a plain integer added to (and, for an
+acknowledgement, one bucket of a histogram kept the same way), read into the families when
+scraped (``_MoveCounts``: prometheus_client's own counters take a lock per increment, a few
+microseconds a move); a store call one counter and one observation.
 Everything that is a level rather than an event (connections, rooms by phase, queue depths,
 the shell's frame counters) is read from the server when scraped, so it costs nothing between
 scrapes. prometheus_client comes with the ``server`` extra: ``server.shell`` imports this module
@@ -13,11 +15,12 @@ only when metrics are on and the library is installed.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
@@ -90,6 +93,47 @@ class _Levels(Collector):
         yield gaps
 
 
+class _MoveCounts(Collector):
+    """The moves answered, counted in plain integers on the hot path (one event loop feeds them)
+    and served as prometheus_client would serve its own Counter and Histogram."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.duplicate = 0
+        self.rejected: dict[str, int] = {}
+        self.ack_buckets = [0] * (len(ACK_BUCKETS) + 1)  # the last: above every bound (+Inf)
+        self.ack_sum = 0.0
+
+    def collect(self) -> Iterable[Metric]:
+        accepted = CounterMetricFamily("plot_moves_accepted", "Moves stored and acknowledged (move_ok)")
+        accepted.add_metric([], self.accepted)
+        yield accepted
+        duplicate = CounterMetricFamily(
+            "plot_moves_duplicate", "Resent moves answered with the current board, not applied again"
+        )
+        duplicate.add_metric([], self.duplicate)
+        yield duplicate
+        rejected = CounterMetricFamily(
+            "plot_moves_rejected",
+            "Moves refused (move_rejected, or an error answering a move), by code",
+            labels=["code"],
+        )
+        for code, count in sorted(self.rejected.items()):
+            rejected.add_metric([code], count)
+        yield rejected
+        cumulative = 0
+        buckets: list[tuple[str, float]] = []
+        for bound, count in zip((*ACK_BUCKETS, None), self.ack_buckets, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound is None else repr(bound), cumulative))  # as Histogram writes le
+        yield HistogramMetricFamily(
+            "plot_move_ack_seconds",
+            "From a move's receipt to its move_ok sent",
+            buckets=buckets,
+            sum_value=self.ack_sum,
+        )
+
+
 def _gauge(name: str, text: str, label: str, values: Mapping[str, int]) -> GaugeMetricFamily:
     gauge = GaugeMetricFamily(name, text, labels=[label])
     for key, value in sorted(values.items()):
@@ -103,17 +147,8 @@ class Metrics:
     def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.moves_accepted = Counter("plot_moves_accepted", "Moves stored and acknowledged (move_ok)", registry=r)
-        self.moves_duplicate = Counter(
-            "plot_moves_duplicate", "Resent moves answered with the current board, not applied again", registry=r
-        )
-        self.moves_rejected = Counter(
-            "plot_moves_rejected", "Moves refused (move_rejected, or an error answering a move), by code", ["code"],
-            registry=r,
-        )  # fmt: skip
-        self.ack_latency = Histogram(
-            "plot_move_ack_seconds", "From a move's receipt to its move_ok sent", buckets=ACK_BUCKETS, registry=r
-        )
+        self.moves = _MoveCounts()
+        r.register(self.moves)
         self.store_calls = Counter(
             "plot_store_calls", "Calls to Redis, by store operation (a call: one round trip, or one pipeline)",
             ["op"], registry=r,
@@ -131,7 +166,6 @@ class Metrics:
             buckets=PUBSUB_BUCKETS, registry=r,
         )  # fmt: skip
         r.register(_Levels(snapshot))
-        self._rejected: dict[str, Counter] = {}
         self._store: dict[str, tuple[Counter, Histogram]] = {}
 
     def render(self) -> bytes:
@@ -140,18 +174,19 @@ class Metrics:
     # ---------------------------------------------------------------- fed by the server
 
     def accepted(self, seconds: float | None, duplicate: bool) -> None:
+        moves = self.moves
         if duplicate:
-            self.moves_duplicate.inc()
+            moves.duplicate += 1
             return
-        self.moves_accepted.inc()
+        moves.accepted += 1
         if seconds is not None:
-            self.ack_latency.observe(seconds)
+            # A bound is the bucket's upper end, included (prometheus_client's le): bisect_left.
+            moves.ack_buckets[bisect_left(ACK_BUCKETS, seconds)] += 1
+            moves.ack_sum += seconds
 
     def rejected(self, code: str) -> None:
-        child = self._rejected.get(code)
-        if child is None:
-            child = self._rejected[code] = self.moves_rejected.labels(code)
-        child.inc()
+        rejected = self.moves.rejected
+        rejected[code] = rejected.get(code, 0) + 1
 
     def store_call(self, op: str, seconds: float, failed: bool) -> None:
         """A store's observer (server.store.base.StoreObserver)."""

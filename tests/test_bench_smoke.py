@@ -71,6 +71,25 @@ def test_loadgen_races_real_games_against_plot_server(run_load: ModuleType) -> N
     assert result["server_peak_rss_mib"] > 0
 
 
+def test_home_undo_workload_sends_cards_home_and_undoes_them(
+    run_load: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_load --workload home-undo: each racer sends a card home and undoes it, move after move,
+    every move legal from its own view (none refused), so about half the accepted moves are undos."""
+    monkeypatch.setattr(run_load, "WORKLOAD", "home-undo")
+    args = ["--racers", "8", "--pace", "0", "--duration", "2", "--warmup", "0.5", "--deal", "1"]
+    result = run(run_load, "memory", "server", args)
+    assert result["workload"] == "home-undo"
+    assert result["accepted_moves"] > 20
+    assert result["errors"] == 0 and result["rejected"] == 0, result["error_codes"]
+    assert result["failures"] == []
+    # A card home, then its undo: the undos are half of the moves, give or take the moves that
+    # find the racer's first card to send home and the pairs the window's edges cut (one undo a
+    # racer at most; deal 1: cards go home from the first moves, a random deal may need many).
+    assert 0.3 * result["accepted_moves"] < result["accepted_undos"] <= 0.5 * result["accepted_moves"] + 8
+    assert "server_cpu_us_per_move" in result
+
+
 def test_a_kind_at_another_tree_runs_that_trees_server(run_load: ModuleType, tmp_path: Path) -> None:
     """run_load --tree NAME=PATH: KIND@NAME starts the plot-server of PATH (before/after side by side)."""
     for package in ("server", "shared"):
@@ -137,7 +156,7 @@ def test_profile_move_accounts_for_the_moves_of_a_paced_run() -> None:
     profile_move = load("profile_move")
     opts = argparse.Namespace(
         profiler="cprofile", racers=8, pace=5.0, duration=1.0, warmup=0.3, seed=1, rate=250, top=5,
-        setup_timeout=60.0,
+        setup_timeout=60.0, workload="play",
     )  # fmt: skip
     window = profile_move.profile_once("memory", opts)
     assert window.moves > 0 and window.server_cpu_seconds > 0
@@ -160,6 +179,37 @@ def test_profile_move_saturation_is_pace_zero_with_64_racers() -> None:
     assert (paced.pace, paced.racers, paced.stores) == (2.0, 1000, ["redis"])
     with pytest.raises(SystemExit):  # a saturation run has no pace
         profile_move.options(["--saturation", "--pace", "2", "--profiler", "cprofile"])
+
+
+def test_profile_move_takes_the_home_undo_workload() -> None:
+    profile_move = load("profile_move")
+    opts = profile_move.options(["--saturation", "--workload", "home-undo", "--profiler", "cprofile"])
+    assert (opts.workload, opts.pace, opts.racers) == ("home-undo", 0.0, 64)
+    assert profile_move.options(["--profiler", "cprofile"]).workload == "play"
+
+
+def test_profile_move_knows_the_shell_in_one_file_and_split_into_a_package() -> None:
+    profile_move = load("profile_move")
+    part = profile_move.part_of_frame
+    assert part("RaceServer._dispatch", "server/app.py") == "shell"
+    assert part("RaceServer._deliver", "server/app.py") == "fan-out"
+    assert part("Appends.write_batch", "server/shell/appends.py") == "shell"
+    assert part("Gate.on_frame", "/work/x/server/shell/gate.py") == "shell"
+    assert part("Delivery.deliver", "server/shell/delivery.py") == "fan-out"
+    assert part("LocalFanout.publish", "server/fanout.py") == "fan-out"
+    assert part("ServerCore.handle", "server/core/machine.py") == "core"
+    loop = "Runner.run (asyncio/runners.py:118);run_until_complete (uvloop/loop.pyx:1)"
+    raw = "\n".join(
+        [
+            f"{loop};Gate.on_frame (server/shell/gate.py:10);ServerCore.handle (server/core/machine.py:90) 4",
+            f"{loop};Gate.on_frame (server/shell/gate.py:10) 3",
+            f"{loop};RaceServer._on_frame (server/app.py:900) 2",
+            f"{loop};Game.changes (shared/engine.py:544) 1",
+        ]
+    )
+    files = profile_move.pyspy_files(raw)
+    assert files == {("core", "server/core/machine.py"): 4, ("shell", "server/shell/gate.py"): 3,
+                     ("shell", "server/app.py"): 2, ("engine", "shared/engine.py"): 1}  # fmt: skip
 
 
 def test_profile_move_puts_each_sample_in_the_part_its_innermost_frame_names() -> None:

@@ -1,6 +1,6 @@
-"""The move path without a copy of the game per move: a plain move is checked on the racer's
-position (the engine's reason_illegal) and played on that game once the store holds it; undo and
-resign still go through a copy. Plain calls on the room core (the Shell of test_room_core)."""
+"""The move path without a copy of the game per move: every entry (a plain move, undo, resign) is
+checked on the racer's position (the engine's check) and played on that game once the store holds
+it. Plain calls on the room core (the Shell of test_room_core)."""
 
 from __future__ import annotations
 
@@ -54,14 +54,25 @@ def test_random_games_match_the_engine_move_by_move_with_writes_held() -> None:
     assert move_id > 40
 
 
-def test_resign_in_flight_still_goes_through_a_copy() -> None:
+def test_undo_and_resign_in_flight_leave_the_game_untouched_until_stored() -> None:
     shell = Shell()
     conns, code = racing(shell, ("Ann", "Bob"))
     ann = pid(shell, conns[0])
     racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    move = next(m for m in racer.game.legal_moves() if m != "stock>waste" and not m.startswith("reserve"))
+    shell.send(conns[0], p.Move(id=1, move=move))
+    shown = racer.game.state_key()
     shell.hold_persists = True
-    shell.send(conns[0], p.Move(id=1, move=RESIGN))
-    assert racer.candidate is not None and racer.candidate.status == "resigned"
+    shell.send(conns[0], p.Move(id=2, move=UNDO))
+    assert racer.game.state_key() == shown  # checked, not played: the store does not hold it yet
+    shell.release()
+    answers = [m for m in shell.take(conns[0]) if isinstance(m, p.MoveOk) and m.id == 2]
+    assert len(answers) == 1 and racer.game.entries == [move, UNDO]
+    reference = Game(DEAL)
+    reference.play(move)
+    reference.play(UNDO)
+    assert racer.game.state_key() == reference.state_key()
+    shell.send(conns[0], p.Move(id=3, move=RESIGN))
     assert racer.game.status == "playing"  # the racer's game is untouched until the store holds it
     shell.release()
     assert racer.game.status == "resigned"

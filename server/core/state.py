@@ -181,8 +181,7 @@ class RacerState:
     head: PendingMove | None = None  # the entry being decided (WRITING, REREADING, RETRYING)
     head_length: int = 0  # the log length its append expects
     head_t: int = 0  # its accept time (ms from the start)
-    candidate: Game | None = None  # after an undo/resign head (a plain move is played on game once stored)
-    checked: tuple[int, int] | None = None  # a plain move head's piles, as checked (played once stored)
+    checked: tuple[int, int] | None = None  # a plain move head's piles, as checked (every head is played once stored)
     checked_at: int = 0  # the game's entries when it was checked: played unchecked only on that position
     attempts: int = 0  # failed writes of the head so far (the back-off grows with them)
     last_failure: str | None = None  # why its last write failed: uncertain, conflict

@@ -35,7 +35,7 @@ from server.core.state import (
     RoomState,
 )
 from shared import protocol as p
-from shared.engine import PLAYING, RESIGN, UNDO, Game, IllegalMove
+from shared.engine import PLAYING, RESIGN, UNDO, IllegalMove
 
 OUTAGE_REASON = (
     "the store did not answer in time: this move may or may not have been stored; "
@@ -150,14 +150,13 @@ class RacerLogMixin(CoreBase):
         if game.over:
             self._reject(racer, pending, p.WRONG_PHASE, f"your game is over ({game.status})")
             return False
-        candidate: Game | None = None
         checked: tuple[int, int] | None = None
         if pending.move in (UNDO, RESIGN):
-            candidate = game.copy()  # rare entries: checked by playing them on a copy
-            try:
-                candidate.play(pending.move)
-            except IllegalMove as exc:
-                self._reject(racer, pending, p.ILLEGAL_MOVE, exc.reason)
+            # Checked on the racer's position without copying the game (a copy costs the whole
+            # log, and a racer may undo every other move); played when the store holds it.
+            reason = game.reason_illegal(pending.move)
+            if reason is not None:
+                self._reject(racer, pending, p.ILLEGAL_MOVE, reason)
                 return False
         else:
             # A plain move: checked once, without copying the game; played on the racer's game
@@ -168,7 +167,6 @@ class RacerLogMixin(CoreBase):
             except IllegalMove as exc:
                 self._reject(racer, pending, p.ILLEGAL_MOVE, exc.reason)
                 return False
-        racer.candidate = candidate
         racer.checked = checked
         racer.checked_at = len(game.entries)
         return True
@@ -190,7 +188,6 @@ class RacerLogMixin(CoreBase):
     def _clear_head(self, racer: RacerState) -> None:
         racer.head = None
         racer.last_failure = None
-        racer.candidate = None
         racer.checked = None
         racer.attempts = 0
         racer.retry_at = None
@@ -241,21 +238,18 @@ class RacerLogMixin(CoreBase):
         checked = racer.checked if len(old.entries) == racer.checked_at else None
         touched = checked if checked is not None else old.touched(pending.move)
         lengths = tuple(old.pile_length(index) for index in touched)
-        game = racer.candidate
-        if game is None:
-            game = old
-            try:
-                if checked is not None:
-                    game.play_checked(pending.move, checked)
-                else:
-                    game.play(pending.move)
-            except IllegalMove:
-                # Cannot happen (checked against this very position): were it to, the log holds an
-                # entry this game refuses, so rebuild the racer from the log as after a failed write.
-                self._note("persist_unplayable", room=ev.code, player=ev.player_id, length=ev.length)
-                self._reread(room, racer)
-                return
-        racer.game = game
+        game = old
+        try:
+            if checked is not None:
+                game.play_checked(pending.move, checked)
+            else:
+                game.play(pending.move)
+        except IllegalMove:
+            # Cannot happen (checked against this very position): were it to, the log holds an
+            # entry this game refuses, so rebuild the racer from the log as after a failed write.
+            self._note("persist_unplayable", room=ev.code, player=ev.player_id, length=ev.length)
+            self._reread(room, racer)
+            return
         racer.times.append(racer.head_t)
         racer.log_length += 1
         if game.foundation_cards != before:
