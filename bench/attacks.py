@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the hand-made upgrade lives with the 
 
 from support import raw_upgrade, server_environment, toggling_moves  # noqa: E402
 
-from server.core.testing import DEAL  # noqa: E402
+from server.testing.shell import DEAL  # noqa: E402
 from shared import protocol as p  # noqa: E402
 
 ATTACKER = "127.0.0.2"

@@ -24,7 +24,7 @@ import msgspec
 from server.core import CoreConfig
 from server.core.events import ClientEvent, Effect, SaveRoom, Send
 from server.core.records import encode_record
-from server.core.testing import Shell, lobby
+from server.testing.shell import Shell, lobby
 from shared import protocol as p
 
 

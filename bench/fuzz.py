@@ -9,7 +9,7 @@ Prints the frame count, the throughput and every failure with its reproducer (th
 frame index). ``--start-frame`` replays the episode holding that frame from its start, silently,
 then feeds (and with ``--verbose`` traces: events, messages out) from that frame on. Exit status
 1 if any invariant broke. ``--json FILE`` also writes the result as JSON. One core: the driver is
-single-threaded (server/core/fuzzing.py describes the campaign and its invariants).
+single-threaded (server/testing/fuzzing.py describes the campaign and its invariants).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from machine_info import cpu_name  # noqa: E402  (bench/ is the script folder)
 
-from server.core.fuzzing import run_campaign  # noqa: E402
+from server.testing.fuzzing import run_campaign  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

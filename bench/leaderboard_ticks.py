@@ -25,7 +25,7 @@ from nodes_bench import percentile  # the nodes bench's, whose delays these set 
 
 from server.core import CoreConfig
 from server.core.events import Effect, Event
-from server.core.testing import Shell, lobby, pid
+from server.testing.shell import Shell, lobby, pid
 from shared import protocol as p
 
 

@@ -1,21 +1,21 @@
 """Where a node's CPU goes, from the py-spy profiles ``bench/nodes_bench.py --profile DIR`` writes.
 
-    .venv/bin/python bench/profile_nodes.py DIR/split-run1-node1.txt [more files] [--moves N] [--top 20]
+.venv/bin/python bench/profile_nodes.py DIR/split-run1-node1.txt [more files] [--moves N] [--top
+20]
 
 Each sample (a collapsed stack) goes to the first part below whose test its stack passes, so the
 parts add up to the samples counted: the subscription's read and parse; the shell's grouping and
 decoding of other nodes' entries; the core applying them (``_remote_moves``: the engine replaying
-them, the budgeted blocked check, the rest) and the core's own per-event work around it (the
-error-state snapshot, the deadline table, effects such as rescheduling a room's wake-up); the room
-ticks (``_on_timer``: leaderboard rows, their comparison, encoding, writing to the connections, the
-rest); heartbeats and liveness; the node's own racers' moves (frames in, the group commit to Redis);
-anything else. Stacks whose innermost frame is the event loop's runner are left out, as
-``bench/profile_move.py`` does (py-spy could not tell an idle loop from a busy one on this VM; a
-``--native`` profile shows those samples to be mostly ``epoll_pwait``, the loop waiting), and so are
-native stacks ending in ``epoll_pwait``.
-With ``--moves N`` (the moves acknowledged in the window, from nodes_bench's JSON) each part is also
-given in µs per move, at ``--rate`` samples per second (500, nodes_bench's).
-"""
+them, the budgeted blocked check, the rest) and the core's own per-event work around it (the error-
+state snapshot, the deadline table, effects such as rescheduling a room's wake-up); the room ticks
+(``Timers._due`` in server/shell/timers.py: leaderboard rows, their comparison, encoding, writing
+to the connections, the rest); heartbeats and liveness; the node's own racers' moves (frames in,
+the group commit to Redis); anything else. Stacks whose innermost frame is the event loop's runner
+are left out, as ``bench/profile_move.py`` does (py-spy could not tell an idle loop from a busy one
+on this VM; a ``--native`` profile shows those samples to be mostly ``epoll_pwait``, the loop
+waiting), and so are native stacks ending in ``epoll_pwait``. With ``--moves N`` (the moves
+acknowledged in the window, from nodes_bench's JSON) each part is also given in µs per move, at
+``--rate`` samples per second (500, nodes_bench's)."""
 
 from __future__ import annotations
 
@@ -52,15 +52,15 @@ ENGINE = "shared/engine.py"
 
 
 # The shell's timer callbacks: a room's own wake-up, and the node's shared leaderboard tick.
-TIMERS = ("_on_timer", "_on_leaderboard_timer")
+TIMERS = ("_due", "_leaderboards_due")
 
 
 def ticking(frames: Frames) -> bool:
-    return any(has(frames, timer, "server/app.py") for timer in TIMERS)
+    return any(has(frames, timer, "server/shell/timers.py") for timer in TIMERS)
 
 
 def tick_part(frames: Frames) -> str:
-    below = next((b for timer in TIMERS if (b := under(frames, timer, "server/app.py"))), ())
+    below = next((b for timer in TIMERS if (b := under(frames, timer, "server/shell/timers.py"))), ())
     if has(below, "_rows"):
         return "tick: leaderboard rows (rank, build)"
     if has(below, "_leaderboard_update"):
@@ -69,7 +69,7 @@ def tick_part(frames: Frames) -> str:
         return "tick: spectators' boards"
     if any("encode" in name for name, _ in below):
         return "tick: frames encoded"
-    if in_file(below, "websockets/") or has(below, "_deliver") or has(below, "publish", "server/fanout.py"):
+    if in_file(below, "websockets/") or has(below, "_deliver") or has(below, "deliver", "server/shell/delivery.py"):
         return "tick: frames written to connections"
     if has(below, "_next_wake") or has(below, "_deadlines") or has(below, "_schedule_leaderboard"):
         return "tick: deadline table, next wake-up"
@@ -79,7 +79,7 @@ def tick_part(frames: Frames) -> str:
 
 
 def remote_part(frames: Frames) -> str:
-    below = under(frames, "_on_node_messages", "server/app.py")
+    below = under(frames, "_on_messages", "server/shell/several_nodes.py")
     if has(below, "_settle_blocked"):
         return "remote: blocked check (_settle_blocked)"
     if has(below, "_remote_moves"):
@@ -88,13 +88,13 @@ def remote_part(frames: Frames) -> str:
         return "remote: entries decoded"
     if has(below, "handle", "server/core/machine.py"):
         return "remote: core per-event work (snapshot, deadline table)"
-    if has(below, "_execute") or has(below, "_wake"):
+    if has(below, "execute") or has(below, "_wake"):
         return "remote: effects (wake-up rescheduled)"
     return "remote: grouped into runs (shell)"
 
 
 PARTS: list[tuple[str | Callable[[Frames], str], Callable[[Frames], bool]]] = [
-    (remote_part, lambda f: has(f, "_on_node_messages", "server/app.py")),
+    (remote_part, lambda f: has(f, "_on_messages", "server/shell/several_nodes.py")),
     ("pub/sub: read and parse (hiredis, messages)", lambda f: has(f, "_read", "server/nodes.py")),
     (tick_part, ticking),
     ("heartbeats, liveness, sweeps", lambda f: has(f, "_beat", "server/nodes.py") or in_file(f, "server/nodes.py")),

@@ -36,8 +36,8 @@ if "PYTHONPATH" not in os.environ:
 from machine_info import cpu_name
 from websockets.asyncio.client import ClientConnection, connect
 
-import server.app as server_module
-from server.app import RaceServer, ServerConfig
+import server.shell as server_module
+from server.shell import RaceServer, ServerConfig
 from server.store.memory import MemoryStore
 from shared import protocol as p
 
@@ -138,7 +138,7 @@ async def run(spammers: int, spam_seconds: float) -> dict[str, object]:
             "searches_run": getattr(finder, "searches_run", None),  # None: the code before the solver queue
             "searches_dropped": getattr(finder, "searches_dropped", None),
             "searches_refused": getattr(finder, "searches_refused", None),
-            "server_code": str(Path(server_module.__file__ or "").resolve().parent.parent),
+            "server_code": str(Path(server_module.__file__ or "").resolve().parent.parent.parent),
             "cpu": cpu_name(),
             "python": platform.python_version(),
             "load_avg": [round(x, 2) for x in os.getloadavg()],

@@ -33,8 +33,8 @@ from support import board, make_room, running_server, start_race  # test helpers
 from web_helpers import find_chromium, web_server_for
 
 from client.bot import choose_move
-from server.app import ServerConfig
 from server.core import CoreConfig
+from server.shell import ServerConfig
 from shared import protocol as p
 
 RESULTS = Path(__file__).resolve().parent / "results"

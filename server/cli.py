@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from server.app import RaceServer, ServerConfig, log_event, run_server
 from server.core import CoreConfig
 from server.limits import ANSWER_BURST_S, LimitsConfig
 from server.probes import ProbeConfig, parse_networks
 from server.proxy import TrustedProxies
+from server.shell import RaceServer, ServerConfig, log_event, run_server
 from server.store.base import Store
 from server.store.urls import shown_url
 from server.web import WebConfig, WebServer

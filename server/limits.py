@@ -1,6 +1,6 @@
 """The limits a public server needs against one abusive address (docs/reliability.md, Limits).
 
-Per connection, the shell (server/app.py) already has a message rate (a token bucket that
+Per connection, the shell's gate (server/shell/gate.py) already has a message rate (a token bucket that
 WebSocket pings and pongs count in too) and a write-buffer cap. This module adds what is
 counted per *address*: how many connections it holds at once, how many hellos and room
 creations it may send per minute, and how many joins of rooms that do not exist it may make
@@ -263,7 +263,7 @@ ALWAYS_ALLOWED = (p.Leave,)  # charged, never refused: leaving a room always wor
 
 
 class Payer(Protocol):
-    """What AnswerBudgets needs of a connection (server/app.py's Conn)."""
+    """What AnswerBudgets needs of a connection (server/shell/delivery.py's Conn)."""
 
     @property
     def address(self) -> str: ...

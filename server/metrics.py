@@ -9,7 +9,7 @@ scraped (``_MoveCounts``: prometheus_client's own counters take a lock per incre
 microseconds a move); a store call one counter and one observation.
 Everything that is a level rather than an event (connections, rooms by phase, queue depths,
 the shell's frame counters) is read from the server when scraped, so it costs nothing between
-scrapes. prometheus_client comes with the ``server`` extra: ``server.app`` imports this module
+scrapes. prometheus_client comes with the ``server`` extra: ``server.shell`` imports this module
 only when metrics are on and the library is installed.
 """
 

@@ -10,7 +10,7 @@ Searches wait in a bounded queue, one per room (docs/solver.md, "The solver queu
 search of a room replaces its waiting one, a search whose room stopped waiting (the host ended
 it, everyone left) is dropped before it runs and stops after its current candidate if it is
 running, and a start that finds the queue full is refused at once (``busy``) rather than queued
-behind thousands of others (issue 9).
+behind thousands of others.
 
 The blocked checks a live game's budgeted check left undecided (``CheckBlocked``) have their own
 pool, so they never wait behind a deal search: :meth:`DealFinder.blocked` replays the racer's

@@ -1,7 +1,7 @@
 """Helpers shared by the test modules, in one place (no test module imports another).
 
 - ``eventually`` / ``eventually_sync``: wait by condition, with a deadline, never a fixed sleep.
-- The core's test shell and its session helpers (re-exported from :mod:`server.core.testing`).
+- The core's test shell and its session helpers (re-exported from :mod:`server.testing.shell`).
 - A real WebSocket ``Client`` and a real server on a free loopback port (``running_server``).
 - ``plot-server`` as a real process (``server_process``, ``wait_healthy``).
 """
@@ -32,13 +32,14 @@ import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from server.app import RaceServer, ServerConfig
 from server.core import CoreConfig, ServerCore
-from server.core.testing import DEAL, SeededEntropy, Shell, lobby, pid, racing
+from server.core.records import MemberRecord, RoomRecord
 from server.limits import LimitsConfig
 from server.probes import ProbeConfig
+from server.shell import RaceServer, ServerConfig
 from server.store.base import Store
 from server.store.memory import MemoryStore
+from server.testing.shell import DEAL, SeededEntropy, Shell, lobby, pid, racing
 from shared import protocol as p
 from shared.engine import Game, View
 
@@ -530,3 +531,50 @@ BLOCKED_VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors_bl
 BLOCKED_DEAL: int = BLOCKED_VECTOR["deal"]
 BLOCKED_MOVES: list[str] = BLOCKED_VECTOR["moves"]
 BLOCKED_TINY: int = BLOCKED_VECTOR["test_budget"]
+
+
+def open_connections(server: RaceServer) -> int:
+    """The connections the server holds open, from the levels /metrics reports."""
+    return sum(server.metrics_snapshot().connections.values())
+
+
+def move_writes(server: RaceServer) -> int:
+    """Moves queued or in flight to the store, from the levels /metrics reports."""
+    return server.metrics_snapshot().queues["move_writes"]
+
+
+def room_members(server: RaceServer, code: str) -> list[MemberRecord]:
+    """The members of a room the server holds, as it would store them (none if it holds no such room)."""
+    record = server.core.room_record(code)
+    return [] if record is None else record.members
+
+
+def room_version(server: RaceServer, code: str) -> int | None:
+    record = server.core.room_record(code)
+    return None if record is None else record.version
+
+
+def held_phase(server: RaceServer, code: str) -> str | None:
+    """The phase of a room the server holds (None: it holds no such room)."""
+    summary = server.core.summary(code)
+    return None if summary is None else summary.phase
+
+
+def race_number(server: RaceServer, code: str) -> int:
+    """The current or next race of a room the server holds."""
+    record = server.core.room_record(code)
+    assert record is not None, f"the server holds no room {code}"
+    return record.race_number
+
+
+def phase_of(core: ServerCore, code: str) -> str | None:
+    """The phase of a room the core holds (None: it holds no such room), from its summary."""
+    summary = core.summary(code)
+    return None if summary is None else summary.phase
+
+
+def record_of(core: ServerCore, code: str) -> RoomRecord:
+    """A room the core holds, as it would store it now."""
+    record = core.room_record(code)
+    assert record is not None, f"the core holds no room {code}"
+    return record

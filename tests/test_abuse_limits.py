@@ -11,12 +11,24 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from support import Client, eventually, fast_config, metric, metrics, raw_upgrade, running_server, url, ws_frame
+from support import (
+    Client,
+    eventually,
+    fast_config,
+    metric,
+    metrics,
+    open_connections,
+    raw_upgrade,
+    room_members,
+    running_server,
+    url,
+    ws_frame,
+)
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from server.app import ServerConfig
 from server.limits import AddressLimits, LimitsConfig, address_key
+from server.shell import ServerConfig
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from shared import protocol as p
@@ -94,7 +106,7 @@ async def test_rooms_per_minute_per_address() -> None:
         await clients[2].send(p.CreateRoom())
         error = await clients[2].expect(p.Error)
         assert error.code == p.RATE_LIMITED and error.ref == "create_room" and "rooms created" in error.message
-        assert len(server.core.rooms) == 2
+        assert server.core.room_count() == 2
         for client in clients:
             await client.close()
 
@@ -114,7 +126,7 @@ async def test_joins_of_unknown_rooms_have_a_budget_per_address() -> None:
         await guesser.send(p.Join(code=code))  # even the right code: the budget is spent
         error = await guesser.expect(p.Error)
         assert error.code == p.RATE_LIMITED and error.ref == "join" and "retry_ms=" in error.message
-        assert server.core.rooms[code].members.keys() == {host.pid}
+        assert {m.player_id for m in room_members(server, code)} == {host.pid}
         friend = await Client.open(server, local_addr=("127.0.0.3", 0))
         await friend.hello("Friend")
         await friend.send(p.Join(code=code))
@@ -202,7 +214,7 @@ async def test_a_client_that_never_reads_is_cut_on_the_timer() -> None:
 
         flooding = asyncio.ensure_future(flood())
         await eventually(lambda: server.stats.slow_disconnects == 1, what="the non-reader cut")
-        await eventually(lambda: not server._conns, what="its slot given back")
+        await eventually(lambda: open_connections(server) == 0, what="its slot given back")
         flooding.cancel()
         with contextlib.suppress(BaseException):
             await flooding
@@ -221,7 +233,7 @@ async def test_the_defaults_let_a_host_and_eight_bots_in_from_one_address() -> N
             await bot.hello(f"bot{i}", bot=True)
             await bot.send(p.Join(code=code))
             await bot.expect(p.Room)
-        assert len(server.core.rooms[code].members) == 9
+        assert len(room_members(server, code)) == 9
         for client in (host, *bots):
             await client.close()
 
@@ -244,7 +256,7 @@ async def test_identity_churn_leaves_nothing_behind(redis_url: str) -> None:
         gone = (drifter.pid, roomer.pid)
         await drifter.close()
         await roomer.close()
-        await eventually(lambda: not any(pid in server.core.players for pid in gone), what="players forgotten")
+        await eventually(lambda: not any(server.core.knows_player(pid) for pid in gone), what="players forgotten")
     await store.close()
 
 
@@ -276,7 +288,7 @@ async def test_the_client_waits_out_a_refused_hello_and_gets_in() -> None:
         late = Connection(url(server), "Late")
         late.on_state = lambda state, detail: states.append((state, detail))
         welcome = await asyncio.wait_for(late.start(), 10)
-        assert welcome.player_id in server.core.players
+        assert server.core.knows_player(welcome.player_id)
         assert any("the server asks to wait" in detail and "too many hellos" in detail for _state, detail in states)
         await late.close()
         for client in crowd:

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from support import Client, eventually, fast_config, make_room, running_server, start_race, toggling_moves
 
-from server.core.testing import DEAL
 from server.limits import ANSWER_BURST_S, LimitsConfig
+from server.testing.shell import DEAL
 from shared import protocol as p
 
 

@@ -215,20 +215,22 @@ def test_profile_move_knows_the_shell_in_one_file_and_split_into_a_package() -> 
 def test_profile_move_puts_each_sample_in_the_part_its_innermost_frame_names() -> None:
     profile_move = load("profile_move")
     loop = "Runner.run (asyncio/runners.py:118);run_until_complete (uvloop/loop.pyx:1)"
-    handler = f"{loop};RaceServer._handler (server/app.py:310);RaceServer._on_frame (server/app.py:340)"
+    handler = f"{loop};Gate.handler (server/shell/gate.py:150);Gate._on_frame (server/shell/gate.py:210)"
     raw = "\n".join(
         [
             # the engine called by the core called by the shell: the engine's
-            f"{handler};RaceServer._dispatch (server/app.py:436);ServerCore.handle (server/core/machine.py:200);"
+            f"{handler};RaceServer.dispatch (server/shell/server.py:240);"
+            "ServerCore.handle (server/core/machine.py:200);"
             "view_hash (shared/engine.py:900) 7",
             # asyncio plumbing under redis-py: the store's
             f"{handler};RedisStore.append_move (server/store/redis.py:350);"
             "AsyncScript.__call__ (redis/commands/core.py:11011);StreamWriter.write (asyncio/streams.py:300) 5",
             # websockets writing a frame for the fan-out: websockets'
-            f"{handler};LocalFanout.publish (server/fanout.py:30);RaceServer._deliver (server/app.py:555);"
+            f"{handler};Delivery.to_players (server/shell/delivery.py:120);"
+            "Delivery.deliver (server/shell/delivery.py:170);"
             "broadcast (websockets/asyncio/connection.py:1200) 3",
             # the fan-out's own code
-            f"{handler};LocalFanout.publish (server/fanout.py:30) 2",
+            f"{handler};Delivery.to_players (server/shell/delivery.py:120) 2",
             "Runner.run (asyncio/runners.py:118) 11",  # only the loop: left out, the remainder covers it
             f"{handler};decode_client (shared/protocol.py:494) 4",
             f"{handler};encode (shared/protocol.py:455) 1",
@@ -429,9 +431,10 @@ def test_profile_nodes_puts_each_sample_in_one_part_of_a_remote_move() -> None:
     profile_nodes = load("profile_nodes")
     loop = "Runner.run (asyncio/runners.py:118);run_until_complete (uvloop/loop.pyx:1)"
     read = f"{loop};NodeLink._listen (server/nodes.py:380);NodeLink._read (server/nodes.py:430)"
-    remote = f"{read};RaceServer._on_node_messages (server/app.py:1170);RaceServer._dispatch (server/app.py:840)"
+    remote = f"{read};SharedRooms._on_messages (server/shell/several_nodes.py:130)"
+    remote += ";RaceServer.dispatch (server/shell/server.py:240)"
     core = f"{remote};ServerCore.handle (server/core/machine.py:88)"
-    tick = f"{loop};RaceServer._on_timer (server/app.py:980);RaceServer._dispatch (server/app.py:840)"
+    tick = f"{loop};Timers._due (server/shell/timers.py:35);RaceServer.dispatch (server/shell/server.py:240)"
     raw = "\n".join(
         [
             f"{core};ServerCore._dispatch (server/core/machine.py:100);"
@@ -442,7 +445,7 @@ def test_profile_nodes_puts_each_sample_in_one_part_of_a_remote_move() -> None:
             "DeadlinesMixin._next_wake (server/core/deadlines.py:74) 3",
             f"{read};as_message (server/nodes.py:518) 4",
             f"{tick};ServerCore.handle (server/core/machine.py:88);RankingMixin._rows (server/core/ranking.py:23) 5",
-            f"{tick};RaceServer._execute (server/app.py:870);"
+            f"{tick};ShellEffects.execute (server/shell/executor.py:46);"
             "Connection.send_data (websockets/asyncio/connection.py:971) 6",
             f"{loop};NodeLink._beat (server/nodes.py:320) 1",
             "Runner.run (asyncio/runners.py:118) 11",  # the loop only: left out

@@ -28,6 +28,7 @@ from support import (
     fast_config,
     latest,
     make_room,
+    phase_of,
     pid,
     racing,
     room_phase,
@@ -374,7 +375,7 @@ def test_a_room_rebuilt_after_its_race_gets_the_final_status_right() -> None:
     play_moves(shell, ann, MOVES)
     answer(shell, checks(shell)[0], True)
     shell.move(bob, 1, "resign")
-    assert shell.core.rooms[code].phase == p.RESULTS
+    assert phase_of(shell.core, code) == p.RESULTS
     record = shell.rooms[code]
     logs = {key[2]: list(entries) for key, entries in shell.logs.items() if key[0] == code}
     shell.core = ServerCore(shell.config)

@@ -31,7 +31,7 @@ from client.cli import build_parser, main
 from client.tui.practice import embedded_server, practice_config
 from client.tui.race import RaceApp
 from client.viewmodel import legal_moves
-from server.app import RaceServer
+from server.shell import RaceServer
 from shared import protocol as p
 from shared.engine import PLAYING, RESIGN, Game
 

@@ -16,7 +16,7 @@ from client.cli import main
 from client.tui.race import HOST, RaceApp, RaceConfig
 from client.widgets.chat import finish_text, podium
 from client.widgets.leaderboard import row_text
-from server.app import RaceServer
+from server.shell import RaceServer
 from shared import protocol as p
 
 SMALL = (80, 24)

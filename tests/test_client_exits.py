@@ -17,7 +17,7 @@ from client.commands._race_args import finish
 from client.connection import ConnectionFailed
 from client.tui.race import JOIN, RaceApp, RaceConfig
 from client.words import describe_error, plural
-from server.app import RaceServer
+from server.shell import RaceServer
 from shared import protocol as p
 
 

@@ -1,6 +1,6 @@
 """The race client against a real server on loopback: key presses in, rendered screen text out.
 
-The server is the real one (``server.app.RaceServer``, memory store) started the way the
+The server is the real one (``server.shell.RaceServer``, memory store) started the way the
 server's own end-to-end tests start it; the other racers are the server tests' plain
 WebSocket ``Client`` (not this client's code), or this client's bots where a test says so.
 """
@@ -28,7 +28,7 @@ from client.widgets.board import PILE_KEYS
 from client.widgets.cards import card_plain
 from client.widgets.room import verify_command
 from client.words import plot_command
-from server.app import RaceServer
+from server.shell import RaceServer
 from shared import protocol as p
 from shared.engine import View, view_hash
 

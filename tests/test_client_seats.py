@@ -12,7 +12,7 @@ from support import SIZE, Client, message, running_server, screen_text, until, u
 
 from client.commands._race_args import exit_summary
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
-from server.app import RaceServer
+from server.shell import RaceServer
 from shared import protocol as p
 
 
@@ -93,9 +93,10 @@ async def test_a_window_whose_seat_is_taken_over_says_so_and_stops(server: RaceS
         # Nothing here acts on the room any more: ready and start are dead keys.
         await pilot.press("enter", "s")
         await pilot.pause()
-        room = server.core.rooms[code]
-        assert not room.members[welcome.player_id].ready and room.phase == p.LOBBY
-        assert len(server.core.players[welcome.player_id].conns) == 1  # the other client's alone
+        room = server.core.room_record(code)
+        assert room is not None and room.phase == p.LOBBY
+        assert not next(m for m in room.members if m.player_id == welcome.player_id).ready
+        assert server.core.player_connections(welcome.player_id) == 1  # the other client's alone
         await other.close()
     assert "taken over" in app.exit_note
 
@@ -107,7 +108,7 @@ async def test_quitting_the_lobby_says_the_player_left(server: RaceServer) -> No
         await pilot.press("ctrl+q")
         await until(lambda: app.closed, "the quit")
     assert exit_summary(app) == f"you left room {code}"
-    await until(lambda: code not in server.core.rooms, "the empty room closed")
+    await until(lambda: not server.core.has_room(code), "the empty room closed")
 
 
 async def test_a_spectator_quitting_is_not_told_it_is_seated(server: RaceServer) -> None:

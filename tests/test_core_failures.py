@@ -2,7 +2,7 @@
 unknown, rooms that must stay closed or count toward the limit, players that must be forgotten,
 and the move-id rules of docs/protocol.md.
 
-Core-level tests drive the package's test shell (server.core.testing.Shell); the room-lifecycle
+Core-level tests drive the package's test shell (server.testing.shell.Shell); the room-lifecycle
 ones run the real server on a loopback port with real WebSocket clients.
 """
 
@@ -21,8 +21,10 @@ from support import (
     fast_config,
     lobby,
     make_room,
+    phase_of,
     pid,
     racing,
+    record_of,
     running_server,
     toggling_moves,
 )
@@ -32,6 +34,7 @@ from server.core.deadlines import Due
 from server.core.events import (
     ClientEvent,
     DropRoom,
+    KeepCommand,
     LoadRoom,
     LogReloaded,
     MovePersistFailed,
@@ -41,6 +44,7 @@ from server.core.events import (
     RemoteBatch,
     RemoteMoves,
     RoomChanged,
+    RoomStale,
     SavePlayer,
     Send,
     Wake,
@@ -127,7 +131,7 @@ def test_a_client_message_that_makes_a_handler_raise_is_answered_internal(monkey
     assert err.code == p.INTERNAL and err.ref == "ready"
     assert isinstance(got[-1], p.Room), "resynchronised with the rebuilt room"
     monkeypatch.undo()
-    assert code in shell.core.rooms  # rebuilt at once from the store
+    assert shell.core.has_room(code)  # rebuilt at once from the store
     shell.send(conns[1], p.Ready(ready=False))
     assert not next(m for m in shell.room(conns[1]).members if m.name == "Bob").ready
 
@@ -245,7 +249,7 @@ def test_a_race_gone_from_the_store_is_not_retried_and_the_room_closes() -> None
     start = len(shell.effects)
     shell.run(MovePersistFailed(code, 1, ann, "gone", shell.now))
     assert not any(isinstance(e, PersistMove) for e in shell.effects[start:])
-    assert code not in shell.core.rooms
+    assert not shell.core.has_room(code)
     kicked = shell.last(conns[1], p.Kicked)
     assert isinstance(kicked, p.Kicked) and kicked.room == code
 
@@ -333,7 +337,7 @@ def test_players_without_a_connection_or_a_room_are_forgotten() -> None:
     shell.disconnect(conns[1])
     assert bob in shell.core.players  # still a member, within its grace period
     shell.advance(shell.config.member_grace_ms)
-    assert bob not in shell.core.rooms[code].members
+    assert bob not in {m.player_id for m in record_of(shell.core, code).members}
     assert bob not in shell.core.players
     alone = shell.hello("Cy")
     cy = pid(shell, alone)
@@ -403,7 +407,7 @@ async def test_a_room_loaded_from_the_store_counts_toward_the_room_limit() -> No
             await bob.send(p.Join(code=code))
             err = await bob.expect(p.Error)
             assert err.code == p.SERVER_FULL, err
-            await eventually(lambda: len(second.core.rooms) == 1)
+            await eventually(lambda: second.core.room_count() == 1)
             for client in (ann, cy, bob):
                 await client.close()
 
@@ -498,7 +502,7 @@ def test_a_race_gone_from_the_store_while_the_room_is_there_rebuilds_it_from_the
     shell.send(conns[0], p.Move(id=1, move="stock>waste"))
     shell.held.clear()
     shell.run(MovePersistFailed(code, 1, ann, "gone", shell.now))
-    assert code in shell.core.rooms, "rebuilt from the stored record"
+    assert shell.core.has_room(code), "rebuilt from the stored record"
     (reread,) = [r for r in shell.reloads if r.player_id == ann]
     shell.hold_persists = False
     shell.run(LogReloaded(code, 1, ann, list(shell.logs[(code, 1, ann)]), shell.now))
@@ -521,7 +525,7 @@ def test_a_move_whose_handler_raises_is_answered_internal_with_its_id(monkeypatc
     assert err.code == p.INTERNAL and err.ref == "move" and err.id == 9
     monkeypatch.undo()
     ok = shell.move(conns[0], 9, "stock>waste")  # nothing happened under id 9: it plays now
-    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and code in shell.core.rooms
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1 and shell.core.has_room(code)
 
 
 # ====================================================================== store reads are effects
@@ -583,7 +587,7 @@ def test_results_go_out_only_once_the_save_that_ends_the_race_has_landed() -> No
     start = len(shell.effects)
     for n, conn in enumerate(conns):
         shell.move(conn, 100 + n, "resign")
-    assert shell.core.rooms[code].phase == p.RESULTS
+    assert phase_of(shell.core, code) == p.RESULTS
     sent = [e for e in shell.effects[start:] if isinstance(e, Send) and isinstance(e.message, p.Results)]
     assert sent == [] and all(results_of(shell, c) == [] for c in conns)
     [save] = [s for s in shell.held_saves if s.record.phase == p.RESULTS]
@@ -627,7 +631,7 @@ def test_a_node_whose_results_save_loses_sends_the_stored_results_not_its_own() 
     assert results != own_results
     assert next(r for r in results.racers if r.player_id == bob).connected
     assert next(r for r in results.racers if r.player_id == ann).connected
-    assert shell.core.rooms[code].phase == p.RESULTS
+    assert phase_of(shell.core, code) == p.RESULTS
 
 
 def test_on_several_nodes_a_room_change_is_shown_once_its_save_has_landed_never_rolled_back() -> None:
@@ -679,7 +683,7 @@ def test_a_race_start_whose_save_lost_comes_from_the_read_back_and_a_later_one_r
     shell.send(conns[0], p.Start())
     shell.hold_saves = True
     shell.advance(shell.config.countdown_ms)
-    assert shell.core.rooms[code].phase == p.RACING
+    assert phase_of(shell.core, code) == p.RACING
     assert not any(isinstance(m, p.RaceStart) for c in conns for m in shell.inbox[c])  # waiting for the save
     [own] = [s for s in shell.held_saves if s.record.phase == p.RACING]
     stored = msgspec.structs.replace(own.record, version=own.record.version + 1)  # the other node's start
@@ -987,7 +991,7 @@ def test_a_shared_leaderboard_tick_that_raises_rebuilds_the_rooms_it_ticked_and_
     assert all(got[code] and not got[code][-1].partial for code in due[:2])
     # The rebuilt rooms tick again: a change goes out with the next shared tick.
     for conns, code in rooms:
-        assert shell.core.rooms[code].phase == p.RACING
+        assert phase_of(shell.core, code) == p.RACING
         assert isinstance(shell.move(conns[0], len(opening) + 2, "undo"), p.MoveOk)
     shell.advance(shell.config.leaderboard_interval_ms)
     for code, conn in bobs.items():
@@ -1059,3 +1063,32 @@ def test_one_read_of_the_subscription_is_one_core_event_for_every_racer_in_it(mo
     for room, racer, entries in ((other, cy, [*cys, *more]), (code, ann, [*anns, *anns_more])):
         rebuilt = shell.core.rooms[room].race.racers[racer]  # type: ignore[union-attr]
         assert rebuilt.game.entries == [e.move for e in entries]  # from the log
+
+
+def test_a_stale_room_is_read_back_from_where_its_copy_lines_up() -> None:
+    """Several nodes: a room the store may hold newer is read back with each racer's known log
+    length (a read of that race starts there); a room not held here is not read back at all."""
+    shell = shared_shell()
+    conns, code = racing(shell)
+    shell.move(conns[0], 1, "stock>waste")
+    shell.run(RoomStale(code, shell.now))
+    [read_back] = shell.read_backs
+    race = shell.core.rooms[code].race
+    assert race is not None and read_back.race == race.record.number and not read_back.first
+    assert read_back.lengths == {pid(shell, conns[0]): 1}  # racers with nothing stored start at 0
+    shell.run(RoomStale("ZZZZZ", shell.now, first=True))
+    assert len(shell.read_backs) == 1
+
+
+def test_room_commands_are_kept_for_a_read_back_and_moves_are_not() -> None:
+    """Several nodes: a command that changed a room is kept (KeepCommand, before the save it goes
+    with); a move, a ping or a room list is not."""
+    shell = shared_shell()
+    conns, code = lobby(shell)
+    effects = shell.send(conns[1], p.Ready(ready=False))
+    kept = [e for e in effects if isinstance(e, KeepCommand)]
+    assert [k.codes for k in kept] == [(code,)] and isinstance(effects[0], KeepCommand)
+    assert not any(isinstance(e, KeepCommand) for e in shell.send(conns[1], p.Ping(t=1)))
+    one_node = Shell()
+    one_conns, _ = lobby(one_node)
+    assert not any(isinstance(e, KeepCommand) for e in one_node.send(one_conns[1], p.Ready(ready=False)))

@@ -111,7 +111,7 @@ def test_the_server_runs_without_prometheus_client_with_metrics_off() -> None:
         sys.meta_path.insert(0, NoPrometheus())
 
         import asyncio, urllib.request, urllib.error
-        from server.app import RaceServer, ServerConfig
+        from server.shell import RaceServer, ServerConfig
         from server.probes import ProbeConfig
         from server.store.memory import MemoryStore
 

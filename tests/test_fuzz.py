@@ -1,6 +1,6 @@
 """The fuzzing campaign's short run: frames through the real decoder and the real room
 core, effects carried out against a real MemoryStore, the invariants checked after every frame
-(server/core/fuzzing.py). The long run is ``bench/fuzz.py --frames 1000000 --seed N``.
+(server/testing/fuzzing.py). The long run is ``bench/fuzz.py --frames 1000000 --seed N``.
 
 Three parts: a seeded campaign of generated and mutated frames (with coverage checks, so a
 generator that stopped reaching races would fail here); hypothesis-made frames fed into a world
@@ -19,12 +19,13 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import phase_of
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import Effect, Event, MovePersisted, PersistMove, Reply, Send
-from server.core.fuzzing import FuzzDriver, StoreFaults, run_campaign, run_now
 from server.core.records import decode_room
 from server.store.memory import MemoryStore
+from server.testing.fuzzing import FuzzDriver, StoreFaults, run_campaign, run_now
 from shared import protocol as p
 
 # ---------------------------------------------------------------- the seeded campaign
@@ -313,7 +314,7 @@ def test_a_room_closed_by_its_last_leaver_is_not_rebuilt_from_the_store() -> Non
     room = next(m for m in replies(driver, 1, {"type": "create_room"}) if isinstance(m, p.Room))
     list(replies(driver, 1, {"type": "start"}))
     driver.advance(2000)  # the countdown
-    assert driver.core.rooms[room.code].phase == p.RACING
+    assert phase_of(driver.core, room.code) == p.RACING
     assert any(isinstance(m, p.Left) for m in replies(driver, 1, {"type": "leave"}))
     assert not driver.core.has_room(room.code)
     stored = run_store(driver.store, room.code)
@@ -331,7 +332,7 @@ def run_store(store: MemoryStore, code: str) -> Any:
 def test_a_room_ttl_shorter_than_a_race_loses_no_accepted_move() -> None:
     # Seed 11, frame 206 with a 90 s room TTL (the old core): the store dropped a racing room, the
     # racers kept entries the store no longer had, and a move retried against the missing room for
-    # ever (a livelock). A live room's expiry now waits for its results (server/app.py), and a
+    # ever (a livelock). A live room's expiry waits for its results (the core's ExpireRoom), and a
     # missing room is `gone`, not a conflict.
     reproducer = run_campaign(207, seed=11, room_ttl_s=90, start_frame=206)
     assert [f.describe() for f in reproducer.failures] == []
@@ -353,7 +354,7 @@ def test_a_move_into_a_room_the_store_lost_closes_the_room() -> None:
     list(replies(driver, 1, {"type": "start"}))
     driver.advance(2000)  # the countdown
     race = driver.core.rooms[room.code].race
-    assert driver.core.rooms[room.code].phase == p.RACING and race is not None
+    assert phase_of(driver.core, room.code) == p.RACING and race is not None
     ann = next(pid for pid in race.racers if driver.core.conns.get(1) == pid)
     first = race.racers[ann].game.legal_moves()[0]
     assert any(isinstance(m, p.MoveOk) for m in replies(driver, 1, {"type": "move", "id": 1, "move": first}))

@@ -29,7 +29,7 @@ from support import (
     wait_healthy,
 )
 
-from server.app import RaceServer
+from server.shell import RaceServer
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore

@@ -145,8 +145,8 @@ async def test_one_big_turn_after_a_pause_refuses_nothing_a_standing_backlog_doe
         async def turn(moves: int) -> list[str | None]:
             causes = []
             for _ in range(moves):
-                server._count_turn_move()
-                causes.append(server._busy())
+                server.appends.admit(0)  # counts the move in this turn
+                causes.append(server.appends.busy())
             await asyncio.sleep(0)  # the turn ends: its closing callback runs
             await asyncio.sleep(0)
             return causes
@@ -239,7 +239,7 @@ async def test_the_client_s_moves_go_out_in_the_order_asked_even_when_one_is_ans
             redis_process.send_signal(signal.SIGSTOP)
             try:
                 first = asyncio.ensure_future(ann.move("stock>waste"))
-                await eventually(lambda: server._busy() == "store", 5, what="the first write stalled")
+                await eventually(lambda: server.appends.busy() == "store", 5, what="the first write stalled")
                 second = asyncio.ensure_future(ann.move("stock>waste"))
                 # Time for a second move sent at once (the old client) to be answered busy; the
                 # client now holds it back, so there is nothing of it to wait for.

@@ -19,9 +19,9 @@ import pytest
 from support import Client, eventually, fast_config, running_server
 from websockets.asyncio.client import connect
 
-from server.app import RaceServer, ServerConfig
 from server.limits import LimitsConfig
 from server.proxy import MAX_HEADER_BYTES, ProxyHeaderReader, ProxyHeaderRefused, TrustedProxies
+from server.shell import RaceServer, ServerConfig
 from server.web.site import WebConfig, WebServer
 from shared import protocol as p
 

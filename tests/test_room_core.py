@@ -1,6 +1,6 @@
 """The room core as a pure state machine: plain function calls, no sockets, no clock.
 
-The test shell (:class:`server.core.testing.Shell`) carries out the effects the way server/app.py
+The test shell (:class:`server.testing.shell.Shell`) carries out the effects the way the real shell
 does (store writes are a dict there, acknowledged immediately unless a test holds them back), so
 each test reads as a session: hello, create, join, ready, start, moves, results.
 """
@@ -13,11 +13,12 @@ from collections.abc import Iterator
 
 import msgspec
 import pytest
-from support import DEAL, SeededEntropy, Shell, board, lobby, pid, racing
+from support import DEAL, SeededEntropy, Shell, board, lobby, phase_of, pid, racing, record_of
 
 from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
     Disconnected,
+    ExpireRoom,
     LogReloaded,
     MovePersistFailed,
     Send,
@@ -169,7 +170,7 @@ def test_start_needs_everyone_ready() -> None:
     shell.send(conns[0], p.Start())
     err = shell.error(conns[0])
     assert err.code == p.NOT_READY and "Cy" in err.message
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
 
 
 def test_kick_and_host_passes_on_leave() -> None:
@@ -189,7 +190,7 @@ def test_kick_and_host_passes_on_leave() -> None:
     assert isinstance(shell.inbox[conns[0]][-1], p.Left)
     assert shell.room(conns[1]).host == bob
     shell.send(conns[1], p.Leave())
-    assert code not in shell.core.rooms  # empty rooms close
+    assert not shell.core.has_room(code)  # empty rooms close
 
 
 def test_room_code_collision_in_the_store_retries() -> None:
@@ -245,7 +246,7 @@ def test_hosting_passes_to_a_racer_before_a_spectator() -> None:
     shell.send(watcher, p.Join(code=code, role=p.SPECTATOR))
     shell.disconnect(bob)  # Bob is away (within his grace): still a racer, and before a connected spectator
     shell.send(ann, p.Leave())
-    assert shell.core.rooms[code].host == pid(shell, bob)
+    assert record_of(shell.core, code).host == pid(shell, bob)
 
 
 # ====================================================================== race
@@ -416,7 +417,7 @@ def test_ranking_by_cards_then_time_reached_and_results_reveal() -> None:
     assert set(results.records) == {ann, bob, cy}
     assert results.records[cy].moves == ["stock>waste", "resign"]
     assert {r.status for r in results.racers} == {"resigned"}
-    assert shell.core.rooms[code].phase == p.RESULTS
+    assert phase_of(shell.core, code) == p.RESULTS
 
 
 def test_winner_ranks_first_by_win_time() -> None:
@@ -454,7 +455,7 @@ def test_race_end_waits_for_writes_in_flight() -> None:
     shell.send(conns[0], p.EndRace())
     queued = shell.inbox[conns[0]][-1]
     assert isinstance(queued, p.MoveRejected) and queued.id == 2
-    assert shell.core.rooms[code].phase == p.RACING
+    assert phase_of(shell.core, code) == p.RACING
     shell.release()
     results = shell.last(conns[0], p.Results)
     assert isinstance(results, p.Results) and results.records[pid(shell, conns[0])].moves == ["stock>waste"]
@@ -465,9 +466,9 @@ def test_host_ends_the_countdown_back_to_lobby() -> None:
     conns, code = lobby(shell)
     shell.send(conns[0], p.Start())
     shell.send(conns[0], p.EndRace())
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
     shell.advance(5000)
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
 
 
 def test_rematch_same_room_new_race() -> None:
@@ -524,7 +525,7 @@ def test_idle_lobby_expires_and_members_are_told() -> None:
     shell = Shell(CoreConfig(lobby_idle_ms=60_000))
     conns, code = lobby(shell)
     shell.advance(60_000)
-    assert code not in shell.core.rooms
+    assert not shell.core.has_room(code)
     kicked = shell.last(conns[1], p.Kicked)
     assert isinstance(kicked, p.Kicked) and kicked.reason == "idle"
     assert shell.players[pid(shell, conns[1])].room is None
@@ -708,6 +709,37 @@ def test_random_sessions_never_break_invariants(seed: int) -> None:
     for conn in everyone:
         seqs = [m.seq for m in shell.inbox[conn] if isinstance(m, p.MoveOk) and not m.duplicate]
         assert seqs == sorted(seqs)
+
+
+def test_a_race_starts_only_once_the_store_holds_its_record() -> None:
+    """The countdown's save (the deal and salt its commitment binds) lands before any race_start
+    goes out: past the countdown the room waits for RoomSaved, then starts at once."""
+    shell = Shell()
+    conns, code = lobby(shell)
+    shell.hold_saves = True
+    shell.send(conns[0], p.Start())
+    shell.advance(shell.config.countdown_ms + 500)
+    summary = shell.core.summary(code)
+    assert summary is not None and summary.phase == p.COUNTDOWN
+    assert not any(isinstance(m, p.RaceStart) for conn in conns for m in shell.inbox[conn])
+    shell.hold_saves = False
+    shell.land_saves()
+    shell.advance(0)
+    summary = shell.core.summary(code)
+    assert summary is not None and summary.phase == p.RACING
+    assert all(any(isinstance(m, p.RaceStart) for m in shell.inbox[conn]) for conn in conns)
+
+
+def test_a_live_room_never_expires_in_the_store_and_a_finished_one_does() -> None:
+    """The core gives a room's stored lifetime: none while it is live here, the room lifetime once
+    it shows results."""
+    shell = Shell()
+    conns, code = racing(shell)
+    live = [e.seconds for e in shell.effects if isinstance(e, ExpireRoom) and e.code == code]
+    assert live and all(seconds is None for seconds in live)
+    shell.send(conns[0], p.EndRace())
+    finished = [e.seconds for e in shell.effects if isinstance(e, ExpireRoom) and e.code == code][len(live) :]
+    assert finished == [shell.config.room_ttl_s]
 
 
 # ====================================================================== chat and finishes

@@ -14,8 +14,8 @@ from redis_fixture import RedisServer, free_port
 from support import TLS, eventually, health, log_lines, server_process
 from websockets.asyncio.client import connect
 
-from server.app import RaceServer
 from server.cli import NUMBERS, ConfigError, build_parser, check_redis_url, config_from_args, main, make_web_server
+from server.shell import RaceServer
 from server.store.memory import MemoryStore
 from shared import protocol as p
 

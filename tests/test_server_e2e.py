@@ -15,12 +15,26 @@ from typing import Any
 
 import msgpack
 import pytest
-from support import Client, board, eventually, fast_config, make_room, play, running_server, start_race, url, view_game
+from support import (
+    Client,
+    board,
+    eventually,
+    fast_config,
+    make_room,
+    open_connections,
+    play,
+    room_members,
+    room_version,
+    running_server,
+    start_race,
+    url,
+    view_game,
+)
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from server.app import RaceServer
 from server.core.records import decode_entry
+from server.shell import RaceServer
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from shared import protocol as p
@@ -134,9 +148,10 @@ async def test_every_error_code_and_bad_input_hurts_no_one() -> None:
         # Nothing of that touched Bob, the room or the race.
         await bob.send(p.Move(id=1, move="stock>waste"))
         assert (await bob.expect(p.MoveOk)).seq == 1
-        room = server.core.rooms[code]
-        assert room.members.keys() == {ann.pid, bob.pid}
-        assert room.race is not None and room.race.racers[ann.pid].log_length == 0
+        room = server.core.room_record(code)
+        assert room is not None and {m.player_id for m in room.members} == {ann.pid, bob.pid}
+        log = server.core.racer_log(code, ann.pid)
+        assert room.race is not None and log is not None and log[1] == 0
         assert room_before <= room.version
         # A frame over the size limit closes that connection only (1009), as does a flood (1008).
         big = await Client.open(server, "big")
@@ -212,7 +227,7 @@ async def test_reconnect_mid_race_loses_nothing_and_applies_nothing_twice(store:
         lost_move = next((m for m in legal if ">f" in m), legal[0])
         await ann.send(p.Move(id=next_id, move=lost_move))
         ann.ws.transport.abort()
-        await eventually(lambda: ann.pid not in server.core.players or not server.core.players[ann.pid].conns)
+        await eventually(lambda: server.core.player_connections(ann.pid) == 0)
         back = await Client.open(server, "Ann again")
         welcome = await back.hello("Ann", token=token)
         assert welcome.resumed and welcome.player_id == ann.pid and welcome.room == code
@@ -347,7 +362,7 @@ async def test_connection_limit_answers_503() -> None:
             await connect(url(server))
         assert info.value.response.status_code == 503
         await first.close()
-        await eventually(lambda: len(server._conns) < 2)
+        await eventually(lambda: open_connections(server) < 2)
         third = await Client.open(server, "3")  # a freed slot can be used again
         await third.hello("Third")
         for client in (second, third):
@@ -365,7 +380,7 @@ async def test_garbage_never_crashes_or_changes_anything() -> None:
     async with running_server() as server:
         racers, code = await make_room(server, ["Ann", "Bob"])
         await start_race(racers)
-        version = server.core.rooms[code].version
+        version = room_version(server, code)
         noisy = await Client.open(server, "noisy")
         await noisy.hello("Noisy")
         for i in range(300):
@@ -381,7 +396,7 @@ async def test_garbage_never_crashes_or_changes_anything() -> None:
             await noisy.expect(p.Pong)  # every frame before it was handled (answered or ignored)
         assert not [m for m in noisy.messages if isinstance(m, p.Error) and m.code == p.INTERNAL]
         assert {m.code for m in noisy.messages if isinstance(m, p.Error)} >= {p.MALFORMED, p.UNKNOWN_TYPE, p.BAD_FIELD}
-        assert server.core.rooms[code].version == version or noisy.pid in server.core.rooms[code].members
+        assert room_version(server, code) == version or noisy.pid in {m.player_id for m in room_members(server, code)}
         await racers[0].send(p.Move(id=1, move="stock>waste"))
         assert (await racers[0].expect(p.MoveOk)).seq == 1
         for client in (*racers, noisy):
@@ -433,6 +448,6 @@ async def test_any_path_and_room_parameter_is_accepted_and_changes_nothing() -> 
             assert (await client.expect(p.Room)).code == code
             await client.close()
         await racers[0].send(p.Ready(ready=True))  # the room goes on undisturbed
-        await eventually(lambda: all(m.ready for m in server.core.rooms[code].members.values() if m.role == p.RACER), 5)
+        await eventually(lambda: all(m.ready for m in room_members(server, code) if m.role == p.RACER), 5)
         for client in racers:
             await client.close()

@@ -34,6 +34,7 @@ from support import (
     metric,
     metrics,
     play,
+    race_number,
     room_phase,
     server_process,
     wait_for_file,
@@ -41,8 +42,8 @@ from support import (
 )
 from winnable_sources import gated_random_deal
 
-from server.app import RaceServer
 from server.core.records import LogEntry, decode_player, decode_room, encode_record, hash_token, open_race_of
+from server.shell import RaceServer
 from server.store.base import AppendRequest, AppendResult
 from server.store.redis import RedisStore
 from server.winnable import WinnableConfig
@@ -351,7 +352,7 @@ async def test_one_node_searches_a_winnable_deal_and_another_takes_over_when_it_
             assert a.nodes is not None and isinstance(a.store, RedisStore)
             raw = redis.asyncio.from_url(redis_url)
             try:
-                holder = await raw.get(a.store.deal_lease_key(code, a.core.rooms[code].race_number))
+                holder = await raw.get(a.store.deal_lease_key(code, race_number(a, code)))
             finally:
                 await raw.aclose()
             assert holder == a.nodes.node_id.encode()
@@ -790,7 +791,7 @@ async def settled(a: RaceServer, b: RaceServer, code: str, phase: str) -> bool:
     return (
         stored is not None
         and decode_room(stored[0]).phase == phase
-        and all(n._store_versions.get(code) == stored[1] and code not in n._room_workers for n in (a, b))
+        and all(n.known_version(code) == stored[1] and not n.writes_pending(code) for n in (a, b))
     )
 
 

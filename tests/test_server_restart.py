@@ -99,8 +99,12 @@ async def test_redis_restart_mid_race(persistent_redis_server: RedisServer) -> N
         persistent_redis_server.stop()
         move = next(m for m in view_game(view).legal_moves())
         await ann.send(p.Move(id=next_id, move=move))
-        racer = server.core.rooms[code].race.racers[ann.pid]  # type: ignore[union-attr]
-        await eventually(lambda: racer.state not in (LogState.IDLE, LogState.WRITING), what="the append failed")
+
+        def state() -> LogState | None:
+            log = server.core.racer_log(code, ann.pid)
+            return None if log is None else log[0]
+
+        await eventually(lambda: state() not in (LogState.IDLE, LogState.WRITING, None), what="the append failed")
         # Not stored, so neither acknowledged nor (yet) refused: the outcome is unknown until Redis answers.
         assert not [m for m in ann.messages if isinstance(m, p.MoveOk | p.MoveRejected) and m.id == next_id]
         persistent_redis_server.start()

@@ -8,7 +8,7 @@ import asyncio
 import socket
 from dataclasses import replace
 
-from support import FAST, Client, eventually, fast_config, make_room, running_server, start_race, url
+from support import FAST, Client, eventually, fast_config, make_room, room_members, running_server, start_race, url
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -81,8 +81,8 @@ async def test_a_stalled_reader_does_not_slow_the_others() -> None:
             if board.version >= version:
                 break
         # A cut spectator's seat goes at once (a spectator has no token to resume); the racers stay.
-        await eventually(lambda: len(server.core.rooms[code].members) == 2, what="the cut spectator leaves")
-        assert all(member.role == "racer" for member in server.core.rooms[code].members.values())
+        await eventually(lambda: len(room_members(server, code)) == 2, what="the cut spectator leaves")
+        assert all(member.role == "racer" for member in room_members(server, code))
         try:
             while True:
                 await asyncio.wait_for(slow.recv(), 5)

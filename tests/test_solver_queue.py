@@ -25,6 +25,7 @@ from support import (
     board,
     eventually,
     fast_config,
+    held_phase,
     latest,
     make_room,
     room_phase,
@@ -33,7 +34,7 @@ from support import (
 )
 from winnable_sources import gated_random_deal
 
-from server.app import ServerConfig
+from server.shell import ServerConfig
 from server.winnable import DealFinder, WinnableConfig
 from shared import protocol as p
 from shared.engine import BLOCKED, PLAYING
@@ -87,7 +88,7 @@ async def test_a_spamming_room_does_not_delay_an_honest_rooms_start(
             await spammer.send(p.Start())
         await spammer.send(p.EndRace())
         await settled(spammer)
-        assert server.core.rooms[spam_code].phase == p.LOBBY
+        assert held_phase(server, spam_code) == p.LOBBY
         # The honest room starts now: its search is the only one waiting (the spammer's were dropped,
         # each replaced by the next and the last given up), behind the one already running.
         await ann.send(p.Start())
@@ -165,7 +166,7 @@ async def test_a_full_queue_tells_the_room_the_server_is_busy(tmp_path: Path) ->
         assert busy.code == p.SERVER_BUSY and busy.ref == "start"
         assert "busy" in busy.message and "start again" in busy.message
         await room_phase(cy, p.LOBBY)
-        assert server.core.rooms[cy_code].phase == p.LOBBY
+        assert held_phase(server, cy_code) == p.LOBBY
         assert finder.searches_refused == 1 and finder.queued() == [bob_code]
         # The worker is let go: the two queued rooms race, and Cy's next start is served.
         gate.write_text("open")

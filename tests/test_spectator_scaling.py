@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
-from support import Client, Shell, eventually, latest, lobby, make_room, pid, running_server
+from support import Client, Shell, eventually, latest, lobby, make_room, pid, record_of, running_server
 
 from server.core.events import Disconnected, SaveRoom
 from shared import protocol as p
@@ -101,7 +101,7 @@ def test_a_spectator_leaving_is_coalesced_and_its_connection_is_nobody_elses_bus
         shell.take(conn)
     # A spectator's connection drops: its seat goes at once (it holds nothing to keep: a page never
     # resumes it), and the others learn only the count, at the next tick.
-    version = shell.core.rooms[code].version
+    version = record_of(shell.core, code).version
     effects = shell.run(Disconnected(sue, shell.now))
     assert any(isinstance(e, SaveRoom) and e.record.version > version for e in effects)
     assert rooms(shell, conns[0]) == [] and rooms(shell, tom) == []

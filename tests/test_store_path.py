@@ -25,6 +25,7 @@ from support import (
     fast_config,
     latest,
     make_room,
+    move_writes,
     play,
     running_server,
     start_race,
@@ -348,14 +349,14 @@ async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent
             redis_server.command("CLIENT", "PAUSE", "600", "WRITE")
             sent = time.monotonic()
             await ann.send(p.Move(id=1, move=ann_move))  # its batch waits in the store
-            await eventually(lambda: server._append_backlog >= 1 and time.monotonic() > sent + 0.1, timeout=10.0)
+            await eventually(lambda: move_writes(server) >= 1 and time.monotonic() > sent + 0.1, timeout=10.0)
             await bob.send(p.Move(id=1, move=bob_move))
             busy = await bob.expect(p.MoveRejected, timeout=0.4)  # before the store answers
             assert busy.id == 1 and busy.code == p.BUSY and "writing moves" in busy.reason
             hint = re.search(r"retry_ms=(\d+)", busy.reason)
             assert hint is not None and 50 <= int(hint.group(1)) <= 150  # 100 ms, spread by half either way
             assert (await ann.expect(p.MoveOk)).id == 1
-            await eventually(lambda: server._append_backlog == 0, timeout=10.0)
+            await eventually(lambda: move_writes(server) == 0, timeout=10.0)
             await bob.send(p.Move(id=1, move=bob_move))  # resent, same id
             assert (await bob.expect(p.MoveOk)).seq == 1
             assert len(await store.load_moves(code, 1, bob.pid)) == 1
@@ -391,7 +392,7 @@ async def test_the_plot_client_sends_a_busy_move_again_after_the_hint(
             redis_server.command("CLIENT", "PAUSE", "60000", "WRITE")
             try:
                 await ann.send(p.Move(id=1, move=ann_move))  # its batch waits in the store: backlog 1
-                await eventually(lambda: server._append_backlog >= 1, timeout=10.0)
+                await eventually(lambda: move_writes(server) >= 1, timeout=10.0)
                 moving = asyncio.ensure_future(plot.move("stock>waste"))
                 await eventually(lambda: plot.busy_resends >= 1, timeout=10.0, what="a busy answer, resent")
                 assert not moving.done()
@@ -421,7 +422,7 @@ async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
                 timeout=10.0,
                 what="bob's ready seen by ann",
             )
-            await eventually(lambda: code not in server._room_workers, timeout=10.0, what="the room's saves landed")
+            await eventually(lambda: not server.writes_pending(code), timeout=10.0, what="the room's saves landed")
             # Paused until we say so: a timed pause could run out on a busy machine before the read.
             redis_server.command("CLIENT", "PAUSE", "60000", "WRITE")
             try:
@@ -433,13 +434,13 @@ async def test_a_room_read_behind_stuck_writes_fails_clearly_instead_of_hanging(
                     timeout=10.0,
                     what="bob's unready seen by ann",
                 )
-                await eventually(lambda: code in server._room_workers, timeout=10.0)
+                await eventually(lambda: server.writes_pending(code), timeout=10.0)
                 with pytest.raises(StoreUnavailable, match="pending writes did not land"):
                     await server.read_room(code)
             finally:
                 redis_server.command("CLIENT", "UNPAUSE")
             # the pause is over, the save landed
-            await eventually(lambda: code not in server._room_workers, timeout=10.0)
+            await eventually(lambda: not server.writes_pending(code), timeout=10.0)
             read = await server.read_room(code)
             assert read is not None and decode_room(read[0]).members[1].ready is False
             for client in (ann, bob):

@@ -136,8 +136,8 @@ async def test_plot_server_serves_the_page_on_its_web_port() -> None:
 
 
 def test_the_web_port_defaults_to_the_game_port_plus_one_and_zero_turns_it_off() -> None:
-    from server.app import RaceServer
     from server.cli import ConfigError, build_parser, config_from_args, make_web_server
+    from server.shell import RaceServer
     from server.store.memory import MemoryStore
 
     def web_for(*argv: str) -> WebServer | None:

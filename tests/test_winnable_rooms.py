@@ -23,8 +23,10 @@ from support import (
     latest,
     lobby,
     make_room,
+    phase_of,
     pid,
     play,
+    record_of,
     room_phase,
     running_server,
     start_race,
@@ -73,7 +75,7 @@ def test_start_asks_for_a_winnable_deal_and_the_countdown_waits_for_it() -> None
         assert not any(isinstance(m, p.Countdown | p.RaceStart) for m in shell.inbox[conn])
     # However long the search takes, nothing starts by itself, and nothing may be played.
     shell.advance(60_000)
-    assert shell.core.rooms[code].phase == p.DEALING and shell.core.rooms[code].race is None
+    assert phase_of(shell.core, code) == p.DEALING and record_of(shell.core, code).race is None
     rejected = shell.move(conns[1], 1, "stock>waste")
     assert isinstance(rejected, p.MoveRejected) and rejected.code == p.WRONG_PHASE
     # The racers are fixed, as in a countdown: no new racer, no readiness change, no second start.
@@ -115,16 +117,16 @@ def test_no_deal_found_returns_to_the_lobby_and_tells_everyone() -> None:
         assert "20 random deals, none proved" in error.message and "start again" in error.message
         room = shell.room(conn)
         assert room.phase == p.LOBBY and room.race == 1
-    assert shell.core.rooms[code].race is None
+    assert record_of(shell.core, code).race is None
     assert all(m.ready for m in shell.room(conns[0]).members if m.player_id != pid(shell, conns[0]))
     # Start again: a new search; an answer to the old one no longer counts.
     shell.send(conns[0], p.Start())
     first, second = find_deals(shell)
     assert second.search != first.search and shell.room(conns[1]).phase == p.DEALING
     shell.run(DealFound(code, 1, first.search, 5, shell.now))
-    assert shell.core.rooms[code].phase == p.DEALING
+    assert phase_of(shell.core, code) == p.DEALING
     shell.run(DealFound(code, 1, second.search, 6, shell.now))
-    assert shell.core.rooms[code].phase == p.COUNTDOWN and shell.core.rooms[code].race.record.deal == 6  # type: ignore[union-attr]
+    assert phase_of(shell.core, code) == p.COUNTDOWN and record_of(shell.core, code).race.deal == 6  # type: ignore[union-attr]
 
 
 def test_host_can_cancel_the_search_and_a_late_answer_is_ignored() -> None:
@@ -135,7 +137,7 @@ def test_host_can_cancel_the_search_and_a_late_answer_is_ignored() -> None:
     shell.send(conns[0], p.EndRace())
     assert shell.room(conns[1]).phase == p.LOBBY
     shell.run(DealFound(code, 1, search.search, 5, shell.now))
-    assert shell.core.rooms[code].phase == p.LOBBY and shell.core.rooms[code].race is None
+    assert phase_of(shell.core, code) == p.LOBBY and record_of(shell.core, code).race is None
     shell.advance(10_000)
     assert not any(isinstance(m, p.Countdown) for m in shell.inbox[conns[1]])
 
@@ -152,7 +154,7 @@ def test_when_every_racer_leaves_the_search_is_dropped() -> None:
     room = shell.room(watcher)
     assert room.phase == p.LOBBY and all(m.role == p.SPECTATOR for m in room.members)
     shell.run(DealFound(code, 1, search.search, 5, shell.now))
-    assert shell.core.rooms[code].phase == p.LOBBY
+    assert phase_of(shell.core, code) == p.LOBBY
 
 
 def test_a_winnable_room_takes_no_chosen_deal() -> None:
@@ -161,7 +163,7 @@ def test_a_winnable_room_takes_no_chosen_deal() -> None:
     shell.send(ann, p.CreateRoom(options=p.RoomOptions(winnable_only=True, deal=42)))
     error = shell.error(ann)
     assert error.code == p.BAD_FIELD and "options.deal" in error.message and "winnable_only" in error.message
-    assert not shell.core.rooms and not [e for e in shell.effects if type(e).__name__ == "CreateRoomRecord"]
+    assert shell.core.room_count() == 0 and not [e for e in shell.effects if type(e).__name__ == "CreateRoomRecord"]
     # A rematch in a winnable room cannot choose a deal either; without one it searches again.
     conns, code, search = dealing_lobby(shell)
     shell.run(DealFound(code, 1, search.search, 11, shell.now))

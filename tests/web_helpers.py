@@ -19,7 +19,7 @@ from typing import Any
 
 from playwright.async_api import Browser, Page
 
-from server.app import RaceServer
+from server.shell import RaceServer
 from server.web import WebConfig, WebServer
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

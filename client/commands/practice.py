@@ -1,6 +1,6 @@
 """``plot practice``: race bots on a server started inside this process. No set-up, no second terminal.
 
-The server is the real one (``server.app.RaceServer``) on the in-memory store, on a free
+The server is the real one (``server.shell.RaceServer``) on the in-memory store, on a free
 loopback port, living as long as the command. The client chooses the deal itself (a practice
 room is a chosen-deal room), which is what lets the hint key work: a hint knows the stock.
 """

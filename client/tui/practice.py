@@ -24,8 +24,8 @@ async def embedded_server(countdown_ms: int = 3000, **server_options: Any) -> As
     """
     import logging
 
-    from server.app import RaceServer, ServerConfig
     from server.core import CoreConfig
+    from server.shell import RaceServer, ServerConfig
     from server.store.memory import MemoryStore
 
     logging.getLogger("plot.server").setLevel(logging.WARNING)  # its log lines would paint over the board

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from server.core.events import (
     ClientEvent,
     Effect,
+    ExpireRoom,
     Note,
     Reply,
     SavePlayer,
@@ -97,6 +98,19 @@ class CoreBase:
 
     def _reply(self, conn: int, message: p.ServerMessage) -> None:
         self._out.append(Reply(conn, message))
+
+    def awaits_search(self, code: str, race: int, search: int) -> bool:
+        """Does the room still wait for this deal search? An answer to any other is stale."""
+        room = self.rooms.get(code)
+        return room is not None and room.phase == p.DEALING and room.search == search and room.race_number == race
+
+    def _expire(self, code: str, seconds: float) -> None:
+        """The stored room's lifetime from now: none while the room is live here (lobby, dealing,
+        countdown, race), so that it never vanishes from the store mid-race; ``seconds`` once it
+        shows results, or is not held here."""
+        room = self.rooms.get(code)
+        live = room is not None and room.phase != p.RESULTS
+        self._out.append(ExpireRoom(code, None if live else seconds))
 
     def _send(self, players: tuple[str, ...], message: p.ServerMessage, droppable: bool = False) -> None:
         if players:

@@ -47,7 +47,7 @@ class DeadlinesMixin(CoreBase):
         table: list[Deadline] = []
         race = room.race
         config = self.config
-        if room.phase == p.COUNTDOWN and race is not None:
+        if room.phase == p.COUNTDOWN and race is not None and not race.unstored:
             table.append(Deadline(race.record.starts_at, Due.START))
         if room.phase == p.RACING and race is not None:
             for pid, racer in race.racers.items():

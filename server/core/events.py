@@ -97,8 +97,9 @@ class RoomCreateFailed(msgspec.Struct, frozen=True):
 
 
 class RoomSaved(msgspec.Struct, frozen=True):
-    """Several nodes: a save of the room has landed (and what waited for it went out): its members
-    have been shown this phase and race (``Loading.shown``)."""
+    """A save of the room has landed (and what waited for it went out), a record in this phase and
+    race: a race's start waits for its record's. Several nodes: its members have been shown this
+    phase and race (``Loading.shown``)."""
 
     code: str
     phase: str
@@ -196,6 +197,16 @@ class RoomChanged(msgspec.Struct, frozen=True):
     starts: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class RoomStale(msgspec.Struct, frozen=True):
+    """Several nodes: the store may hold a newer copy of a room (another node announced a version,
+    notices were lost, or this node's save lost the compare-and-set). A room held here is read
+    back (ReadBack); ``first``: before the room's queued writes."""
+
+    code: str
+    now: int
+    first: bool = False
+
+
 class NodesGone(msgspec.Struct, frozen=True):
     """Several nodes: these nodes stopped renewing their liveness in the store (killed, or cut off
     from Redis). Members the rooms record as connected to them are away from now on."""
@@ -249,6 +260,7 @@ Event = (
     | BlockedChecked
     | RoomChanged
     | RoomSaved
+    | RoomStale
     | RemoteMoves
     | RemoteBatch
     | NodesGone
@@ -355,6 +367,8 @@ class SetListed(msgspec.Struct, frozen=True):
 
 
 class ExpireRoom(msgspec.Struct, frozen=True):
+    """The stored room expires ``seconds`` from now (None: never; a room live in the core)."""
+
     code: str
     seconds: float | None
 
@@ -420,6 +434,26 @@ class CheckBlocked(msgspec.Struct, frozen=True):
     undo: bool
 
 
+class ReadBack(msgspec.Struct, frozen=True):
+    """Several nodes: read the room back from the store, then hand the core RoomChanged (in the
+    room's queue of writes: after them, or before them with ``first``). ``race`` and ``lengths``:
+    this node's copy's current race, and each racer's log length in it where a read of that race's
+    log may start (racers whose copy lines up with the log; the others are read whole)."""
+
+    code: str
+    race: int | None
+    lengths: dict[str, int]
+    first: bool = False
+
+
+class KeepCommand(msgspec.Struct, frozen=True):
+    """Several nodes: this client command changed these rooms; keep it until a save of each has
+    landed (a read-back before that handles it again on the store's copy: RoomChanged.replay)."""
+
+    codes: tuple[str, ...]
+    event: ClientEvent
+
+
 class Note(msgspec.Struct, frozen=True):
     """Something worth a structured log line (the core has no logger: it is pure)."""
 
@@ -450,4 +484,6 @@ Effect = (
     | DropRoom
     | FindDeal
     | CheckBlocked
+    | ReadBack
+    | KeepCommand
 )

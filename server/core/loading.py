@@ -12,7 +12,20 @@ from __future__ import annotations
 import msgspec
 
 from server.core.base import CoreBase
-from server.core.events import DropRoom, LoadRoom, ReloadLog, RoomChanged, RoomLoaded, RoomsListed
+from server.core.events import (
+    ClientEvent,
+    DropRoom,
+    Effect,
+    KeepCommand,
+    LoadRoom,
+    ReadBack,
+    ReloadLog,
+    RoomChanged,
+    RoomLoaded,
+    RoomsListed,
+    RoomStale,
+    SaveRoom,
+)
 from server.core.records import LogEntry, PlayerRecord
 from server.core.state import Loading, LogSnapshot, LogState, RacerState, RoomState, summary_from_record
 from shared import protocol as p
@@ -102,6 +115,35 @@ class LoadingMixin(CoreBase):
             player = self.players.get(pid) if pid is not None else None
             if player is not None:
                 self._join(conn, player, msg, ev.now, loaded=True)
+
+    def _room_stale(self, ev: RoomStale) -> None:
+        room = self.rooms.get(ev.code)
+        if room is None:
+            return
+        race = room.race
+        lengths: dict[str, int] = {}
+        if race is not None:
+            lengths = {
+                pid: racer.log_length
+                for pid, racer in race.racers.items()
+                if racer.log_length and len(racer.game.entries) == len(racer.times) == racer.log_length
+            }
+        self._out.append(ReadBack(ev.code, None if race is None else race.record.number, lengths, ev.first))
+
+    # Client messages that change no room's stored record.
+    _NOT_ROOM_COMMANDS = (p.Move, p.Ping, p.ListRooms, p.CreateRoom)
+
+    def _keep_command(self, event: ClientEvent, out: list[Effect]) -> None:
+        """Several nodes: a room command is kept until a save of its room commits it (a join that
+        waits for its room to load, until the save that follows the load): KeepCommand, first, so
+        that the saves it goes with are made after it."""
+        if isinstance(event.msg, self._NOT_ROOM_COMMANDS):
+            return
+        codes = {e.code for e in out if isinstance(e, SaveRoom)}
+        if isinstance(event.msg, p.Join):
+            codes.update(e.code for e in out if isinstance(e, LoadRoom))
+        if codes:
+            out.insert(0, KeepCommand(tuple(sorted(codes)), event))
 
     def _room_changed(self, ev: RoomChanged) -> None:
         """Several nodes: the store's room replaces this node's copy (another node changed it, or this

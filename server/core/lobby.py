@@ -288,7 +288,7 @@ class LobbyMixin(CoreBase):
         player = self.players.get(pid) if pid is not None else None
         if player is None or player.room is not None or code in self.rooms:
             # The creator went away meanwhile: let the stored room vanish.
-            self._out.append(ExpireRoom(code, 1.0))
+            self._expire(code, 1.0)
             return
         room = self._room_from_record(ev.record, {}, ev.now)
         for member in room.members.values():
@@ -298,7 +298,7 @@ class LobbyMixin(CoreBase):
         self._out.append(SavePlayer(player.record(), player.token_hash))
         if not room.options.private:
             self._out.append(SetListed(code, True))
-        self._out.append(ExpireRoom(code, self.config.room_ttl_s))
+        self._expire(code, self.config.room_ttl_s)
         self._note("room_created", room=code, host=player.player_id, chosen_deal=room.chosen_deal)
         self._changed(room)
 

@@ -2,7 +2,7 @@
 
 Events in (:mod:`server.core.events`), effects out. No sockets, no asyncio, no clock: every
 event carries the time, and randomness (room codes, deals, salts, ids, tokens) comes from an
-injectable :class:`Entropy`. The shell (server/app.py) decodes frames into events, calls
+injectable :class:`Entropy`. The shell (server/shell/) decodes frames into events, calls
 :meth:`ServerCore.handle`, and carries out the effects: sends, store writes, timers.
 
 Moves are write-ahead: a valid move becomes a ``PersistMove`` effect and is applied and
@@ -43,6 +43,7 @@ from server.core.events import (
     RoomLoaded,
     RoomSaved,
     RoomsListed,
+    RoomStale,
     Tick,
     TokenLooked,
 )
@@ -59,6 +60,7 @@ from server.core.state import (
     CoreConfig,
     Entropy,
     LogSnapshot,
+    LogState,
     summary_from_record,
 )
 from server.core.views import ViewsMixin
@@ -70,6 +72,8 @@ __all__ = ["CoreConfig", "Entropy", "ServerCore", "summary_from_record"]
 
 # Events about one racer's log. A tuple, not ``A | B | ...``: that union is built anew at each call
 # (four objects, about a microsecond), and this test runs on every event.
+# The phases of a landed save that hold the current race's record.
+RACE_STORED = (p.COUNTDOWN, p.RACING, p.RESULTS)
 ONE_RACER_EVENTS = (MovePersisted, MovePersistFailed, LogReloaded, BlockedChecked, RemoteMoves)
 
 
@@ -99,7 +103,10 @@ class ServerCore(
         subjects, before = self._before(event)
         try:
             self._dispatch(event)
-            return self._finish()
+            out = self._finish()
+            if self.config.shared_rooms and isinstance(event, ClientEvent):
+                self._keep_command(event, out)
+            return out
         except Exception as exc:  # the error state: see the class docstring
             return self._failed(event, exc, subjects, before)
 
@@ -146,18 +153,29 @@ class ServerCore(
         elif isinstance(event, RoomChanged):
             self._room_changed(event)
         elif isinstance(event, RoomSaved):
-            room = self.rooms.get(event.code)
-            if room is not None:
-                room.shown = (event.phase, event.race)
-                # Its last member here may have just left (the save recorded it): the room's
-                # node is another one now, and this one stops applying its moves at once.
-                self._release_if_held_elsewhere(room)
+            self._room_saved(event)
+        elif isinstance(event, RoomStale):
+            self._room_stale(event)
         elif isinstance(event, RemoteMoves):
             self._remote_moves(event)
         elif isinstance(event, NodesGone):
             self._nodes_gone(event)
         else:
             assert_never(event)
+
+    def _room_saved(self, event: RoomSaved) -> None:
+        room = self.rooms.get(event.code)
+        if room is None:
+            return
+        race = room.race
+        if race is not None and race.unstored and event.race == race.record.number and event.phase in RACE_STORED:
+            race.unstored = False  # the race record is stored: its start is in the deadline table again
+            self._touched.add(room.code)
+        if self.config.shared_rooms:
+            room.shown = (event.phase, event.race)
+            # Its last member here may have just left (the save recorded it): the room's node is
+            # another one now, and this one stops applying its moves at once.
+            self._release_if_held_elsewhere(room)
 
     def _before(self, event: Event) -> tuple[set[str], dict[str, dict[str, LogSnapshot | None]]]:
         """Taken before an event is handled, for the error state: the rooms it may change, and their
@@ -266,6 +284,55 @@ class ServerCore(
     def holds(self, code: str) -> bool:
         """Does this process hold the room, or is it loading it?"""
         return code in self.rooms or code in self._loading
+
+    # ------------------------------------------------------------------ read-only queries (metrics, health)
+
+    def room_count(self) -> int:
+        return len(self.rooms)
+
+    def phase_counts(self) -> dict[str, int]:
+        """The rooms held here, by phase."""
+        counts: dict[str, int] = {}
+        for room in self.rooms.values():
+            counts[room.phase] = counts.get(room.phase, 0) + 1
+        return counts
+
+    def connection_kind(self, player_id: str | None) -> str:
+        """What a connection bound to this player is: anonymous (no player), lobby (in no room
+        here), or racer or spectator (its role in its room)."""
+        player = self.players.get(player_id) if player_id is not None else None
+        if player is None:
+            return "anonymous"
+        room = self.rooms.get(player.room) if player.room is not None else None
+        member = room.members.get(player.player_id) if room is not None else None
+        if member is None:
+            return "lobby"
+        return p.SPECTATOR if member.role == p.SPECTATOR else p.RACER
+
+    def room_record(self, code: str) -> RoomRecord | None:
+        """The room held here as it would be stored now (members, version, phase, race)."""
+        room = self.rooms.get(code)
+        return None if room is None else self._record(room)
+
+    def racer_log(self, code: str, player_id: str) -> tuple[LogState, int] | None:
+        """A racer's write-ahead state and the length of its log as this node knows it."""
+        room = self.rooms.get(code)
+        racer = room.race.racers.get(player_id) if room is not None and room.race is not None else None
+        return None if racer is None else (racer.state, racer.log_length)
+
+    def knows_player(self, player_id: str) -> bool:
+        """Is the player in memory here (connected, or a member of a room held here)?"""
+        return player_id in self.players
+
+    def player_connections(self, player_id: str) -> int:
+        """The connections bound to the player here (0 for a player not in memory)."""
+        player = self.players.get(player_id)
+        return 0 if player is None else len(player.conns)
+
+    def is_member(self, code: str, player_id: str) -> bool:
+        """Is the player a member of the room held here (a join succeeded)?"""
+        room = self.rooms.get(code)
+        return room is not None and player_id in room.members
 
     def summary(self, code: str) -> p.RoomSummary | None:
         room = self.rooms.get(code)

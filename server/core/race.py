@@ -6,7 +6,6 @@ from __future__ import annotations
 from server.core.base import CoreBase
 from server.core.events import (
     DealFound,
-    ExpireRoom,
     FindDeal,
     Send,
 )
@@ -81,7 +80,7 @@ class RaceMixin(CoreBase):
 
     def _deal_found(self, ev: DealFound) -> None:
         room = self.rooms.get(ev.code)
-        if room is None or room.phase != p.DEALING or room.search != ev.search or room.race_number != ev.race:
+        if room is None or not self.awaits_search(ev.code, ev.race, ev.search):
             self._note("deal_search_stale", room=ev.code, race=ev.race, search=ev.search)
             return
         self._touched.add(room.code)
@@ -124,8 +123,9 @@ class RaceMixin(CoreBase):
             racers=[RacerInfo(player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash) for m in racers],
         )
         room.race = self._race_from_record(room, record, {}, now)
+        room.race.unstored = True  # until its save lands (RoomSaved): the start waits for it
         self._set_phase(room, p.COUNTDOWN)
-        self._out.append(ExpireRoom(room.code, self.config.room_ttl_s))
+        self._expire(room.code, self.config.room_ttl_s)
         self._note("race_countdown", room=room.code, race=record.number, racers=len(racers), chosen_deal=chosen)
         self._changed(room)
         self._announce(room, room.member_ids(), p.Countdown(race=record.number, starts_at=starts_at, server_time=now))
@@ -192,7 +192,7 @@ class RaceMixin(CoreBase):
         room.last_activity_ms = now
         for member in room.members.values():
             member.ready = False
-        self._out.append(ExpireRoom(room.code, self.config.room_ttl_s))
+        self._expire(room.code, self.config.room_ttl_s)
         self._note(
             "race_results",
             room=room.code,
@@ -232,5 +232,5 @@ class RaceMixin(CoreBase):
         room.pending_deal = deal
         for member in room.members.values():
             member.ready = False
-        self._out.append(ExpireRoom(room.code, self.config.room_ttl_s))
+        self._expire(room.code, self.config.room_ttl_s)
         self._changed(room)

@@ -297,6 +297,9 @@ class RaceState:
     record: RaceRecord
     racers: dict[str, RacerState]
     lb_dirty: bool = True  # a figure a leaderboard shows may have changed since the room's last tick
+    # Its record (deal, salt) is not stored yet (no RoomSaved of it): the start waits for it, so that
+    # no race_start carrying its commitment reaches anyone before the store holds what it commits to.
+    unstored: bool = False
     lb_checked_ms: int = 0  # the room's last leaderboard tick (at most one per leaderboard_interval_ms)
     racers_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)
     spectators_feed: LeaderboardFeed = field(default_factory=LeaderboardFeed)

@@ -43,6 +43,13 @@ OUTAGE_REASON = (
 )
 
 
+def busy_answer(move_id: int, why: str, retry_ms: int) -> p.MoveRejected:
+    """A move refused ``busy``, the one form of it: why, and when to send it again (the same id).
+    The core's queue bound and the shell's append pipeline (server/shell/appends.py) both answer so."""
+    reason = f"{why}: send it again (same id) in {retry_ms} ms; retry_ms={retry_ms}"
+    return p.MoveRejected(id=move_id, code=p.BUSY, reason=reason)
+
+
 class RacerLogMixin(CoreBase):
     # ---------------------------------------------------------------- moves in
 
@@ -93,12 +100,8 @@ class RacerLogMixin(CoreBase):
         if limit and len(racer.queue) >= limit:
             # A client far ahead of its answers: refused before it costs a check or a write, and
             # nothing queued is touched (docs/protocol.md, busy).
-            retry = self.config.queue_retry_ms
-            why = (
-                f"too many of your moves are waiting ({limit} queued behind the one being written): "
-                f"send it again (same id) in {retry} ms; retry_ms={retry}"
-            )
-            self._reply(conn, p.MoveRejected(id=msg.id, code=p.BUSY, reason=why))
+            why = f"too many of your moves are waiting ({limit} queued behind the one being written)"
+            self._reply(conn, busy_answer(msg.id, why, self.config.queue_retry_ms))
             return
         racer.pending_ids[msg.id] = msg.move
         racer.queue.append(PendingMove(msg.id, msg.move, conn))

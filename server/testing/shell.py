@@ -1,17 +1,13 @@
 """The test shell: carries out the core's effects synchronously, in process, for tests.
 
-It is part of the package (not of tests/) so that the tests and the real shell (server/app.py)
-cannot drift apart: both answer every effect the core emits, and the store here is a set of
-dicts that answers a write at once unless a test holds it back (``hold_persists``) or makes it
-fail (``store_down``). Each test then reads as a session: hello, create, join, ready, start,
-moves, results.
+It carries effects out through the real shell's own dispatch (server/shell/executor.py), so the
+two cannot drift apart: both answer every effect the core emits. The store here is a set of dicts
+that answers a write at once unless a test holds it back (``hold_persists``) or makes it fail
+(``store_down``). Each test then reads as a session: hello, create, join, ready, start, moves,
+results.
 
-:class:`EffectExecutor` is the one dispatch of effects that this shell and the fuzzer's runner
-(server/core/fuzzing.py) share: the connections' part (which are open, which player each is
-bound to, Reply and Send delivery) and the rooms' wakes are carried out there once, and every
-effect that goes to the store or a worker is an abstract method that each implements on its own
-store. A new effect is added to that dispatch and so to both (mypy's ``assert_never`` and the
-abstract methods see to it).
+:class:`InProcessExecutor` is the connections' and timers' part that this shell and the fuzzer's
+runner (server/testing/fuzzing.py) share; the store's part is each one's own.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from __future__ import annotations
 import abc
 import random
 from collections import defaultdict
-from typing import assert_never
 
 import msgspec
 
@@ -38,6 +33,7 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    KeepCommand,
     LeaderboardTick,
     ListRooms,
     LoadRoom,
@@ -47,6 +43,7 @@ from server.core.events import (
     Note,
     PersistMove,
     PlayerRegistered,
+    ReadBack,
     RegisterPlayer,
     ReloadLog,
     Reply,
@@ -65,6 +62,7 @@ from server.core.events import (
     WakeLeaderboards,
 )
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
+from server.shell.executor import EffectExecutor
 from shared import protocol as p
 
 DEAL = 4242
@@ -94,15 +92,16 @@ class SeededEntropy(Entropy):
         return f"t{self.rng.getrandbits(128):032x}"
 
 
-class EffectExecutor(abc.ABC):
-    """Carries out the core's effects: the dispatch shared by :class:`Shell` and the fuzzer's runner.
+class InProcessExecutor(EffectExecutor):
+    """The connections' and timers' part of the dispatch for the in-process targets (:class:`Shell`
+    and the fuzzer's runner); the store's part is each target's own.
 
-    Connections: ``live_conns`` are open (:meth:`conn_opened`, :meth:`conn_ended`, which the
-    executor's owner calls as sockets open and end); ``conns_of`` binds each player to its open
-    connections, in binding order. A Reply or Bind for a connection that has ended is dropped, as
-    server/app.py drops them; a Send goes to every connection bound to each player. ``wakes``
-    holds each room's next wake-up (the owner fires them as Tick events), ``leaderboard_wake``
-    the node's shared leaderboard tick (a LeaderboardTick): :meth:`next_wake`."""
+    ``live_conns`` are open (:meth:`conn_opened`, :meth:`conn_ended`, which the owner calls as
+    sockets open and end); ``conns_of`` binds each player to its open connections, in binding
+    order. A Reply or Bind for a connection that has ended is dropped, as the real shell drops
+    them; a Send goes to every connection bound to each player. ``wakes`` holds each room's next
+    wake-up (the owner fires them as Tick events), ``leaderboard_wake`` the node's shared
+    leaderboard tick (a LeaderboardTick): :meth:`next_wake`."""
 
     def __init__(self) -> None:
         self.live_conns: set[int] = set()
@@ -120,72 +119,40 @@ class EffectExecutor(abc.ABC):
         self.live_conns.discard(conn)
         self.unbind(conn)
 
-    def bind(self, conn: int, player_id: str) -> None:
-        conns = self.conns_of.setdefault(player_id, [])
-        if conn not in conns:
-            conns.append(conn)
-
     def unbind(self, conn: int) -> None:
         for pid in [pid for pid, conns in self.conns_of.items() if conn in conns]:
             self.conns_of[pid].remove(conn)
             if not self.conns_of[pid]:
                 del self.conns_of[pid]
 
-    # -------------------------------------------------------------- the dispatch
+    def reply_to_conn(self, effect: Reply) -> None:
+        if effect.conn in self.live_conns:
+            self.deliver(effect.conn, None, effect.message)
 
-    def execute(self, effect: Effect) -> None:
-        # The most frequent effects first: this runs for every effect of a fuzzing campaign.
-        if isinstance(effect, Reply):
-            if effect.conn in self.live_conns:
-                self.deliver(effect.conn, None, effect.message)
-        elif isinstance(effect, Send):
-            for pid in effect.players:
-                for conn in self.conns_of.get(pid, ()):
-                    self.deliver(conn, pid, effect.message)
-        elif isinstance(effect, Bind):
-            if effect.conn in self.live_conns:
-                self.bind(effect.conn, effect.player_id)
-        elif isinstance(effect, PersistMove):
-            self.persist_move(effect)
-        elif isinstance(effect, Wake):
-            if effect.at_ms is None:
-                self.wakes.pop(effect.code, None)
-            else:
-                self.wakes[effect.code] = effect.at_ms
-        elif isinstance(effect, WakeLeaderboards):
-            self.leaderboard_wake = effect.at_ms
-        elif isinstance(effect, SaveRoom):
-            self.save_room(effect)
-        elif isinstance(effect, Note):
-            self.note(effect)
-        elif isinstance(effect, SavePlayer):
-            self.save_player(effect)
-        elif isinstance(effect, RegisterPlayer):
-            self.register_player(effect)
-        elif isinstance(effect, CreateRoomRecord):
-            self.create_room(effect)
-        elif isinstance(effect, SetListed):
-            self.set_listed(effect)
-        elif isinstance(effect, ExpireRoom):
-            self.expire_room(effect)
-        elif isinstance(effect, ReloadLog):
-            self.reload_log(effect)
-        elif isinstance(effect, FindDeal):
-            self.find_deal(effect)
-        elif isinstance(effect, CheckBlocked):
-            self.check_blocked(effect)
-        elif isinstance(effect, LookupToken):
-            self.lookup_token(effect)
-        elif isinstance(effect, LoadRoom):
-            self.load_room(effect)
-        elif isinstance(effect, ListRooms):
-            self.list_rooms(effect)
-        elif isinstance(effect, CloseConnection):
-            self.close_connection(effect)
-        elif isinstance(effect, DropRoom):
+    def send_to_players(self, effect: Send) -> None:
+        for pid in effect.players:
+            for conn in self.conns_of.get(pid, ()):
+                self.deliver(conn, pid, effect.message)
+
+    def bind(self, effect: Bind) -> None:
+        if effect.conn in self.live_conns:
+            conns = self.conns_of.setdefault(effect.player_id, [])
+            if effect.conn not in conns:
+                conns.append(effect.conn)
+
+    # -------------------------------------------------------------- timers
+
+    def wake(self, effect: Wake) -> None:
+        if effect.at_ms is None:
             self.wakes.pop(effect.code, None)
         else:
-            assert_never(effect)
+            self.wakes[effect.code] = effect.at_ms
+
+    def wake_leaderboards(self, effect: WakeLeaderboards) -> None:
+        self.leaderboard_wake = effect.at_ms
+
+    def drop_room(self, effect: DropRoom) -> None:
+        self.wakes.pop(effect.code, None)
 
     def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | None:
         """The earliest wake due by ``until``, taken off the schedule, as the event that fires it at
@@ -203,64 +170,16 @@ class EffectExecutor(abc.ABC):
         del self.wakes[code]
         return Tick(code, at)
 
-    # -------------------------------------------------------------- each executor's own part
-
     @abc.abstractmethod
     def deliver(self, conn: int, player_id: str | None, message: p.ServerMessage) -> None:
         """A message to an open connection (``player_id``: whom a Send addressed, None for a Reply)."""
 
-    @abc.abstractmethod
-    def close_connection(self, effect: CloseConnection) -> None:
-        """The core closes a connection: unbind it at once (:meth:`conn_ended`), then its end is an event."""
 
-    @abc.abstractmethod
-    def persist_move(self, effect: PersistMove) -> None: ...
-
-    @abc.abstractmethod
-    def reload_log(self, effect: ReloadLog) -> None: ...
-
-    @abc.abstractmethod
-    def save_room(self, effect: SaveRoom) -> None: ...
-
-    @abc.abstractmethod
-    def create_room(self, effect: CreateRoomRecord) -> None: ...
-
-    @abc.abstractmethod
-    def set_listed(self, effect: SetListed) -> None: ...
-
-    @abc.abstractmethod
-    def expire_room(self, effect: ExpireRoom) -> None: ...
-
-    @abc.abstractmethod
-    def register_player(self, effect: RegisterPlayer) -> None: ...
-
-    @abc.abstractmethod
-    def save_player(self, effect: SavePlayer) -> None: ...
-
-    @abc.abstractmethod
-    def lookup_token(self, effect: LookupToken) -> None: ...
-
-    @abc.abstractmethod
-    def load_room(self, effect: LoadRoom) -> None: ...
-
-    @abc.abstractmethod
-    def list_rooms(self, effect: ListRooms) -> None: ...
-
-    @abc.abstractmethod
-    def find_deal(self, effect: FindDeal) -> None: ...
-
-    @abc.abstractmethod
-    def check_blocked(self, effect: CheckBlocked) -> None: ...
-
-    @abc.abstractmethod
-    def note(self, effect: Note) -> None: ...
-
-
-class Shell(EffectExecutor):
+class Shell(InProcessExecutor):
     """Carries out effects synchronously: an in-memory store, delivery into per-connection inboxes.
 
     It handles every effect the core emits (through :class:`EffectExecutor`'s dispatch, which ends
-    in ``assert_never``, as server/app.py's does). Store failures are the tests' to make:
+    in ``assert_never``). Store failures are the tests' to make:
     ``hold_persists`` keeps move writes back (``held``, ``release``), ``reloads`` records log
     re-reads (a test answers them with LogReloaded), ``hold_loads`` keeps room loads back,
     ``store_down`` fails token lookups, room loads and room listings; ``hold_saves`` keeps room
@@ -281,10 +200,13 @@ class Shell(EffectExecutor):
         self.hold_persists = False
         self.held: list[PersistMove] = []
         self.reloads: list[ReloadLog] = []
+        self.read_backs: list[ReadBack] = []
         self.hold_loads = False
         self.held_loads: list[LoadRoom] = []
         self.hold_saves = False  # room saves wait in ``held_saves`` until land_saves() (or a test drops them)
         self.held_saves: list[SaveRoom] = []
+        self._to_land: list[SaveRoom] = []
+        self._landing = False
         self.store_down = False
         self.dropped: list[int] = []  # droppable frames counted
         self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
@@ -319,6 +241,13 @@ class Shell(EffectExecutor):
         effects = self.core.handle(event)
         self.effects.extend(effects)
         self.apply(effects)
+        if not self._landing:  # the outermost event lands the saves its effects queued, in order
+            self._landing = True
+            try:
+                while self._to_land:
+                    self.land_save(self._to_land.pop(0))
+            finally:
+                self._landing = False
         return effects
 
     def apply(self, effects: list[Effect]) -> None:
@@ -329,7 +258,7 @@ class Shell(EffectExecutor):
         self.inbox[conn].append(self._board(conn, message))
 
     def close_connection(self, effect: CloseConnection) -> None:
-        # As server/app.py: unbound at once, closed, and then the socket's end is an event.
+        # As the real shell: unbound at once, closed, and then the socket's end is an event.
         self.closed[effect.conn] = (effect.code, effect.reason)
         self.unbind(effect.conn)
         self.run(Disconnected(effect.conn, self.now))
@@ -352,18 +281,19 @@ class Shell(EffectExecutor):
             self.run(RoomCreated(effect.conn, effect.record, self.now))
 
     def save_room(self, effect: SaveRoom) -> None:
+        """A save lands once every effect of the event that made it is carried out (as a store
+        write lands after the event that queued it), unless ``hold_saves`` keeps it back."""
         if self.hold_saves:
             self.held_saves.append(effect)
         else:
-            self.land_save(effect)
+            self._to_land.append(effect)
 
     def land_save(self, effect: SaveRoom) -> None:
-        """The save lands: stored, then what waited for it goes out (as server/app.py does)."""
+        """The save lands: stored, then what waited for it goes out (as the real shell does)."""
         self.rooms[effect.code] = effect.record
         self.apply(list(effect.then))
-        if self.config.shared_rooms:
-            record = effect.record
-            self.run(RoomSaved(effect.code, record.phase, record.race_number, self.now))
+        record = effect.record
+        self.run(RoomSaved(effect.code, record.phase, record.race_number, self.now))
 
     def land_saves(self) -> None:
         held, self.held_saves = self.held_saves, []
@@ -415,6 +345,12 @@ class Shell(EffectExecutor):
 
     def note(self, effect: Note) -> None:
         pass  # a log line: tests read it from ``effects``
+
+    def read_back(self, effect: ReadBack) -> None:
+        self.read_backs.append(effect)  # several nodes: a test answers it with RoomChanged
+
+    def keep_command(self, effect: KeepCommand) -> None:
+        pass  # several nodes: a test hands RoomChanged its replay itself
 
     def load(self, code: str) -> None:
         """Answer a LoadRoom from the store's dicts."""
@@ -521,7 +457,8 @@ def racing(shell: Shell, names: tuple[str, ...] = ("Ann", "Bob", "Cy"), **option
     conns, code = lobby(shell, names, **options)
     shell.send(conns[0], p.Start())
     shell.advance(shell.config.countdown_ms)
-    assert shell.core.rooms[code].phase == p.RACING
+    summary = shell.core.summary(code)
+    assert summary is not None and summary.phase == p.RACING
     return conns, code
 
 

@@ -1,9 +1,9 @@
-"""A fuzzing driver for the frame decoder and the room core (issue 9's campaign).
+"""A fuzzing driver for the frame decoder and the room core.
 
 Frames go through the real :func:`shared.protocol.decode_client` and the real
 :class:`~server.core.ServerCore`, from several fake connections (connection ids, no sockets);
 the core's effects are carried out against a real :class:`~server.store.memory.MemoryStore`, as
-server/app.py does (moves appended before they are acknowledged, logs reloaded, rooms saved, every
+the real shell does (moves appended before they are acknowledged, logs reloaded, rooms saved, every
 store read the core asks for: token lookups, room loads, room lists). After every frame three
 invariants are checked, and a fourth at the end of each episode:
 
@@ -22,9 +22,9 @@ store faults. A campaign runs in *episodes* (a fresh store and core each, seeded
 campaign seed and the episode number), so a failure at frame ``i`` is reproduced by running
 that episode alone (:func:`run_campaign` with ``start_frame``).
 
-The effect execution lives in one small class, :class:`EffectRunner`: the shipped test shell's
-:class:`~server.core.testing.EffectExecutor` (the dispatch that server/core/testing.py's Shell
-uses too: connections, delivery, wakes), with the store's part on a MemoryStore with faults.
+The effect execution lives in one small class, :class:`EffectRunner`: the real shell's dispatch
+(server/shell/executor.py) with the in-process connections and wakes of the test shell
+(:class:`~server.testing.shell.InProcessExecutor`), and the store's part on a MemoryStore with faults.
 The frame generator is :class:`FrameGenerator` (a seeded ``random.Random``: fast enough for 10^6
 frames in minutes); tests/test_fuzz.py adds hypothesis-generated frames through
 :meth:`FuzzDriver.feed`.
@@ -59,6 +59,7 @@ from server.core.events import (
     ExpireRoom,
     FindDeal,
     HelloEvent,
+    KeepCommand,
     ListRooms,
     LoadRoom,
     LogReloaded,
@@ -68,6 +69,7 @@ from server.core.events import (
     Note,
     PersistMove,
     PlayerRegistered,
+    ReadBack,
     RegisterFailed,
     RegisterPlayer,
     ReloadLog,
@@ -75,6 +77,7 @@ from server.core.events import (
     RoomCreated,
     RoomCreateFailed,
     RoomLoaded,
+    RoomSaved,
     RoomsListed,
     SavePlayer,
     SaveRoom,
@@ -94,9 +97,20 @@ from server.core.records import (
     open_race_of,
 )
 from server.core.state import RacerState
-from server.core.testing import EffectExecutor
+from server.shell.room_versions import (
+    Drop,
+    Lost,
+    Probe,
+    ProbeStep,
+    Recreate,
+    RefusedStep,
+    RoomVersions,
+    SaveStep,
+    Write,
+)
 from server.store.base import AppendResult
 from server.store.memory import MemoryStore
+from server.testing.shell import InProcessExecutor
 from shared import protocol as p
 from shared.cards import CARD_COUNT
 from shared.engine import BLOCKED, BLOCKED_BUDGET, PLAYING, RESIGN, UNDO, Game, View, replay
@@ -104,8 +118,8 @@ from shared.engine import BLOCKED, BLOCKED_BUDGET, PLAYING, RESIGN, UNDO, Game, 
 T = TypeVar("T")
 
 START_MS: Final = 1_800_000_000_000  # the fake clock's start (server ms since the epoch)
-MAX_FRAME: Final = 4096  # server/app.py's ServerConfig.max_frame: larger frames close the connection (1009)
-LIST_LIMIT: Final = 100  # server/app.py's ServerConfig.list_limit: rooms in one room list
+MAX_FRAME: Final = 4096  # ServerConfig.max_frame: larger frames close the connection (1009)
+LIST_LIMIT: Final = 100  # ServerConfig.list_limit: rooms in one room list
 EVENTS_PER_FRAME_LIMIT: Final = 20_000  # more events than this for one frame: the core is looping
 
 
@@ -235,11 +249,11 @@ class StoreFaults:
 Deliver = Callable[[int | None, str | None, p.ServerMessage], None]
 
 
-class EffectRunner(EffectExecutor):
-    """Carries out the core's effects against a MemoryStore, the way server/app.py does.
+class EffectRunner(InProcessExecutor):
+    """Carries out the core's effects against a MemoryStore, the way the real shell does.
 
-    The dispatch, the connections (``live_conns``, ``conns_of``) and the wakes are the test
-    shell's (:class:`~server.core.testing.EffectExecutor`); the store's part is here, with its
+    The dispatch is the real shell's; the connections (``live_conns``, ``conns_of``) and the wakes
+    are the test shell's (:class:`~server.testing.shell.InProcessExecutor`); the store's part is here, with its
     faults. Follow-up events (a move persisted, a log reloaded, a deal found...) are queued on
     ``events``; the driver hands them to the core. Store answers may be held back (``held``) and
     released later, in any order, as concurrent tasks would finish. Outgoing messages go to
@@ -261,6 +275,7 @@ class EffectRunner(EffectExecutor):
         self.on_close: Callable[[int], None] = lambda conn: None
         self.core: ServerCore | None = None  # the core whose effects these are (set by the driver)
         self.expiries: dict[str, tuple[int, int]] = {}  # room -> when its stored record expires, its race then
+        self.versions = RoomVersions()  # the room saves' compare-and-set bookkeeping, the shell's own
 
     # -------------------------------------------------------------- helpers
 
@@ -322,11 +337,8 @@ class EffectRunner(EffectExecutor):
         run_now(self.store.set_listed(effect.code, effect.listed))
 
     def expire_room(self, effect: ExpireRoom) -> None:
-        # As server/app.py: a room live in this process (not showing results) never
-        # expires in the store; its expiry starts when it finishes or closes.
-        seconds = None if self._live(effect.code) else effect.seconds
-        run_now(self.store.expire_room(effect.code, seconds))
-        self._expiring(effect.code, seconds)
+        run_now(self.store.expire_room(effect.code, effect.seconds))
+        self._expiring(effect.code, effect.seconds)
 
     def reload_log(self, effect: ReloadLog) -> None:
         self._later(partial(self._reload, effect))
@@ -346,6 +358,12 @@ class EffectRunner(EffectExecutor):
     def list_rooms(self, effect: ListRooms) -> None:
         self._later(partial(self._list_rooms, effect))
 
+    def read_back(self, effect: ReadBack) -> None:
+        raise AssertionError(f"one node: no read-back is ever asked for ({effect!r})")
+
+    def keep_command(self, effect: KeepCommand) -> None:
+        raise AssertionError(f"one node: no command is kept for a read-back ({effect!r})")
+
     def _expiring(self, code: str, seconds: float | None) -> None:
         room = self.core.rooms.get(code) if self.core is not None else None
         if seconds is None or room is None or room.race is None:
@@ -356,10 +374,6 @@ class EffectRunner(EffectExecutor):
     def forgotten(self, now_ms: int) -> frozenset[tuple[str, int]]:
         """(room, race) of the finished races whose stored room has expired by ``now_ms``."""
         return frozenset((code, race) for code, (at, race) in self.expiries.items() if at <= now_ms)
-
-    def _live(self, code: str) -> bool:
-        summary = self.core.summary(code) if self.core is not None else None
-        return summary is not None and summary.phase != p.RESULTS
 
     def _persist(self, effect: PersistMove) -> None:
         code, race, pid = effect.code, effect.race, effect.player_id
@@ -383,7 +397,7 @@ class EffectRunner(EffectExecutor):
             self.events.append(MovePersistFailed(code, race, pid, "conflict", self.now))
 
     def _lookup_token(self, effect: LookupToken) -> None:
-        """server/app.py's _lookup_token: the player record a resume token names."""
+        """As the shell's reads: the player record a resume token names."""
         if self._fault("read_fails"):
             self.events.append(TokenLooked(effect.conn, effect.token_hash, None, self.now, failed=True))
             return
@@ -398,7 +412,7 @@ class EffectRunner(EffectExecutor):
         self.events.append(TokenLooked(effect.conn, effect.token_hash, record, self.now))
 
     def _load_room(self, effect: LoadRoom) -> None:
-        """server/app.py's _load_room: a room's record and its current race's logs. A load that
+        """As the shell's reads: a room's record and its current race's logs. A load that
         the shell retries until the store answers (``once`` False) never fails here."""
         code = effect.code
         if effect.once and self._fault("read_fails"):
@@ -412,10 +426,13 @@ class EffectRunner(EffectExecutor):
                 logs[racer.player_id] = decode_entries(raw)
         if record is not None:
             self.counts["rooms_loaded"] += 1
+            stored = run_now(self.store.load_room(code))
+            if stored is not None and self.core is not None and not self.core.has_room(code):
+                self.versions.loaded(code, stored[1])
         self.events.append(RoomLoaded(code, record, logs, self.now))
 
     def _list_rooms(self, effect: ListRooms) -> None:
-        """server/app.py's _list_rooms: the listed codes, and the records of rooms the core does not hold."""
+        """As the shell's reads: the listed codes, and the records of rooms the core does not hold."""
         if self._fault("read_fails"):
             self.events.append(RoomsListed(effect.conn, [], {}, self.now, failed=True))
             return
@@ -462,24 +479,44 @@ class EffectRunner(EffectExecutor):
         record = effect.record
         created = run_now(self.store.create_room(record.code, encode_record(record), open_race=open_race_of(record)))
         if created:
+            self.versions.created(record.code)
             self.events.append(RoomCreated(effect.conn, effect.record, self.now))
         else:
             self.events.append(RoomCreateFailed(effect.conn, effect.record, True, self.now))
 
     def _save_room(self, effect: SaveRoom) -> None:
-        data = encode_record(effect.record)
-        loaded = run_now(self.store.load_room(effect.code))
-        if loaded is None:
+        """Compare-and-set on the version the shell's own bookkeeping (RoomVersions) expects, and
+        what it decides when the save is refused or the room has vanished, as the shell's room writes."""
+        code, record = effect.code, effect.record
+        data = encode_record(record)
+        race = open_race_of(record)
+        versions = self.versions
+        step: SaveStep | ProbeStep | RefusedStep = versions.begin_save(code, versions.epoch(code))
+        if isinstance(step, Probe):
+            step = versions.probed(code, run_now(self.store.load_room(code)))
+        landed = False
+        if isinstance(step, Write):
+            new = run_now(self.store.save_room(code, data, step.version, open_race=race))
+            if new is not None:
+                versions.save_landed(code, new, 0)
+                landed = True
+            else:
+                step = versions.refused(code, step.version, run_now(self.store.load_room(code)))
+        if isinstance(step, Recreate):
             # Expired under us while in use: stored afresh (as the shell does).
-            created = run_now(self.store.create_room(effect.code, data, open_race=open_race_of(effect.record)))
-            if created and not effect.record.options.private and effect.record.members:
-                run_now(self.store.set_listed(effect.code, True))
-            landed = created
-        else:
-            version = run_now(self.store.save_room(effect.code, data, loaded[1], open_race=open_race_of(effect.record)))
-            landed = version is not None
-        if landed:  # what waited for the save goes out once it has landed (as server/app.py does)
+            if run_now(self.store.create_room(code, data, open_race=race)):
+                versions.created(code)
+                if not record.options.private and record.members:
+                    run_now(self.store.set_listed(code, True))
+                landed = True
+            else:
+                step = versions.recreate_refused(code)
+        if isinstance(step, Drop | Lost):
+            self.counts[f"save_{'dropped' if isinstance(step, Drop) else 'lost'}"] += 1
+        if landed:  # what waited for the save goes out once it has landed (as the real shell does)
             self.execute_all(effect.then)
+            record = effect.record
+            self.events.append(RoomSaved(effect.code, record.phase, record.race_number, self.now))
 
     def _find_deal(self, effect: FindDeal) -> None:
         deal = None if self._fault("no_deal") else self.rng.randrange(2**32, 2**64)
@@ -495,7 +532,7 @@ class EffectRunner(EffectExecutor):
 
 
 def decode_entries(raw: list[bytes]) -> list[LogEntry]:
-    """Stored entries, as server/app.py decodes them (an unreadable one keeps its place as "?")."""
+    """Stored entries, as the shell's reads decode them (an unreadable one keeps its place as "?")."""
     entries: list[LogEntry] = []
     for item in raw:
         try:
