@@ -376,6 +376,19 @@ async def play(client: Client, view: View, moves: int, rng: random.Random, first
     return view, move_id
 
 
+async def plot_process(*args: str) -> asyncio.subprocess.Process:
+    """``plot ARGS`` as its own process, its output captured and no terminal on its input."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "client.cli",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+
+
 async def wait_for_file(path: Path, timeout: float = 30.0) -> str:
     """The text of a file another process writes, once it has some."""
     await eventually(lambda: path.exists() and bool(path.read_text()), timeout, what=f"{path.name} written")

@@ -4,28 +4,15 @@ Textual's harness against a real server on loopback, two windows sharing ONE sta
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-from support import SIZE, Client, message, running_server, screen_text, until, url
+from client_fixtures import fresh_state_dir, race_server  # noqa: F401  (fixtures: server, state_dir)
+from support import SIZE, Client, message, screen_text, until, url
 
 from client.commands._race_args import exit_summary
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
 from server.shell import RaceServer
 from shared import protocol as p
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path / "state"))  # one state directory for every window
-    return tmp_path / "state"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[RaceServer]:
-    async with running_server() as running:
-        yield running
 
 
 def window(server: RaceServer, mode: str, name: str, code: str | None = None, **kwargs: object) -> RaceApp:
