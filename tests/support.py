@@ -462,6 +462,19 @@ def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[su
         proc.stderr.close()
 
 
+def stop_processes(*procs: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """SIGTERM to each, then SIGKILL to any still running after ``grace`` seconds: none is left behind."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def health(port: int, scheme: str = "http") -> tuple[int, dict[str, Any]]:
     """GET /healthz: the status and the JSON body; (429, {}) when polled past the server's probe
     rate (--probe-rate): a poll by condition then simply asks again."""
