@@ -17,12 +17,15 @@ alike. Figures of each level: docs/bots.md (``bench/bot_levels.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import random
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from typing import Final
 
 from client.bot import choose_move
@@ -107,7 +110,13 @@ def search_pool() -> ProcessPoolExecutor:
     global _POOL
     if _POOL is None:
         workers = max(1, min(2, multiprocessing.cpu_count() - 1))
-        _POOL = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        # multiprocessing's resource tracker, started with the pool's first lock, hands the child
+        # sys.stderr's descriptor: under a running Textual app that is a capture whose fileno() is
+        # -1, and the start fails. The tracker starts here on the process's own stderr instead.
+        real_stderr = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+        with contextlib.redirect_stderr(real_stderr):
+            resource_tracker.ensure_running()
+            _POOL = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     return _POOL
 
 
@@ -172,8 +181,9 @@ class Player:
             move, self.memory = await loop.run_in_executor(
                 search_pool(), search_move, view, self.memory, self.level.search
             )
-        except BrokenProcessPool:
-            # A worker died (killed, out of memory): this move is greedy, the next search gets a new pool.
+        except (BrokenProcessPool, OSError, ValueError):
+            # A worker died (killed, out of memory) or none could start: this move is greedy, the
+            # next search gets a new pool.
             log.warning("the bots' search worker died: a greedy move instead")
             shutdown_search_pool()
             move = None

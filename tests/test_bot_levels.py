@@ -16,6 +16,7 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -333,3 +334,39 @@ def test_the_bench_plays_each_level_and_writes_its_figures(tmp_path: Path) -> No
         low, high = figures["win_rate_95"]
         assert 0 <= low <= figures["win_rate"] <= high <= 1
         assert figures["settings"]["pace"] == level_named(name).pace
+
+
+SEARCH_UNDER_A_CAPTURED_STDERR = """
+import asyncio, multiprocessing, sys
+
+class Captured:  # as a running Textual app's stderr capture: no real descriptor behind it
+    def write(self, text): return len(text)
+    def flush(self): pass
+    def fileno(self): return -1
+
+from client.bot_levels import Player, level_named
+from shared.engine import Game
+
+async def main():
+    sys.stderr = Captured()
+    player = Player(level_named("hard"), seed=1)
+    move = await player.choose(Game(DEAL).view())
+    print(move, len(multiprocessing.active_children()))
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+def test_a_searching_level_searches_under_a_terminal_app_s_captured_stderr(tmp_path: Path) -> None:
+    """``plot practice`` runs its bots under Textual, whose stderr capture has no descriptor: the
+    search pool still starts (its workers are running) and the bot gets a move."""
+    script = tmp_path / "search_under_capture.py"
+    script.write_text(SEARCH_UNDER_A_CAPTURED_STDERR.replace("DEAL", "4242"))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent
+    )
+    assert done.returncode == 0, done.stderr
+    move, workers = done.stdout.split()
+    assert move != "None"
+    assert int(workers) >= 1, "the search ran on no worker process"
