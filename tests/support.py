@@ -551,6 +551,23 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = 20.0)
     await eventually(condition, timeout, what=what)
 
 
+async def race_against(app: Any, pilot: Any, server: RaceServer, name: str) -> Client:
+    """The app (a RaceApp) hosts; ``name`` (a plain client) joins and readies; the host readies and
+    starts by keys. Returns the client once the app races."""
+    await until(lambda: app.model.room is not None, "the room")
+    rival = await Client.open(server, name)
+    await rival.hello(name)
+    await rival.send(p.Join(code=app.model.room.code))
+    await rival.expect(p.Room)
+    await rival.send(p.Ready(ready=True))
+    await until(lambda: any(m.name == name and m.ready for m in app.model.room.members), f"{name} ready")
+    await pilot.press("enter")
+    await until(lambda: app.model.me is not None and app.model.me.ready, "the host ready")
+    await pilot.press("s")
+    await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
+    return rival
+
+
 # The reachable blocked position of tests/vectors_blocked.json: its deal, the record reaching it,
 # and a blocked-check budget too small to decide its last position (every earlier one it decides).
 BLOCKED_VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors_blocked.json").read_text())

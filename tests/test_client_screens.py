@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from client_fixtures import fresh_state_dir  # noqa: F401  (fixtures: state_dir)
 from support import (
-    Client,
     latest,
     make_room,
     plot_process,
+    race_against,
     room_phase,
     running_server,
     screen_text,
@@ -74,18 +74,7 @@ async def test_results_at_80x24_name_each_board_keep_the_check_and_replay_each_r
     async with running_server() as server:
         app = RaceApp(RaceConfig(url=url(server), name="Ann", mode=HOST, options=p.RoomOptions(deal=4242)))
         async with app.run_test(size=SMALL) as pilot:
-            await until(lambda: app.model.room is not None, "the room")
-            assert app.model.room is not None
-            bob = await Client.open(server, "Bob")
-            await bob.hello("Bob")
-            await bob.send(p.Join(code=app.model.room.code))
-            await bob.expect(p.Room)
-            await bob.send(p.Ready(ready=True))
-            await until(lambda: all(m.ready for m in app.model.room.members if m.name == "Bob"), "Bob ready")  # type: ignore[union-attr]
-            await pilot.press("enter")
-            await until(lambda: app.model.me is not None and app.model.me.ready, "Ann ready")
-            await pilot.press("s")
-            await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
+            bob = await race_against(app, pilot, server, "Bob")
             await pilot.press("space")
             await until(lambda: app.model.seq == 1, "Ann's move")
             await bob.send(p.Move(id=1, move="resign"))

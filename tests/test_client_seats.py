@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from client_fixtures import fresh_state_dir, race_server  # noqa: F401  (fixtures: server, state_dir)
-from support import SIZE, Client, message, screen_text, until, url
+from support import SIZE, Client, message, race_against, screen_text, until, url
 
 from client.commands._race_args import exit_summary
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
@@ -113,26 +113,10 @@ async def test_a_spectator_quitting_is_not_told_it_is_seated(server: RaceServer)
     await host.close()
 
 
-async def race_with_bob(app: RaceApp, pilot: object, server: RaceServer) -> Client:
-    """The app hosts; Bob (a plain client) joins and readies; the host readies and starts by keys."""
-    code = await hosted(app)
-    bob = await Client.open(server, "bob")
-    await bob.hello("bob")
-    await bob.send(p.Join(code=code))
-    await bob.expect(p.Room)
-    await bob.send(p.Ready(ready=True))
-    await until(lambda: any(m.name == "bob" and m.ready for m in app.model.room.members), "bob ready")  # type: ignore[union-attr]
-    await pilot.press("enter")  # type: ignore[attr-defined]
-    await until(lambda: app.model.me is not None and app.model.me.ready, "the host ready")
-    await pilot.press("s")  # type: ignore[attr-defined]
-    await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
-    return bob
-
-
 async def test_ending_the_race_for_everyone_asks_first(server: RaceServer) -> None:
     app = window(server, HOST, "alice")
     async with app.run_test(size=SIZE) as pilot:
-        bob = await race_with_bob(app, pilot, server)
+        bob = await race_against(app, pilot, server, "bob")
         await pilot.press("E")
         await until(lambda: "End the race now, for every racer?" in screen_text(app), "the question")
         await pilot.press("n")
@@ -148,7 +132,7 @@ async def test_ending_the_race_for_everyone_asks_first(server: RaceServer) -> No
 async def test_ctrl_c_mid_race_asks_then_quits_keeping_the_seat(server: RaceServer) -> None:
     app = window(server, HOST, "alice")
     async with app.run_test(size=SIZE) as pilot:
-        bob = await race_with_bob(app, pilot, server)
+        bob = await race_against(app, pilot, server, "bob")
         code = app.model.room.code  # type: ignore[union-attr]
         await pilot.press("ctrl+c")
         await until(lambda: "Quit mid-race?" in screen_text(app), "the question")
