@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the hand-made upgrade lives with the tests' helpers
 
-from support import raw_upgrade, server_environment, toggling_moves  # noqa: E402
+from support import raw_upgrade, server_environment, stop_processes, toggling_moves  # noqa: E402
 
 from server.testing.shell import DEAL  # noqa: E402
 from shared import protocol as p  # noqa: E402
@@ -104,12 +104,7 @@ def plot_server(root: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[byte
                 time.sleep(0.05)
         yield proc, port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_processes(proc)
 
 
 def ping_frame(payload: bytes) -> bytes:

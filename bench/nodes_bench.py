@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_cluster_fixture import LocalRedisCluster  # test helpers, found through the path above
 from redis_fixture import RedisServer, free_port
-from support import Client, board, server_environment, view_game, wait_healthy
+from support import Client, board, server_environment, stop_processes, view_game, wait_healthy
 
 from shared import protocol as p
 from shared.engine import View
@@ -86,19 +86,6 @@ def start_node(url: str, multi: bool, root: Path = ROOT) -> tuple[subprocess.Pop
     proc = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
     wait_healthy(proc, port)
     return proc, port
-
-
-def stop_nodes(procs: list[subprocess.Popen[str]]) -> None:
-    """SIGTERM to each, then SIGKILL to any still running after 10 s: none is left behind."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -324,7 +311,7 @@ async def failover(url: str) -> dict[str, Any]:
         return {"reconnect_to_first_ack_ms": [round(t, 1) for t in times],
                 "kill_to_last_ack_ms": round((time.monotonic() - killed) * 1000, 1)}  # fmt: skip
     finally:
-        stop_nodes([a, b])
+        stop_processes(a, b)
 
 
 def main() -> None:
@@ -401,7 +388,7 @@ def main() -> None:
                         load_run(racer_node, spectator_node, pids, redis_pids, rooms, args, run + 1, profile)
                     )
                 finally:
-                    stop_nodes([proc for proc, _ in nodes])
+                    stop_processes(*(proc for proc, _ in nodes))
                 results[layout].append(figures)
                 print(layout, json.dumps(figures), file=sys.stderr)
         redis.command("FLUSHALL")

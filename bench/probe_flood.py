@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from redis_fixture import RedisServer, free_port  # noqa: E402  (test helpers, found through the path above)
-from support import make_room, server_environment, start_race, view_game, wait_healthy  # noqa: E402
+from support import make_room, server_environment, start_race, stop_processes, view_game, wait_healthy  # noqa: E402
 
 from shared import protocol as p  # noqa: E402
 from shared.engine import UNDO  # noqa: E402
@@ -143,12 +143,7 @@ def main() -> None:
             cpu_share = (cpu_seconds(proc.pid) - cpu) / elapsed
             pings_per_s = (ping_calls(redis) - pings) / elapsed
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_processes(proc, grace=15)
     result = {
         "command": "python bench/probe_flood.py " + " ".join(sys.argv[1:]),
         "tree": name or "this",

@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_fixture import RedisServer, free_port  # test helpers, found through the path above
-from support import Client, board, latest, metric, metrics, view_game, wait_healthy
+from support import Client, board, latest, metric, metrics, stop_processes, view_game, wait_healthy
 
 from shared import protocol as p
 from shared.engine import View
@@ -147,14 +147,7 @@ async def one_run(url: str, mode: str, entries: int, changes: int, seed: int) ->
             "wall_ms_per_change": round(wall / changes * 1000, 2),
         }
     finally:
-        for proc in (proc_a, proc_b):
-            proc.terminate()
-        for proc in (proc_a, proc_b):
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(proc_a, proc_b)
 
 
 async def main() -> int:

@@ -71,26 +71,20 @@ class _Levels(Collector):
             ("plot_slow_disconnects", "Connections cut because they could not keep up", now.slow_disconnects),
             ("plot_rate_limited", "Connections closed for sending too fast", now.rate_limited),
         ):
-            counter = CounterMetricFamily(name, text)
-            counter.add_metric([], value)
-            yield counter
-        limited = CounterMetricFamily(
+            yield _counter(name, text, value)
+        yield _labelled_counter(
             "plot_limited",
             "Refusals and closes by the per-address limits and the hello deadline (docs/reliability.md, Limits)",
-            labels=["limit"],
+            "limit",
+            now.limited,
         )
-        for limit, value in sorted(now.limited.items()):
-            limited.add_metric([limit], value)
-        yield limited
-        pubsub = CounterMetricFamily(
-            "plot_pubsub_messages", "Room events over Redis pub/sub between nodes, by direction", labels=["direction"]
+        yield _labelled_counter(
+            "plot_pubsub_messages",
+            "Room events over Redis pub/sub between nodes, by direction",
+            "direction",
+            {"published": now.pubsub_published, "received": now.pubsub_received},
         )
-        pubsub.add_metric(["published"], now.pubsub_published)
-        pubsub.add_metric(["received"], now.pubsub_received)
-        yield pubsub
-        gaps = CounterMetricFamily("plot_pubsub_gaps", "Pub/sub gaps seen (every room held read back from Redis)")
-        gaps.add_metric([], now.pubsub_gaps)
-        yield gaps
+        yield _counter("plot_pubsub_gaps", "Pub/sub gaps seen (every room held read back from Redis)", now.pubsub_gaps)
 
 
 class _MoveCounts(Collector):
@@ -105,22 +99,16 @@ class _MoveCounts(Collector):
         self.ack_sum = 0.0
 
     def collect(self) -> Iterable[Metric]:
-        accepted = CounterMetricFamily("plot_moves_accepted", "Moves stored and acknowledged (move_ok)")
-        accepted.add_metric([], self.accepted)
-        yield accepted
-        duplicate = CounterMetricFamily(
-            "plot_moves_duplicate", "Resent moves answered with the current board, not applied again"
+        yield _counter("plot_moves_accepted", "Moves stored and acknowledged (move_ok)", self.accepted)
+        yield _counter(
+            "plot_moves_duplicate", "Resent moves answered with the current board, not applied again", self.duplicate
         )
-        duplicate.add_metric([], self.duplicate)
-        yield duplicate
-        rejected = CounterMetricFamily(
+        yield _labelled_counter(
             "plot_moves_rejected",
             "Moves refused (move_rejected, or an error answering a move), by code",
-            labels=["code"],
+            "code",
+            self.rejected,
         )
-        for code, count in sorted(self.rejected.items()):
-            rejected.add_metric([code], count)
-        yield rejected
         cumulative = 0
         buckets: list[tuple[str, float]] = []
         for bound, count in zip((*ACK_BUCKETS, None), self.ack_buckets, strict=True):
@@ -139,6 +127,19 @@ def _gauge(name: str, text: str, label: str, values: Mapping[str, int]) -> Gauge
     for key, value in sorted(values.items()):
         gauge.add_metric([key], value)
     return gauge
+
+
+def _counter(name: str, text: str, value: float) -> CounterMetricFamily:
+    counter = CounterMetricFamily(name, text)
+    counter.add_metric([], value)
+    return counter
+
+
+def _labelled_counter(name: str, text: str, label: str, values: Mapping[str, int]) -> CounterMetricFamily:
+    counter = CounterMetricFamily(name, text, labels=[label])
+    for key, value in sorted(values.items()):
+        counter.add_metric([key], value)
+    return counter
 
 
 class Metrics:

@@ -376,6 +376,19 @@ async def play(client: Client, view: View, moves: int, rng: random.Random, first
     return view, move_id
 
 
+async def plot_process(*args: str) -> asyncio.subprocess.Process:
+    """``plot ARGS`` as its own process, its output captured and no terminal on its input."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "client.cli",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+
+
 async def wait_for_file(path: Path, timeout: float = 30.0) -> str:
     """The text of a file another process writes, once it has some."""
     await eventually(lambda: path.exists() and bool(path.read_text()), timeout, what=f"{path.name} written")
@@ -447,6 +460,19 @@ def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[su
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()
         proc.stderr.close()
+
+
+def stop_processes(*procs: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """SIGTERM to each, then SIGKILL to any still running after ``grace`` seconds: none is left behind."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def health(port: int, scheme: str = "http") -> tuple[int, dict[str, Any]]:
@@ -523,6 +549,23 @@ def message(app: Any) -> str:
 async def until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
     """``eventually``, in the argument order the client tests use."""
     await eventually(condition, timeout, what=what)
+
+
+async def race_against(app: Any, pilot: Any, server: RaceServer, name: str) -> Client:
+    """The app (a RaceApp) hosts; ``name`` (a plain client) joins and readies; the host readies and
+    starts by keys. Returns the client once the app races."""
+    await until(lambda: app.model.room is not None, "the room")
+    rival = await Client.open(server, name)
+    await rival.hello(name)
+    await rival.send(p.Join(code=app.model.room.code))
+    await rival.expect(p.Room)
+    await rival.send(p.Ready(ready=True))
+    await until(lambda: any(m.name == name and m.ready for m in app.model.room.members), f"{name} ready")
+    await pilot.press("enter")
+    await until(lambda: app.model.me is not None and app.model.me.ready, "the host ready")
+    await pilot.press("s")
+    await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
+    return rival
 
 
 # The reachable blocked position of tests/vectors_blocked.json: its deal, the record reaching it,

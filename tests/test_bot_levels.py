@@ -19,11 +19,11 @@ import logging
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support import SIZE, Client, running_server, screen_text, until, url
+from client_fixtures import race_server  # noqa: F401  (fixtures: server)
+from support import SIZE, make_room, plot_process, screen_text, until, url
 
 from client.bot import Bot
 from client.bot_levels import LEVEL_NAMES, LEVELS, Level, Player, level_named, parse_levels
@@ -61,12 +61,6 @@ def play_from_view(deal: int, player: Player, max_entries: int | None = None) ->
     if game.status == PLAYING and game.blocked_pending and max_entries is None:
         game.resolve_blocked(game.is_blocked())
     return game
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[RaceServer]:
-    async with running_server() as running:
-        yield running
 
 
 # ---------------------------------------------------------------- legal moves, from the View only
@@ -121,10 +115,7 @@ def test_a_search_level_redraws_its_samples_for_a_new_race() -> None:
 async def test_bots_of_every_level_race_through_a_real_server_without_a_rejected_move(
     server: RaceServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    host = await Client.open(server, "Host")
-    await host.hello("Host")
-    await host.send(p.CreateRoom(options=p.RoomOptions(deal=4242, max_racers=len(LEVELS) + 1)))
-    code = (await host.expect(p.Room)).code
+    (host,), code = await make_room(server, ["Host"], deal=4242, max_racers=len(LEVELS) + 1)
     bots = [Bot(url(server), code, name=f"b-{lv.name}", speed=400, level=lv, seed=i) for i, lv in enumerate(LEVELS)]
     caplog.set_level(logging.INFO, logger="plot.bot")
     tasks = [asyncio.ensure_future(bot.run()) for bot in bots]
@@ -187,10 +178,7 @@ def test_two_bots_of_one_level_play_differently(name: str) -> None:
 
 
 async def test_two_bots_of_one_level_race_differently_through_a_server(server: RaceServer) -> None:
-    host = await Client.open(server, "Host")
-    await host.hello("Host")
-    await host.send(p.CreateRoom(options=p.RoomOptions(deal=4242)))
-    code = (await host.expect(p.Room)).code
+    (host,), code = await make_room(server, ["Host"], deal=4242)
     medium = level_named("medium")
     bots = [Bot(url(server), code, name=f"twin-{i}", speed=400, level=medium, races=1) for i in (1, 2)]
     tasks = [asyncio.ensure_future(bot.run()) for bot in bots]
@@ -229,14 +217,10 @@ def test_level_options_parse_and_bad_ones_are_refused(capsys: pytest.CaptureFixt
 
 
 async def test_plot_bot_level_names_each_bot_with_its_level(server: RaceServer) -> None:
-    host = await Client.open(server, "Host")
-    await host.hello("Host")
-    await host.send(p.CreateRoom(options=p.RoomOptions(deal=4242)))
-    code = (await host.expect(p.Room)).code
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client.cli", "bot", "--room", code, "--server", url(server), "--name", "Robo",
+    (host,), code = await make_room(server, ["Host"], deal=4242)
+    proc = await plot_process(
+        "bot", "--room", code, "--server", url(server), "--name", "Robo",
         "--count", "3", "--level", "easy,hard", "--speed", "300", "--races", "1", "--seed", "5",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         while True:
@@ -290,10 +274,7 @@ async def test_a_searching_bot_never_holds_up_its_event_loop(server: RaceServer)
     in that time): while it thinks, a ticker on the bot's own event loop keeps its pace, because
     the search runs in a worker process."""
     slow = Level("slow", 1000.0, 0.0, SearchBudget(samples=2000, positions=200_000, seconds=1.5), "thinks long")
-    host = await Client.open(server, "Host")
-    await host.hello("Host")
-    await host.send(p.CreateRoom(options=p.RoomOptions(deal=4242)))
-    code = (await host.expect(p.Room)).code
+    (host,), code = await make_room(server, ["Host"], deal=4242)
     bot = Bot(url(server), code, name="thinker", level=slow, seed=3)
     racing = asyncio.ensure_future(bot.run())
     gaps: list[float] = []

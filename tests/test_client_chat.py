@@ -5,12 +5,11 @@ the server tests' plain WebSocket ``Client``."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import msgspec
 import pytest
-from support import Client, eventually, running_server, screen_text, until, url
+from client_fixtures import fresh_state_dir, race_server  # noqa: F401  (fixtures: server, state_dir)
+from support import Client, eventually, screen_text, until, url
 
 from client.cli import main
 from client.tui.race import HOST, RaceApp, RaceConfig
@@ -20,18 +19,6 @@ from server.shell import RaceServer
 from shared import protocol as p
 
 SMALL = (80, 24)
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[RaceServer]:
-    async with running_server() as running:
-        yield running
 
 
 async def member(server: RaceServer, code: str, name: str, role: str = p.RACER) -> Client:

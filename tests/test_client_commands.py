@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import sys
 from pathlib import Path
 
 import pytest
-from support import Client, running_server, url
+from support import make_room, plot_process, running_server, url
 
 from client.cli import main
 from shared import protocol as p
@@ -61,14 +60,10 @@ def test_rooms_says_so_when_no_server_answers(capsys: pytest.CaptureFixture[str]
 
 async def test_plot_bot_races_a_room_from_another_process() -> None:
     async with running_server() as server:
-        host = await Client.open(server, "Host")
-        await host.hello("Host")
-        await host.send(p.CreateRoom(options=p.RoomOptions()))
-        code = (await host.expect(p.Room)).code
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "client.cli", "bot", "--room", code.lower(), "--server", url(server),
+        (host,), code = await make_room(server, ["Host"])
+        proc = await plot_process(
+            "bot", "--room", code.lower(), "--server", url(server),
             "--speed", "300", "--races", "1", "--name", "Robo",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         while True:  # the bot joins (marked as a bot) and readies up by itself
             room = await host.expect(p.Room, timeout=20)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support import SIZE, Client, message, running_server, until, url
+from client_fixtures import fresh_state_dir, race_server  # noqa: F401  (fixtures: server, state_dir)
+from support import SIZE, Client, message, plot_process, until, url
 
 from client.bot import Bot
 from client.commands._race_args import finish
@@ -19,18 +19,6 @@ from client.tui.race import JOIN, RaceApp, RaceConfig
 from client.words import describe_error, plural
 from server.shell import RaceServer
 from shared import protocol as p
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[RaceServer]:
-    async with running_server() as running:
-        yield running
 
 
 async def test_joining_a_room_that_does_not_exist_says_so_and_exits_1(
@@ -46,10 +34,7 @@ async def test_joining_a_room_that_does_not_exist_says_so_and_exits_1(
 
 
 async def test_plot_join_of_a_missing_room_exits_non_zero_through_the_entry_point(server: RaceServer) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client.cli", "join", "zzzzz", "--server", url(server), "--name", "ann",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = await plot_process("join", "zzzzz", "--server", url(server), "--name", "ann")
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1, err.decode()
     assert f"cannot join room ZZZZZ: there is no room ZZZZZ on {url(server)}" in out.decode()

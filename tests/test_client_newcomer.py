@@ -18,8 +18,21 @@ from pathlib import Path
 
 import pytest
 import segno
+from client_fixtures import fresh_state_dir  # noqa: F401  (fixtures: state_dir)
 from redis_fixture import free_port
-from support import Client, latest, make_room, message, room_phase, running_server, screen_text, start_race, until, url
+from support import (
+    Client,
+    latest,
+    make_room,
+    message,
+    plot_process,
+    room_phase,
+    running_server,
+    screen_text,
+    start_race,
+    until,
+    url,
+)
 
 from client.bot import choose_move
 from client.cli import main as plot_main
@@ -33,12 +46,6 @@ from client.words import readable_cards
 from shared import protocol as p
 
 SMALL = (80, 24)
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 def plot(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -341,14 +348,10 @@ def test_plot_verify_names_cards_as_the_board_shows_them(tmp_path: Path) -> None
 
 async def test_plot_bot_counts_each_races_moves_as_its_results_do() -> None:
     async with running_server() as server:
-        host = await Client.open(server, "Host")
-        await host.hello("Host")
-        await host.send(p.CreateRoom(options=p.RoomOptions()))
-        code = (await host.expect(p.Room)).code
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "client.cli", "bot", "--room", code, "--server", url(server),
+        (host,), code = await make_room(server, ["Host"])
+        proc = await plot_process(
+            "bot", "--room", code, "--server", url(server),
             "--speed", "200", "--races", "2", "--every", "0.05", "--count", "2",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         for race in (1, 2):
 

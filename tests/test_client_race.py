@@ -12,13 +12,25 @@ import contextlib
 import json
 import re
 import subprocess
-import sys
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-from support import FAST, SIZE, Client, board, fast_config, message, running_server, screen_text, until, url, view_game
+from client_fixtures import fresh_state_dir, race_server  # noqa: F401  (fixtures: server, state_dir)
+from support import (
+    FAST,
+    SIZE,
+    Client,
+    board,
+    fast_config,
+    make_room,
+    message,
+    plot_process,
+    running_server,
+    screen_text,
+    until,
+    url,
+    view_game,
+)
 
 from client.bot import Bot, choose_move
 from client.connection import FOLLOW_TRIES, Connection, room_url
@@ -48,18 +60,6 @@ def leaderboard_line(app: RaceApp, name: str) -> str:
         if re.match(rf"\s*\d+ {re.escape(name)}\s", line):
             return line
     raise AssertionError(f"{name} is not on the leaderboard:\n{screen_text(app)}")
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[RaceServer]:
-    async with running_server() as running:
-        yield running
 
 
 def config(server_url: str, mode: str, name: str, code: str | None = None, **options: object) -> RaceConfig:
@@ -167,10 +167,7 @@ async def test_spectator_sees_no_board_while_the_delay_runs(server: RaceServer) 
     # Boards 3 s behind: the checks made while the delay runs come a few hundred ms into the race
     # on a loaded machine (up to 0.5 s seen with two busy loops on the 2 cores), well inside it.
     delay_s = 3
-    host = await Client.open(server, "Host")
-    await host.hello("Host")
-    await host.send(p.CreateRoom(options=p.RoomOptions(spectator_boards=delay_s)))
-    code = (await host.expect(p.Room)).code
+    (host,), code = await make_room(server, ["Host"], spectator_boards=delay_s)
     rival = await join_racer(server, code, "Rival")
     app = RaceApp(config(url(server), WATCH, "Spec", code=code))
     async with app.run_test(size=SIZE) as pilot:
@@ -202,10 +199,7 @@ async def test_spectator_sees_no_board_while_the_delay_runs(server: RaceServer) 
 
 
 async def test_leak_proof_room_shows_spectators_boards_only_after_the_race(server: RaceServer) -> None:
-    host = await Client.open(server, "Host")
-    await host.hello("Host")
-    await host.send(p.CreateRoom(options=p.RoomOptions()))
-    code = (await host.expect(p.Room)).code
+    (host,), code = await make_room(server, ["Host"])
     rival = await join_racer(server, code, "Rival")
     app = RaceApp(config(url(server), WATCH, "Spec", code=code))
     async with app.run_test(size=SIZE) as pilot:
@@ -407,9 +401,8 @@ async def test_plot_rooms_lists_open_rooms_through_the_entry_point(server: RaceS
     await host.hello("Lister")
     await host.send(p.CreateRoom(options=p.RoomOptions(deal=3)))
     code = (await host.expect(p.Room)).code
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client.cli", "rooms", "--server", url(server),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    proc = await plot_process(
+        "rooms", "--server", url(server),
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
@@ -484,10 +477,7 @@ async def test_the_host_reconnects_naming_its_new_room_unseen_and_the_room_races
 
 
 async def test_join_watch_and_bots_name_their_room_in_the_url(server: RaceServer) -> None:
-    host = await Client.open(server, "Host")
-    await host.hello("Host")
-    await host.send(p.CreateRoom(options=p.RoomOptions()))
-    code = (await host.expect(p.Room)).code
+    (host,), code = await make_room(server, ["Host"])
     proxy = DroppingProxy(server.port)
     base = f"ws://127.0.0.1:{await proxy.start()}/?other=1"  # a URL's own query is kept
     for mode, name in ((JOIN, "Jo"), (WATCH, "Wat")):

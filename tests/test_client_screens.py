@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sys
 from pathlib import Path
 
 import pytest
-from support import Client, latest, make_room, room_phase, running_server, screen_text, start_race, until, url
+from client_fixtures import fresh_state_dir  # noqa: F401  (fixtures: state_dir)
+from support import (
+    latest,
+    make_room,
+    plot_process,
+    race_against,
+    room_phase,
+    running_server,
+    screen_text,
+    start_race,
+    until,
+    url,
+)
 
 import shared.engine
 from client.tui.game import help_rows
@@ -21,12 +32,6 @@ from shared import protocol as p
 from shared.engine import ReplayResult
 
 SMALL = (80, 24)
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
 
 
 async def test_help_overlay_at_80x24_shows_how_to_close_it_and_reaches_every_key() -> None:
@@ -69,18 +74,7 @@ async def test_results_at_80x24_name_each_board_keep_the_check_and_replay_each_r
     async with running_server() as server:
         app = RaceApp(RaceConfig(url=url(server), name="Ann", mode=HOST, options=p.RoomOptions(deal=4242)))
         async with app.run_test(size=SMALL) as pilot:
-            await until(lambda: app.model.room is not None, "the room")
-            assert app.model.room is not None
-            bob = await Client.open(server, "Bob")
-            await bob.hello("Bob")
-            await bob.send(p.Join(code=app.model.room.code))
-            await bob.expect(p.Room)
-            await bob.send(p.Ready(ready=True))
-            await until(lambda: all(m.ready for m in app.model.room.members if m.name == "Bob"), "Bob ready")  # type: ignore[union-attr]
-            await pilot.press("enter")
-            await until(lambda: app.model.me is not None and app.model.me.ready, "Ann ready")
-            await pilot.press("s")
-            await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
+            bob = await race_against(app, pilot, server, "Bob")
             await pilot.press("space")
             await until(lambda: app.model.seq == 1, "Ann's move")
             await bob.send(p.Move(id=1, move="resign"))
@@ -145,14 +139,10 @@ async def test_practice_says_how_its_deal_was_chosen() -> None:
 
 async def test_plot_bot_prints_each_bots_progress_and_the_result() -> None:
     async with running_server() as server:
-        host = await Client.open(server, "Host")
-        await host.hello("Host")
-        await host.send(p.CreateRoom(options=p.RoomOptions()))
-        code = (await host.expect(p.Room)).code
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "client.cli", "bot", "--room", code, "--server", url(server),
+        (host,), code = await make_room(server, ["Host"])
+        proc = await plot_process(
+            "bot", "--room", code, "--server", url(server),
             "--count", "2", "--speed", "200", "--races", "1", "--every", "0.05",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
 
         def bots_ready() -> bool:

@@ -4,28 +4,15 @@ Textual's harness against a real server on loopback, two windows sharing ONE sta
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-from support import SIZE, Client, message, running_server, screen_text, until, url
+from client_fixtures import fresh_state_dir, race_server  # noqa: F401  (fixtures: server, state_dir)
+from support import SIZE, Client, message, race_against, screen_text, until, url
 
 from client.commands._race_args import exit_summary
 from client.tui.race import HOST, JOIN, WATCH, RaceApp, RaceConfig
 from server.shell import RaceServer
 from shared import protocol as p
-
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PLOT_STATE_DIR", str(tmp_path / "state"))  # one state directory for every window
-    return tmp_path / "state"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[RaceServer]:
-    async with running_server() as running:
-        yield running
 
 
 def window(server: RaceServer, mode: str, name: str, code: str | None = None, **kwargs: object) -> RaceApp:
@@ -126,26 +113,10 @@ async def test_a_spectator_quitting_is_not_told_it_is_seated(server: RaceServer)
     await host.close()
 
 
-async def race_with_bob(app: RaceApp, pilot: object, server: RaceServer) -> Client:
-    """The app hosts; Bob (a plain client) joins and readies; the host readies and starts by keys."""
-    code = await hosted(app)
-    bob = await Client.open(server, "bob")
-    await bob.hello("bob")
-    await bob.send(p.Join(code=code))
-    await bob.expect(p.Room)
-    await bob.send(p.Ready(ready=True))
-    await until(lambda: any(m.name == "bob" and m.ready for m in app.model.room.members), "bob ready")  # type: ignore[union-attr]
-    await pilot.press("enter")  # type: ignore[attr-defined]
-    await until(lambda: app.model.me is not None and app.model.me.ready, "the host ready")
-    await pilot.press("s")  # type: ignore[attr-defined]
-    await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
-    return bob
-
-
 async def test_ending_the_race_for_everyone_asks_first(server: RaceServer) -> None:
     app = window(server, HOST, "alice")
     async with app.run_test(size=SIZE) as pilot:
-        bob = await race_with_bob(app, pilot, server)
+        bob = await race_against(app, pilot, server, "bob")
         await pilot.press("E")
         await until(lambda: "End the race now, for every racer?" in screen_text(app), "the question")
         await pilot.press("n")
@@ -161,7 +132,7 @@ async def test_ending_the_race_for_everyone_asks_first(server: RaceServer) -> No
 async def test_ctrl_c_mid_race_asks_then_quits_keeping_the_seat(server: RaceServer) -> None:
     app = window(server, HOST, "alice")
     async with app.run_test(size=SIZE) as pilot:
-        bob = await race_with_bob(app, pilot, server)
+        bob = await race_against(app, pilot, server, "bob")
         code = app.model.room.code  # type: ignore[union-attr]
         await pilot.press("ctrl+c")
         await until(lambda: "Quit mid-race?" in screen_text(app), "the question")

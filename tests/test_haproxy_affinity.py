@@ -64,26 +64,12 @@ async def balancer(redis_url: str) -> AsyncIterator[tuple[LocalHAProxy, Nodes]]:
     common = ["--redis", redis_url, "--multi-node", "--countdown", "0.2", "--log-level", "warning",
               "--rooms-per-minute", "0", "--hellos-per-minute", "0", "--max-conns-per-address", "0",
               "--answer-bytes-per-address", "0", "--probe-rate", "0", "--trusted-proxy", "127.0.0.1"]  # fmt: skip
-    with (
-        server_process(
-            "--port",
-            str(game["server-a"]),
-            "--web-port",
-            str(web["server-a"]),
-            "--metrics-port",
-            str(listeners["server-a"]),
-            *common,
-        ) as a,
-        server_process(
-            "--port",
-            str(game["server-b"]),
-            "--web-port",
-            str(web["server-b"]),
-            "--metrics-port",
-            str(listeners["server-b"]),
-            *common,
-        ) as b,
-    ):
+
+    def node_args(label: str) -> list[str]:
+        ports = ("--port", game[label], "--web-port", web[label], "--metrics-port", listeners[label])
+        return [str(arg) for arg in ports] + common
+
+    with server_process(*node_args("server-a")) as a, server_process(*node_args("server-b")) as b:
         await asyncio.to_thread(wait_healthy, a, game["server-a"])
         await asyncio.to_thread(wait_healthy, b, game["server-b"])
         with LocalHAProxy(game, web, (free_port(), free_port())) as proxy:

@@ -11,6 +11,7 @@ from redis_fixture import RedisServer
 from support import FAST, Client, board, fast_config, make_room, play, running_server, start_race, view_game
 
 from server.core.records import decode_entry
+from server.shell import RaceServer
 from server.store.redis import RedisStore
 from shared import protocol as p
 
@@ -18,27 +19,36 @@ from shared import protocol as p
 OUTAGE = replace(FAST, store_outage_ms=1000, retry_first_ms=50, retry_max_ms=200)
 
 
-async def rejected_in_outage(ann: Client, move_id: int, move: str) -> p.MoveRejected:
-    await ann.send(p.Move(id=move_id, move=move))
+def outage_store(redis: RedisServer) -> RedisStore:
+    """A store that gives up on a stopped Redis within a second, without retrying."""
+    return RedisStore(redis.url, socket_timeout=0.5, connect_timeout=0.5, retries=0)
+
+
+async def rejected_mid_race(
+    server: RaceServer, redis: RedisServer, moves: int, rng: random.Random
+) -> tuple[list[Client], str, int, str]:
+    """Ann and Bob race; Ann plays ``moves`` moves, then Redis stops and her next move is rejected
+    ``store_unavailable``. Returns the clients, the room code, that move's id and the move."""
+    (ann, bob), code = await make_room(server, ["Ann", "Bob"])
+    starts = await start_race([ann, bob])
+    assert starts[0].view is not None
+    view, next_id = await play(ann, starts[0].view, moves, rng)
+    move = view_game(view).legal_moves()[0]
+    redis.stop()
+    await ann.send(p.Move(id=next_id, move=move))
     rejected = await ann.expect(p.MoveRejected, timeout=15)
-    assert rejected.id == move_id and rejected.code == p.STORE_UNAVAILABLE
-    return rejected
+    assert rejected.id == next_id and rejected.code == p.STORE_UNAVAILABLE
+    return [ann, bob], code, next_id, move
 
 
 async def test_a_move_resent_during_and_after_an_outage_is_answered_each_time(
     persistent_redis_server: RedisServer,
 ) -> None:
     rng = random.Random(5)
-    store = RedisStore(persistent_redis_server.url, socket_timeout=0.5, connect_timeout=0.5, retries=0)
+    store = outage_store(persistent_redis_server)
     try:
         async with running_server(store, fast_config(core=OUTAGE)) as server:
-            (ann, bob), code = await make_room(server, ["Ann", "Bob"])
-            starts = await start_race([ann, bob])
-            assert starts[0].view is not None
-            view, next_id = await play(ann, starts[0].view, 3, rng)
-            move = view_game(view).legal_moves()[0]
-            persistent_redis_server.stop()
-            await rejected_in_outage(ann, next_id, move)
+            (ann, bob), code, next_id, move = await rejected_mid_race(server, persistent_redis_server, 3, rng)
             # Resent at once, the store still away: answered at once, store_unavailable again.
             await ann.send(p.Move(id=next_id, move=move))
             again = await ann.expect(p.MoveRejected, timeout=5)
@@ -60,16 +70,10 @@ async def test_a_move_resent_during_and_after_an_outage_is_answered_each_time(
 
 async def test_a_move_resent_only_after_the_outage_is_acknowledged(persistent_redis_server: RedisServer) -> None:
     rng = random.Random(6)
-    store = RedisStore(persistent_redis_server.url, socket_timeout=0.5, connect_timeout=0.5, retries=0)
+    store = outage_store(persistent_redis_server)
     try:
         async with running_server(store, fast_config(core=OUTAGE)) as server:
-            (ann, bob), code = await make_room(server, ["Ann", "Bob"])
-            starts = await start_race([ann, bob])
-            assert starts[0].view is not None
-            view, next_id = await play(ann, starts[0].view, 2, rng)
-            move = view_game(view).legal_moves()[0]
-            persistent_redis_server.stop()
-            await rejected_in_outage(ann, next_id, move)
+            (ann, bob), code, next_id, move = await rejected_mid_race(server, persistent_redis_server, 2, rng)
             persistent_redis_server.start()
             resync = await ann.expect(p.RaceStart, timeout=15)
             assert resync.seq == len(await store.load_moves(code, 1, ann.pid))

@@ -5,11 +5,10 @@ real Redis (tests/redis_fixture.py)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import msgpack
-import pytest
+from store_fixtures import memory_or_redis_store  # noqa: F401  (the fixture store)
 from support import Client, eventually, fast_config, latest, make_room, running_server, start_race, url
 from test_server_leaks import Recipient, scan
 from websockets.asyncio.client import connect
@@ -17,18 +16,6 @@ from websockets.asyncio.client import connect
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from shared import protocol as p
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        made: Store = MemoryStore()
-    else:
-        from server.store.redis import RedisStore
-
-        made = RedisStore(request.getfixturevalue("redis_url"))
-    yield made
-    await made.close()
 
 
 def said(client: Client) -> list[p.ChatLine]:

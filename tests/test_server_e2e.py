@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgpack
 import pytest
+from store_fixtures import memory_or_redis_store  # noqa: F401  (the fixture store)
 from support import (
     Client,
     board,
@@ -40,21 +40,6 @@ from server.store.memory import MemoryStore
 from shared import protocol as p
 from shared.engine import replay
 from shared.fairplay import check_commitment
-
-# ====================================================================== fixtures
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        made: Store = MemoryStore()
-    else:
-        from server.store.redis import RedisStore
-
-        made = RedisStore(request.getfixturevalue("redis_url"))
-    yield made
-    await made.close()
-
 
 # ====================================================================== tests
 

@@ -533,6 +533,14 @@ async def test_a_node_whose_last_member_of_a_room_leaves_releases_it_once_that_i
             await client.close()
 
 
+def two_workers(redis_url: str, port: int, listener: int) -> tuple[str, ...]:
+    """The arguments of ``plot-server --workers 2`` on these ports, with no deal-search probes."""
+    return (
+        *("--port", str(port), "--redis", redis_url, "--workers", "2"),
+        *("--metrics-port", str(listener), "--probe-rate", "0"),
+    )
+
+
 async def workers_answering(
     supervisor: subprocess.Popen[str], port: int, listener: int, scheme: str = "http"
 ) -> set[int]:
@@ -554,8 +562,8 @@ async def test_workers_share_one_port_and_a_dead_one_is_restarted(own_redis_serv
     """plot-server --workers 2: both workers answer on the one port, a race runs across them, and a
     worker killed with SIGKILL is restarted by the supervisor (logged); SIGTERM stops them all."""
     port, listener = free_port(), free_port()
-    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
-    with server_process(*args, "--rate", "1000", "--metrics-port", str(listener), "--probe-rate", "0") as supervisor:
+    args = two_workers(own_redis_server.url, port, listener)
+    with server_process(*args, "--countdown", "0.1", "--rate", "1000") as supervisor:
         pids = await workers_answering(supervisor, port, listener)
         address = f"ws://127.0.0.1:{port}"
         await spread_race(address, address)  # clients land on either worker
@@ -600,8 +608,8 @@ async def test_sighup_replaces_the_workers_one_at_a_time_and_their_racers_resume
     and play on; the port never stops answering; both workers are new; SIGTERM still stops all."""
     rng = random.Random(11)
     port, listener = free_port(), free_port()
-    args = ("--port", str(port), "--redis", own_redis_server.url, "--workers", "2", "--countdown", "0.1")
-    with server_process(*args, "--rate", "1000", "--metrics-port", str(listener), "--probe-rate", "0") as supervisor:
+    args = two_workers(own_redis_server.url, port, listener)
+    with server_process(*args, "--countdown", "0.1", "--rate", "1000") as supervisor:
         old = await workers_answering(supervisor, port, listener)
         address = f"ws://127.0.0.1:{port}"
         clients, starts = await spread_room(address, address)
@@ -673,18 +681,7 @@ async def test_a_reload_whose_new_worker_cannot_start_keeps_the_old_workers(
     cert.write_bytes((TLS / "localhost.pem").read_bytes())
     key.write_bytes((TLS / "localhost.key").read_bytes())
     port, listener = free_port(), free_port()
-    args = (
-        "--port",
-        str(port),
-        "--redis",
-        own_redis_server.url,
-        "--workers",
-        "2",
-        "--metrics-port",
-        str(listener),
-        "--probe-rate",
-        "0",
-    )
+    args = two_workers(own_redis_server.url, port, listener)
     with server_process(*args, "--tls-cert", str(cert), "--tls-key", str(key)) as supervisor:
         old = await workers_answering(supervisor, port, listener, "https")
         cert.unlink()
@@ -710,18 +707,7 @@ async def test_workers_whose_supervisor_is_killed_stop_and_free_the_port(own_red
     """SIGKILL to the supervisor (it cannot pass it on): its workers see it gone and stop as on
     SIGTERM, within a second, instead of holding the shared port, restarted by no one."""
     port, listener = free_port(), free_port()
-    args = (
-        "--port",
-        str(port),
-        "--redis",
-        own_redis_server.url,
-        "--workers",
-        "2",
-        "--metrics-port",
-        str(listener),
-        "--probe-rate",
-        "0",
-    )
+    args = two_workers(own_redis_server.url, port, listener)
     with server_process(*args) as supervisor:
         workers = await workers_answering(supervisor, port, listener)
         supervisor.kill()
