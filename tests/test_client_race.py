@@ -86,7 +86,7 @@ async def host_and_start(app: RaceApp, pilot: object, server: RaceServer, others
     await until(lambda: app.model.me is not None and app.model.me.ready, "the host ready")
     await pilot.press("s")  # type: ignore[attr-defined]
     await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
-    await asyncio.sleep(0.05)
+    await pilot.pause()  # type: ignore[attr-defined]  # the screen has drawn the race's board
     return clients
 
 
