@@ -1,5 +1,5 @@
 """A Redis Cluster master's failover under a race, and what ``--redis-replicas-ack`` costs
-(docs/scaling.md, "A master's failure").
+(docs/cluster.md, "A master's failure").
 
     .venv/bin/python bench/failover_bench.py [--runs 3] [--cases coordinated:0,coordinated:1,kill:1]
         [--batches 200] [--json FILE]

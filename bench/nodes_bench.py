@@ -17,7 +17,7 @@ node), ``two`` (two ``--multi-node`` nodes, each room's racers alternately on A 
 on B), ``split`` (racers on A, spectators on B: B's CPU is the cost of applying another node's moves),
 ``half`` (one plain node, half the rooms: the own load each node of ``two`` carries), ``affinity`` (two
 ``--multi-node`` nodes, each room's racers and spectator all on one node, the rooms alternating
-between A and B: what HAProxy's ``balance url_param room`` does, docs/scaling.md "Room affinity")
+between A and B: what HAProxy's ``balance url_param room`` does, docs/deployment.md, "Room affinity")
 ``double`` (as ``two`` with twice the rooms: each node carries the load ``one`` carries, so
 per-process fixed costs weigh on both alike) and ``paired`` (as ``affinity`` with twice the rooms:
 each node carries one node's load, every room on one node). ``affinity``, ``double`` and ``paired``

@@ -11,7 +11,7 @@ The WebSocket's URL names the room whenever it is known (``?room=CODE``: the roo
 or watch, the room the saved token was in, the room the connection is in at a reconnect), so a
 balancer that hashes on it (deploy/haproxy.cfg, ``balance url_param room``) sends every connection
 of a room to one node. A host learns its room only once the server created it: :meth:`Connection.follow_room`
-then reconnects naming it and resumes (docs/scaling.md, "Room affinity").
+then reconnects naming it and resumes (docs/deployment.md, "Room affinity").
 
 Everything runs on the caller's asyncio loop (the Textual app's, the bot's).
 """
@@ -498,7 +498,7 @@ class Connection:
     async def follow_room(self, code: str) -> bool:
         """Reconnect naming room ``code`` in the URL, and resume: what the host does once the server
         created its room, whose code it did not know when it connected. Behind a balancer hashing
-        on the room (docs/scaling.md, "Room affinity") the seat moves to the room's node, as any
+        on the room (docs/deployment.md, "Room affinity") the seat moves to the room's node, as any
         resume on another node does. Quiet: the state stays "connected", and :meth:`send` waits for
         the resume meanwhile. True once resumed; False when not connected (the next reconnect names
         the room anyway) or when the reconnect failed (then it goes on as any reconnect does)."""

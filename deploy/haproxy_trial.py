@@ -12,7 +12,7 @@ find them).
 
     .venv/bin/python deploy/haproxy_trial.py
 
-docs/scaling.md ("Deployment") shows its output.
+docs/deployment.md shows its output.
 """
 
 from __future__ import annotations

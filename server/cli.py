@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     number("--redis-replicas-ack", "PLOT_REDIS_REPLICAS_ACK", int, 0, 0, "acknowledge a move only once this "
            "many Redis replicas hold it (WAIT after each group commit, on its connection; room writes and reads "
            "are confirmed the same way); 0: once the master holds it, the default (an acknowledged move may be lost "
-           "if the master dies before its replica has it: docs/scaling.md) [PLOT_REDIS_REPLICAS_ACK] (0)",
+           "if the master dies before its replica has it: docs/cluster.md) [PLOT_REDIS_REPLICAS_ACK] (0)",
            high=16)  # fmt: skip
     number("--workers", "PLOT_WORKERS", int, 1, 1, "server processes sharing the port (SO_REUSEPORT), each a full "
            "node of --multi-node, supervised: one that dies is restarted; more than one needs --redis "

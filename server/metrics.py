@@ -1,4 +1,4 @@
-"""One server node's metrics in the Prometheus text format (``GET /metrics``; docs/scaling.md, "Metrics").
+"""One server node's metrics in the Prometheus text format (``GET /metrics``; docs/metrics.md).
 
 Each :class:`Metrics` has its own ``CollectorRegistry`` (never prometheus_client's global one),
 so several servers in one process (the tests, ``plot practice``) keep apart.

@@ -1,4 +1,4 @@
-"""The operator's HTTP endpoints: ``/healthz`` and ``/metrics`` (docs/scaling.md, "Metrics";
+"""The operator's HTTP endpoints: ``/healthz`` and ``/metrics`` (docs/metrics.md;
 docs/reliability.md, "Probes and the metrics listener").
 
 - On the public game port, ``GET /healthz`` answers what a load balancer's or an orchestrator's

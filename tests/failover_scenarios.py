@@ -5,7 +5,7 @@ with SIGKILL; its replica promoted, then the dead master restarted, so it rejoin
 master's replica). The racers keep playing throughout; every acknowledgement is timed.
 
 Plain Python (no pytest): tests/test_server_cluster_failover.py asserts on what ``failover_race``
-returns, and bench/failover_bench.py runs it several times for docs/scaling.md's figures.
+returns, and bench/failover_bench.py runs it several times for docs/cluster.md's figures ("A master's failure").
 """
 
 from __future__ import annotations

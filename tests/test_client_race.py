@@ -440,7 +440,7 @@ def test_room_url_sets_the_room_parameter_and_keeps_the_rest_of_the_url() -> Non
 async def test_the_host_reconnects_naming_its_new_room_unseen_and_the_room_races(
     server: RaceServer, state_dir: Path
 ) -> None:
-    """docs/scaling.md, "Room affinity": the host connects naming no room (it has none yet), and
+    """docs/deployment.md, "Room affinity": the host connects naming no room (it has none yet), and
     once the server answers create_room it connects again with ?room=CODE and resumes: the lobby
     stays on screen, nothing is said, the room works. A member's reconnection names its room too,
     and so does a client started again (its token file's room)."""

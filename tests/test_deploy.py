@@ -125,7 +125,7 @@ def test_haproxy_balances_websockets_over_every_node_with_health_checks() -> Non
         assert "option httpchk" in lines and check in lines and "http-check expect status 200" in lines
         servers = [line.split()[2] for line in lines if line.startswith("server ")]
         assert servers == [f"{node}:{port}" for node in nodes]  # every node of the compose file, on that port
-    # Room affinity: a connection's ?room=CODE picks its node (docs/scaling.md, "Room affinity").
+    # Room affinity: a connection's ?room=CODE picks its node (docs/deployment.md, "Room affinity").
     game = sections["backend game_nodes"]
     assert {"balance url_param room", "hash-type consistent", "hash-balance-factor 150"} <= set(game)
     assert sections["backend web_nodes"][0] == "balance roundrobin"  # the page's own HTTP is stateless

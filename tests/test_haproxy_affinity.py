@@ -1,4 +1,4 @@
-"""Room affinity through a real HAProxy with deploy/haproxy.cfg (docs/scaling.md, "Room affinity").
+"""Room affinity through a real HAProxy with deploy/haproxy.cfg (docs/deployment.md, "Room affinity").
 
 One real Redis, two real ``plot-server --multi-node`` nodes and HAProxy on loopback
 (tests/haproxy_fixture.py maps the compose names to loopback ports). The racers, host and spectator

@@ -1,7 +1,7 @@
 """The server on a three-master Redis Cluster (tests/redis_cluster_fixture.py): the same race as on
 one Redis, and a server killed mid-race whose racers resume on a fresh process, all through the
 real ``plot-server --redis redis+cluster://...`` and real WebSocket clients; and bench/cluster_bench.py
-runs (its figures are in docs/scaling.md, never asserted here)."""
+runs (its figures are in docs/cluster.md, never asserted here)."""
 
 from __future__ import annotations
 

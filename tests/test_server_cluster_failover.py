@@ -3,7 +3,8 @@
 nodes, coordinated and by a crash; what ``--redis-replicas-ack`` changes, shown on the store
 itself (the window in which asynchronous replication loses an acknowledged append, and WAIT
 closing it), on one Redis with a replica too; and ``plot-server --workers 2`` on a cluster URL.
-The failover's timings are bench/failover_bench.py's to write (docs/scaling.md), never asserted."""
+The failover's timings are bench/failover_bench.py's to write (docs/cluster.md, "A master's
+failure"), never asserted."""
 
 from __future__ import annotations
 

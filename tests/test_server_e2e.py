@@ -420,7 +420,7 @@ async def test_messages_are_answered_in_order_whatever_their_framing() -> None:
 
 async def test_any_path_and_room_parameter_is_accepted_and_changes_nothing() -> None:
     """Clients name their room in the URL (``/?room=CODE``) for a balancer to hash on
-    (docs/scaling.md, "Room affinity"); the server ignores the query, whatever it holds: a room
+    (docs/deployment.md, "Room affinity"); the server ignores the query, whatever it holds: a room
     that is not the one joined, a malformed value, an unknown path."""
     async with running_server() as server:
         racers, code = await make_room(server, ["Ann", "Bob"])

@@ -953,7 +953,7 @@ async def test_a_spectator_joining_on_one_node_sends_the_other_node_s_racers_no_
 
 
 async def test_a_node_left_with_no_member_of_a_room_releases_it(redis_url: str) -> None:
-    """docs/scaling.md, "Room affinity": a host creates its room on node A, then resumes on node B
+    """docs/deployment.md, "Room affinity": a host creates its room on node A, then resumes on node B
     (the room's node behind the balancer). Once A reads the room back and sees no member of it
     connected here and the host connected to B, A drops it: it stops hearing the room, applying
     its moves and reading it back. A member joining on A loads it again."""

@@ -968,8 +968,8 @@ async def test_a_busy_cluster_store_queues_past_its_connections_instead_of_faili
 
 
 async def test_a_dead_master_stops_only_its_own_rooms() -> None:
-    """One of three masters killed (no replica; cluster-require-full-coverage no, as docs/scaling.md
-    advises): rooms on the other two go on, rooms on it fail with StoreUnavailable instead of
+    """One of three masters killed (no replica; cluster-require-full-coverage no, as docs/cluster.md
+    advises: "Running it"): rooms on the other two go on, rooms on it fail with StoreUnavailable instead of
     hanging, and once it is back (empty: no disk) the cluster serves every slot again."""
     with LocalRedisCluster() as cluster:
         for node in cluster.nodes:
@@ -999,7 +999,7 @@ async def test_a_dead_master_stops_only_its_own_rooms() -> None:
             await eventually(others_go_on)
             assert all([await store.load_moves(code, 0, "p1") == [b"m"] for code in elsewhere])
             # A batch over every room (the group commit): one result per entry, never a raise; the
-            # dead master's entries fail (the live ones may too, see docs/scaling.md).
+            # dead master's entries fail (the live ones may too: docs/cluster.md, "Failures and what each costs").
             batch = [AppendRequest(code, 0, "p1", 1, b"m2") for code in codes]
             results = await asyncio.wait_for(store.append_moves(batch), 10)
             assert len(results) == len(codes)

@@ -114,7 +114,7 @@ async def test_a_leak_proof_race_watched_from_the_room_list_to_its_verified_resu
         await expect(page.locator(f'#rooms-body tr[data-code="{code}"] td.name')).to_have_text("Ann")
         await link.click()
         await expect(page).to_have_url(f"http://127.0.0.1:{web.port}/watch/{code}")
-        # The list's socket names no room; the room's page names its room (docs/scaling.md, "Room affinity").
+        # The list's socket names no room; the room's page names its room (docs/deployment.md, "Room affinity").
 
         async def two_sockets() -> bool:
             return len(watched.sockets) == 2

@@ -537,7 +537,7 @@ class RaceApp(App[int]):
         config = self.config
         token_file, resume = self._seat()
         self.token_file = token_file
-        # join and watch name their room in the URL from the start (?room=CODE: docs/scaling.md, "Room affinity").
+        # join and watch name their room in the URL from the start (?room=CODE: docs/deployment.md, "Room affinity").
         connection = Connection(config.url, config.name, token_file=token_file, resume=resume, room=config.code)
         connection.on_message = self.on_server_message
         connection.on_state = self.on_connection_state
@@ -644,8 +644,8 @@ class RaceApp(App[int]):
             self.entered = True
             self.on_server_message(reply)
             # Now that the room has a code, connect again naming it: a balancer hashing on the room
-            # puts this seat on the room's node, with everyone who joins it (docs/scaling.md, "Room
-            # affinity"). On one server it is a resume on the same one. The lobby stays on screen.
+            # puts this seat on the room's node, with everyone who joins it (docs/deployment.md,
+            # "Room affinity"). On one server it is a resume on the same one. The lobby stays on screen.
             await connection.follow_room(reply.code)
             if config.reachable:
                 self.screen_.say(f"Room {reply.code} is open: share the invite above")

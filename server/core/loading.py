@@ -223,7 +223,7 @@ class LoadingMixin(CoreBase):
     def _release_if_held_elsewhere(self, room: RoomState) -> None:
         """Several nodes: a room none of whose members is connected here, and some connected to
         another node (which holds it, so its timers run there), is dropped from memory: this node
-        stops applying its moves and reading it back (docs/scaling.md, "Room affinity": a host
+        stops applying its moves and reading it back (docs/deployment.md, "Room affinity": a host
         that created its room here resumed on the room's node). Only once nothing of this node's
         is pending for it: a save, a racer's write, a deal search. A member who comes back here,
         or a join, loads it again."""

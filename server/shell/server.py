@@ -192,7 +192,7 @@ class RaceServer:
         }
 
     def metrics_snapshot(self) -> Snapshot:
-        """The levels /metrics reports, read when scraped (docs/scaling.md, "Metrics")."""
+        """The levels /metrics reports, read when scraped (docs/metrics.md)."""
         from server.metrics import Snapshot
 
         kinds = dict.fromkeys(("anonymous", "lobby", p.RACER, p.SPECTATOR), 0)
@@ -275,7 +275,7 @@ class RaceServer:
 
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         # The query is ignored: clients name their room in it (?room=CODE) for a balancer to hash
-        # on (docs/scaling.md, "Room affinity"); any other path takes the WebSocket.
+        # on (docs/deployment.md, "Room affinity"); any other path takes the WebSocket.
         path = request.path.split("?", 1)[0]
         answer = await self.http.answer(connection, path)
         if answer is not None:

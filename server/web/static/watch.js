@@ -22,7 +22,7 @@ const NAME_KEY = "plot-chat-name"; // where the page keeps the name a person cha
 const watchPath = location.pathname.match(/^\/watch\/([A-Z0-9]{5})$/);
 const CODE = watchPath ? watchPath[1] : null;
 // A room's page names its room in the WebSocket's URL (?room=CODE, the rest of the URL kept): a
-// balancer hashing on it puts every connection of a room on one node (docs/scaling.md, "Room affinity").
+// balancer hashing on it puts every connection of a room on one node (docs/deployment.md, "Room affinity").
 const SOCKET_URL = CODE ? withRoom(WS_URL, CODE) : WS_URL;
 
 const RANKS = ["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"];
