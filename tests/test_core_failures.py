@@ -43,6 +43,7 @@ from server.core.events import (
     RegisterPlayer,
     RemoteBatch,
     RemoteMoves,
+    Reply,
     RoomChanged,
     RoomStale,
     SavePlayer,
@@ -293,6 +294,37 @@ def test_a_move_past_the_racer_s_queue_bound_is_answered_busy_and_the_queue_is_u
         assert isinstance(ok, p.MoveOk) and not ok.duplicate and ok.seq == move_id
     racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
     assert racer.log_length == sent and not racer.queue and not racer.pending_ids
+
+
+def test_a_move_the_shell_reports_the_append_pipeline_backed_up_for_is_answered_busy_by_the_core() -> None:
+    """The one busy rule: the shell reports its append pipeline's condition with the move
+    (ClientEvent.load) and the core answers it busy, before any check and with nothing changed.
+    The answer's retry hint is spread over half to one and a half times busy_retry_ms, and its
+    frame, encoded once, is the message's own encoding with this move's id."""
+    shell = Shell(CoreConfig(countdown_ms=1000, grace_ms=5000, member_grace_ms=10_000, busy_retry_ms=200))
+    conns, code = racing(shell, ("Ann", "Bob"))
+    ann = pid(shell, conns[0])
+    shell.take(conns[0])
+    hints = set()
+    for move_id, load in enumerate(["store", "loop"] * 40, start=1):
+        effects = shell.run(ClientEvent(conns[0], p.Move(id=move_id, move="stock>waste"), shell.now, load))
+        (reply,) = effects
+        assert isinstance(reply, Reply) and isinstance(reply.message, p.MoveRejected), effects
+        answer = reply.message
+        assert answer.id == move_id and answer.code == p.BUSY, answer
+        assert ("writing moves" if load == "store" else "taking on moves") in answer.reason, answer.reason
+        assert reply.frame == p.encode(answer), "the frame is the answer, encoded"
+        hint = int(answer.reason.rsplit("retry_ms=", 1)[1])
+        assert 100 <= hint <= 300, hint
+        hints.add(hint)
+    assert len(hints) > 4, f"the hints are spread, not one value: {hints}"
+    for big_id in (2**31, 2**40, -1):  # the id's encoding takes more bytes: the frame still holds it
+        (reply,) = shell.run(ClientEvent(conns[0], p.Move(id=big_id, move="stock>waste"), shell.now, "store"))
+        assert isinstance(reply, Reply) and reply.frame == p.encode(reply.message)
+    racer = shell.core.rooms[code].race.racers[ann]  # type: ignore[union-attr]
+    assert racer.log_length == 0 and not racer.queue and not racer.pending_ids, "nothing reached the racer"
+    ok = shell.move(conns[0], 1, "stock>waste")  # resent with no load: played
+    assert isinstance(ok, p.MoveOk) and ok.seq == 1
 
 
 def test_the_queue_bound_counts_what_waits_whatever_holds_the_head_and_zero_turns_it_off() -> None:

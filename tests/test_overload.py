@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+from dataclasses import replace
 
 import pytest
 from redis_fixture import RedisServer, free_port
 from support import (
+    FAST,
     Client,
     eventually,
     fast_config,
@@ -145,7 +147,7 @@ async def test_one_big_turn_after_a_pause_refuses_nothing_a_standing_backlog_doe
         async def turn(moves: int) -> list[str | None]:
             causes = []
             for _ in range(moves):
-                server.appends.admit(0)  # counts the move in this turn
+                server.appends.load()  # counts the move in this turn
                 causes.append(server.appends.busy())
             await asyncio.sleep(0)  # the turn ends: its closing callback runs
             await asyncio.sleep(0)
@@ -221,7 +223,7 @@ async def test_the_client_s_moves_go_out_in_the_order_asked_even_when_one_is_ans
     from client.connection import Connection
 
     store = RedisStore(own_redis_server.url)
-    config = fast_config(append_stall_ms=100, busy_retry_ms=300)
+    config = fast_config(append_stall_ms=100, core=replace(FAST, busy_retry_ms=300))
     try:
         async with running_server(store, config) as server:
             (bob,), code = await make_room(server, ["Bob"])

@@ -342,7 +342,7 @@ async def test_a_backed_up_store_answers_busy_at_once_and_the_move_can_be_resent
     store = RedisStore(redis_url)
     limits = {"append_backlog_limit": 1} if limit == "backlog" else {"append_stall_ms": 50}
     try:
-        async with running_server(store, fast_config(busy_retry_ms=100, **limits)) as server:
+        async with running_server(store, fast_config(core=replace(FAST, busy_retry_ms=100), **limits)) as server:
             (ann, bob), code = await make_room(server, ["Ann", "Bob"])
             starts = await start_race([ann, bob])
             ann_move, bob_move = await first_moves(starts)
@@ -375,7 +375,8 @@ async def test_the_plot_client_sends_a_busy_move_again_after_the_hint(
 
     store = RedisStore(redis_url)
     try:
-        async with running_server(store, fast_config(busy_retry_ms=40, append_backlog_limit=1)) as server:
+        config = fast_config(core=replace(FAST, busy_retry_ms=40), append_backlog_limit=1)
+        async with running_server(store, config) as server:
             plot = Connection(url(server), "Plot")
             await plot.start()
             (ann,), code = await make_room(server, ["Ann"], max_racers=2)

@@ -81,6 +81,10 @@ class ClientEvent(msgspec.Struct, frozen=True):
     conn: int
     msg: ClientMessage
     now: int
+    # A move's only: the append pipeline's condition as the shell found it on the message's arrival
+    # (server/shell/appends.py): "store", its writes are backed up; "loop", this turn of the event
+    # loop has taken on its share of moves; None, neither. The core answers such a move busy.
+    load: str | None = None
 
 
 class RoomCreated(msgspec.Struct, frozen=True):
@@ -274,6 +278,7 @@ class Reply(msgspec.Struct, frozen=True):
 
     conn: int
     message: ServerMessage
+    frame: bytes | None = None  # ``message`` encoded already (the busy answers: encoded once, not per refusal)
 
 
 class Send(msgspec.Struct, frozen=True):

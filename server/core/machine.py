@@ -64,7 +64,7 @@ from server.core.state import (
     summary_from_record,
 )
 from server.core.views import ViewsMixin
-from server.core.wal import RacerLogMixin
+from server.core.wal import PipelineBusy, RacerLogMixin
 from shared import protocol as p
 
 __all__ = ["CoreConfig", "Entropy", "ServerCore", "summary_from_record"]
@@ -96,7 +96,21 @@ class ServerCore(
     moves carried over), a client message is answered ``internal``, and one ``core_failed`` note
     (level error) carries the cause."""
 
+    def __init__(self, config: CoreConfig | None = None, entropy: Entropy | None = None) -> None:
+        super().__init__(config, entropy)
+        self._pipeline_busy = PipelineBusy(self.config.busy_retry_ms, self.entropy.spread)
+
     def handle(self, event: Event) -> list[Effect]:
+        # A move of a bound connection while the append pipeline is backed up (wal.py, the busy
+        # rule): degrade, never collapse. A fast explicit answer before any work, instead of a
+        # queue that grows into time-outs and reloads; the move is not played, nothing changes.
+        if (
+            type(event) is ClientEvent
+            and event.load is not None
+            and type(event.msg) is p.Move
+            and self.conns.get(event.conn) is not None
+        ):
+            return [self._pipeline_busy.reply(event.conn, event.msg.id, event.load)]
         self._out = []
         self._touched = set()
         self._now = event.now

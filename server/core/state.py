@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import random
 import secrets
 from collections import deque
 from dataclasses import dataclass, field
@@ -59,6 +60,10 @@ class CoreConfig:
     # the order sent), and nothing queued is touched. 0: no bound (the message rate's alone).
     max_queued_moves: int = 32
     queue_retry_ms: int = 250
+    # A move that arrives while the shell's append pipeline is backed up (ClientEvent.load) is
+    # answered `busy` with retry_ms spread over half to one and a half times this, so that the
+    # moves refused in one turn do not all come back in one turn.
+    busy_retry_ms: int = 250
     # A player made by hello alone is kept this long in the store, until it joins a room (then the
     # store's own player lifetime applies): identity churn alone must not grow the store.
     new_player_ttl_s: float = 3600.0
@@ -93,6 +98,10 @@ class Entropy:
 
     def token(self) -> str:
         return secrets.token_urlsafe(24)  # 192 bits
+
+    def spread(self, n: int) -> int:
+        """An index below ``n`` that spreads retries (nothing secret rides on it: not cryptographic)."""
+        return random.randrange(n)
 
 
 @dataclass(slots=True)

@@ -8,9 +8,16 @@ decided. A failed write is decided by re-reading the log (``ReloadLog``): the he
 position), or the store stays silent past ``CoreConfig.store_outage_ms`` (the head and the
 queue are answered ``store_unavailable``; the racer's board is resent once the log is read).
 The queue is bounded (``CoreConfig.max_queued_moves``): a move past it is answered ``busy`` at once.
+
+``busy`` is decided here, and only here: a racer's queue past its bound, or a move whose event
+says the shell's append pipeline is backed up (``ClientEvent.load``, :class:`PipelineBusy`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
 
 from server.core.base import CoreBase
 from server.core.events import (
@@ -22,6 +29,7 @@ from server.core.events import (
     PersistMove,
     ReloadLog,
     RemoteMoves,
+    Reply,
 )
 from server.core.records import (
     LogEntry,
@@ -44,10 +52,45 @@ OUTAGE_REASON = (
 
 
 def busy_answer(move_id: int, why: str, retry_ms: int) -> p.MoveRejected:
-    """A move refused ``busy``, the one form of it: why, and when to send it again (the same id).
-    The core's queue bound and the shell's append pipeline (server/shell/appends.py) both answer so."""
+    """A move refused ``busy``, the one form of it: why, and when to send it again (the same id)."""
     reason = f"{why}: send it again (same id) in {retry_ms} ms; retry_ms={retry_ms}"
     return p.MoveRejected(id=move_id, code=p.BUSY, reason=reason)
+
+
+PIPELINE_BUSY_WHY = {"store": "the server is busy writing moves", "loop": "the server is busy taking on moves"}
+BUSY_SPREAD = 16  # retry hints per cause, evenly over the spread
+_INT_ENCODER = msgspec.msgpack.Encoder()
+
+
+class PipelineBusy:
+    """The answers to moves refused because the append pipeline is backed up, each encoded once.
+
+    Per cause, ``BUSY_SPREAD`` retry hints evenly over half to one and a half times
+    ``busy_retry_ms``, one drawn at random per refusal (so that the moves refused in one turn do
+    not all come back in one turn). Each answer's frame is kept as the bytes before and after the
+    move id's value: a refusal costs the id's encoding and a join, not a reason string and an
+    encode of the whole message (a refusal is the overloaded server's commonest answer)."""
+
+    def __init__(self, retry_ms: int, pick: Callable[[int], int]) -> None:
+        self._pick = pick
+        self._answers: dict[str, list[tuple[str, bytes, bytes]]] = {}
+        for cause, why in PIPELINE_BUSY_WHY.items():
+            hints = [max(1, round(retry_ms * (0.5 + (i + 0.5) / BUSY_SPREAD))) for i in range(BUSY_SPREAD)]
+            self._answers[cause] = [self._split(busy_answer(0, why, retry)) for retry in hints]
+
+    @staticmethod
+    def _split(answer: p.MoveRejected) -> tuple[str, bytes, bytes]:
+        frame = p.encode(answer)  # id 0: one byte, right after the key "id"
+        key = _INT_ENCODER.encode("id")
+        at = frame.index(key) + len(key)
+        assert frame[at] == 0, "a move_rejected frame holds its id right after the key"
+        return answer.reason, frame[:at], frame[at + 1 :]
+
+    def reply(self, conn: int, move_id: int, cause: str) -> Reply:
+        answers = self._answers[cause]
+        reason, head, tail = answers[self._pick(len(answers))]
+        message = p.MoveRejected(id=move_id, code=p.BUSY, reason=reason)
+        return Reply(conn, message, b"".join((head, _INT_ENCODER.encode(move_id), tail)))
 
 
 class RacerLogMixin(CoreBase):

@@ -1,4 +1,7 @@
-"""The move append pipeline: group commit to the store, its backlog, and the one ``busy`` rule.
+"""The move append pipeline: group commit to the store, its backlog, and the levels it reports.
+
+Its condition (``load``: the store's writes backed up, or the loop's turn full) goes with each
+move to the core, which decides the move's ``busy`` answer (server/core/wal.py, the one rule).
 
 Every accepted move is a ``PersistMove``: queued at once (a retried write comes from the core only
 when its own back-off is over, so no second delay is added here), sent with the others of its
@@ -12,30 +15,29 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import random
 import time
 
 from server.core.events import MovePersisted, MovePersistFailed, PersistMove
 from server.core.records import encode_record
-from server.core.wal import busy_answer
 from server.shell.config import log, log_event, now_ms
 from server.shell.part import Part, ShellContext
 from server.store.base import AppendRequest, AppendResult, StoreUnavailable
-from shared import protocol as p
 
 TURN_GAP_S = 0.05  # turns with moves further apart than this are not one backlog (busy_turn_streak)
 
 
 class AppendPipeline(Part):
-    """``admit`` a move (or refuse it ``busy``), ``enqueue`` its write; ``backlog`` and
-    ``batches_in_flight`` are the levels /metrics reports."""
+    """``load`` on a move's arrival (the condition the core answers ``busy`` on), ``enqueue`` its
+    write; ``backlog`` and ``batches_in_flight`` are the levels /metrics reports."""
 
     def __init__(self, ctx: ShellContext) -> None:
         super().__init__(ctx)
         self.backlog = 0  # moves queued, backing off or in flight to the store
         self.batches_in_flight = 0
         self._queue: list[PersistMove] = []  # waiting for the next batch
-        self._batch_starts: dict[int, float] = {}  # id of each batch in flight -> when it was sent
+        # id of each batch in flight -> when it was sent. Batches are sent in time order, so the
+        # first one left in this (insertion-ordered) dict is the oldest in flight.
+        self._batch_starts: dict[int, float] = {}
         self._batch_ids = itertools.count()
         self._flush_scheduled = False
         self._turn_moves = 0  # moves that arrived in this turn of the event loop (_end_turn resets it)
@@ -47,17 +49,17 @@ class AppendPipeline(Part):
         """Nothing queued for a batch (batches in flight are the shell's tasks)."""
         return not self._queue
 
-    # ------------------------------------------------------------------ the busy rule
+    # ------------------------------------------------------------------ the pipeline's condition
 
-    def admit(self, move_id: int) -> p.MoveRejected | None:
-        """A new move from a bound connection: None to take it on, or its ``busy`` answer."""
-        if self.config.busy_turn_moves:  # the loop rule is off by default: no count then
+    def load(self) -> str | None:
+        """A new move from a bound connection arrived: counted in its turn, and the condition it
+        finds (``busy``), which goes to the core with the move (``ClientEvent.load``)."""
+        if self.config.busy_turn_moves:  # the loop's share is off by default: no count then
             self._count_turn_move()
-        cause = self.busy()
-        return None if cause is None else self._busy_answer(move_id, cause)
+        return self.busy()
 
     def busy(self) -> str | None:
-        """Why a new move cannot be taken on now (None: it can): "store", the store's writes are
+        """Whether the pipeline is backed up (None: it is not): "store", the store's writes are
         backed up; "loop", this turn of the event loop has taken on its share of moves already."""
         limit = self.config.busy_turn_moves
         if limit and self._turn_moves > limit and self._big_turns >= self.config.busy_turn_streak:
@@ -65,7 +67,7 @@ class AppendPipeline(Part):
         if self.backlog >= self.config.append_backlog_limit:
             return "store"
         stall = self.config.append_stall_ms / 1000
-        if self._batch_starts and time.monotonic() - min(self._batch_starts.values()) > stall:
+        if self._batch_starts and time.monotonic() - next(iter(self._batch_starts.values())) > stall:
             return "store"
         return None
 
@@ -86,13 +88,6 @@ class AppendPipeline(Part):
         self._big_turns = self._big_turns + 1 if limit and self._turn_moves >= limit else 0
         self._turn_moves = 0
         self._turn_ended = time.monotonic()
-
-    def _busy_answer(self, move_id: int, cause: str) -> p.MoveRejected:
-        """A busy answer with its retry hint. The hint is spread over half to one and a half times
-        busy_retry_ms, so that the moves refused in one turn do not all come back in one turn."""
-        retry = max(1, round(self.config.busy_retry_ms * (0.5 + random.random())))
-        what = "writing moves" if cause == "store" else "taking on moves"
-        return busy_answer(move_id, f"the server is busy {what}", retry)
 
     # ------------------------------------------------------------------ group commit
 

@@ -77,12 +77,12 @@ class ServerConfig:
     # ... and when the event loop itself is behind: once busy_turn_streak turns of the loop in a
     # row (back to back) have each handled at least this many moves (a standing backlog of ready
     # connections, not one burst after a pause), a turn's moves past this many are answered
-    # `busy` before any work is spent on them. 0: no such limit.
+    # `busy` before any work is spent on them. 0: no such limit. The core answers those moves
+    # (server/core/wal.py), with CoreConfig.busy_retry_ms.
     # Off by default: on a quiet machine at 1.5x the saturation rate it refused 123k moves in 10 s
     # and cut goodput by 30% (docs/benchmarks.md, "Overload, quiet machine"); the store's backlog rule stays on.
     busy_turn_moves: int = 0
     busy_turn_streak: int = 3
-    busy_retry_ms: int = 250
     read_wait_s: float = 5.0  # a room read waits this long for the room's pending writes, then fails
     reuse_port: bool = False  # SO_REUSEPORT: several processes share the port (plot-server --workers)
     node_sweep_s: float = 5.0  # several nodes: how often channels of rooms no longer held are dropped

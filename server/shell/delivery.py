@@ -150,10 +150,16 @@ class Delivery:
             target.results_seen = message.commitment
         self.reply(target, message)
 
-    def reply(self, conn: Conn, message: p.ServerMessage) -> None:
+    def frame_to_conn(self, conn_id: int, message: p.ServerMessage, frame: bytes) -> None:
+        """``message`` to one connection, encoded already (``frame``: the core's busy answers)."""
+        target = self.conns.get(conn_id)
+        if target is not None:
+            self.reply(target, message, frame)
+
+    def reply(self, conn: Conn, message: p.ServerMessage, frame: bytes | None = None) -> None:
         if isinstance(message, p.Error):
             self.stats.errors_sent += 1
-        self.deliver([conn.id], p.encode(message), False)
+        self.deliver([conn.id], p.encode(message) if frame is None else frame, False)
         if self.metrics is not None and (
             isinstance(message, MOVE_ANSWERS) or (isinstance(message, p.Error) and message.id is not None)
         ):

@@ -34,7 +34,10 @@ class ShellEffects(EffectExecutor):
         self.delivery.to_players(effect.players, effect.message, effect.droppable)
 
     def reply_to_conn(self, effect: ev.Reply) -> None:
-        self.delivery.to_conn(effect.conn, effect.message)
+        if effect.frame is not None:
+            self.delivery.frame_to_conn(effect.conn, effect.message, effect.frame)
+        else:
+            self.delivery.to_conn(effect.conn, effect.message)
 
     def bind(self, effect: ev.Bind) -> None:
         self.delivery.bind(effect.conn, effect.player_id)

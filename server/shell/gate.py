@@ -4,7 +4,8 @@ A WebSocket upgrade is refused while the server stops, is full, or the address h
 connections. Each message is counted against the connection's rate (pings and pongs too, in
 :class:`PlotConnection`), decoded (a bad frame becomes an error reply here, never an exception
 further in), checked against its address's budgets (hellos, room creations, failed joins), and
-a move against the append pipeline's ``busy`` rule; what passes goes to the core.
+a move with the append pipeline's condition (``load``, which the core answers ``busy`` on); what
+passes goes to the core.
 """
 
 from __future__ import annotations
@@ -207,18 +208,13 @@ class Gate(Part):
                 raise p.ProtocolError(p.MALFORMED, "messages are binary MessagePack frames, not text")
             msg = p.decode_client(frame)
             if isinstance(msg, p.Move):  # most frames: none of the checks below concerns a move
-                if self.timed:
+                # The pipeline's condition goes with the move; the core answers it busy on it.
+                load = self.appends.load() if conn.player is not None else None
+                if self.timed and load is None:  # a move refused busy has no latency to measure
                     if len(conn.moves_in) >= 1024:  # answers that never came (cannot happen; never grows for ever)
                         conn.moves_in.clear()
                     conn.moves_in[msg.id] = time.perf_counter()
-                if conn.player is not None:
-                    refusal = self.appends.admit(msg.id)
-                    if refusal is not None:
-                        # Degrade, never collapse: a fast explicit answer instead of a queue that grows
-                        # into time-outs and reloads. Nothing reached the core: the move was not played.
-                        self.delivery.reply(conn, refusal)
-                        return
-                self.dispatch(ClientEvent(conn.id, msg, now_ms()))
+                self.dispatch(ClientEvent(conn.id, msg, now_ms(), load))
                 return
             if isinstance(msg, p.Hello):
                 conn.hello_seen = True

@@ -91,6 +91,9 @@ class SeededEntropy(Entropy):
     def token(self) -> str:
         return f"t{self.rng.getrandbits(128):032x}"
 
+    def spread(self, n: int) -> int:
+        return self.rng.randrange(n)
+
 
 class InProcessExecutor(EffectExecutor):
     """The connections' and timers' part of the dispatch for the in-process targets (:class:`Shell`
