@@ -83,26 +83,39 @@ def address_key(remote: object) -> str:
     return str(ip)
 
 
-class Budget:
-    """A token bucket of ``per_minute`` tokens, refilled at ``per_minute`` a minute."""
+class TokenBucket:
+    """``rate`` tokens a second, holding at most ``burst``: every request-count limit of the
+    server (a connection's messages, an address's hellos, rooms and failed joins, the probes)."""
 
-    __slots__ = ("last", "per_minute", "tokens")
+    __slots__ = ("burst", "last", "rate", "tokens")
 
-    def __init__(self, per_minute: int, now: float) -> None:
-        self.per_minute = per_minute
-        self.tokens = float(per_minute)
-        self.last = now
+    def __init__(self, rate: float, burst: float, now: float | None = None) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.tokens = self.burst
+        self.last = time.monotonic() if now is None else now
+
+    @classmethod
+    def per_minute(cls, count: int, now: float) -> TokenBucket:
+        """``count`` a minute, all of them at once at most."""
+        return cls(count / 60.0, count, now)
 
     def _refill(self, now: float) -> None:
-        self.tokens = min(float(self.per_minute), self.tokens + (now - self.last) * self.per_minute / 60.0)
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
         self.last = now
+
+    def allow(self) -> bool:
+        """Take a token now if there is one (the per-message check: no seconds computed)."""
+        self._refill(time.monotonic())
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
 
     def wait(self, now: float) -> float:
         """Seconds until one token is there (0: now)."""
         self._refill(now)
-        if self.tokens >= 1.0:
-            return 0.0
-        return (1.0 - self.tokens) * 60.0 / self.per_minute
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
 
     def take(self, now: float) -> float:
         """Take a token: 0.0, or the seconds to wait when there is none (nothing taken)."""
@@ -114,11 +127,11 @@ class Budget:
     def refund(self, now: float) -> None:
         """Give back a token taken for something that turned out not to count."""
         self._refill(now)
-        self.tokens = min(float(self.per_minute), self.tokens + 1.0)
+        self.tokens = min(self.burst, self.tokens + 1.0)
 
     def full(self, now: float) -> bool:
         self._refill(now)
-        return self.tokens >= self.per_minute
+        return self.tokens >= self.burst
 
 
 class ByteBudget:
@@ -158,9 +171,9 @@ ANSWER_BURST_S = 8.0  # a byte budget holds this many seconds of its rate
 @dataclass(slots=True)
 class _Address:
     conns: int
-    hellos: Budget | None
-    rooms: Budget | None
-    joins: Budget | None
+    hellos: TokenBucket | None
+    rooms: TokenBucket | None
+    joins: TokenBucket | None
     answers: ByteBudget | None = None
 
 
@@ -179,9 +192,9 @@ class AddressLimits:
             now, c = self.clock(), self.config
             entry = _Address(
                 0,
-                Budget(c.hellos_per_minute, now) if c.hellos_per_minute else None,
-                Budget(c.rooms_per_minute, now) if c.rooms_per_minute else None,
-                Budget(c.join_failures_per_minute, now) if c.join_failures_per_minute else None,
+                TokenBucket.per_minute(c.hellos_per_minute, now) if c.hellos_per_minute else None,
+                TokenBucket.per_minute(c.rooms_per_minute, now) if c.rooms_per_minute else None,
+                TokenBucket.per_minute(c.join_failures_per_minute, now) if c.join_failures_per_minute else None,
                 ByteBudget(c.address_answer_bytes_per_s, now) if c.address_answer_bytes_per_s else None,
             )
             self._addresses[key] = entry

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from server.limits import address_key
+from server.limits import TokenBucket, address_key
 
 log = logging.getLogger("plot.server")
 
@@ -84,7 +84,7 @@ class ProbeLimiter:
         self.rate = rate
         self.burst = burst
         self.clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # address -> (tokens, when)
+        self._buckets: dict[str, TokenBucket] = {}
         self.refused = 0
 
     def wait(self, address: str) -> float:
@@ -92,20 +92,18 @@ class ProbeLimiter:
         if self.rate <= 0:
             return 0.0
         now = self.clock()
-        tokens, then = self._buckets.get(address, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
-        if tokens < 1.0:
-            self._buckets[address] = (tokens, now)
+        bucket = self._buckets.get(address)
+        if bucket is None:
+            if len(self._buckets) >= self.SWEEP_AT:
+                self._sweep(now)
+            bucket = self._buckets[address] = TokenBucket(self.rate, self.burst, now)
+        wait = bucket.take(now)
+        if wait:
             self.refused += 1
-            return (1.0 - tokens) / self.rate
-        if len(self._buckets) >= self.SWEEP_AT:
-            self._sweep(now)
-        self._buckets[address] = (tokens - 1.0, now)
-        return 0.0
+        return wait
 
     def _sweep(self, now: float) -> None:
-        full = [key for key, (tokens, then) in self._buckets.items() if tokens + (now - then) * self.rate >= self.burst]
-        for key in full:
+        for key in [key for key, bucket in self._buckets.items() if bucket.full(now)]:
             del self._buckets[key]
 
 

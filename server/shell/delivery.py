@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from websockets.asyncio.server import ServerConnection, broadcast
 
-from server.limits import AnswerBudgets, ByteBudget
+from server.limits import AnswerBudgets, ByteBudget, TokenBucket
 from server.shell.config import ServerConfig, ServerStats, Tasks, log_event
 from shared import protocol as p
 
@@ -28,25 +28,6 @@ if TYPE_CHECKING:
     from server.metrics import Metrics
 
 MOVE_ANSWERS = (p.MoveOk, p.MoveRejected)  # a tuple: ``A | B`` in isinstance builds a union at each call
-
-
-class TokenBucket:
-    __slots__ = ("burst", "last", "rate", "tokens")
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self.tokens = float(burst)
-        self.last = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
 
 
 @dataclass(slots=True)

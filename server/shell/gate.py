@@ -23,11 +23,11 @@ from websockets.http11 import Request, Response
 from websockets.protocol import Event as WsEvent
 
 from server.core.events import ClientEvent, Connected, Disconnected, HelloEvent
-from server.limits import AddressLimits, AnswerBudgets, address_key
+from server.limits import AddressLimits, AnswerBudgets, TokenBucket, address_key
 from server.proxy import ProxiedConnection
 from server.shell.appends import AppendPipeline
 from server.shell.config import ServerStats, log, log_event, now_ms
-from server.shell.delivery import Conn, Delivery, TokenBucket, close_ws
+from server.shell.delivery import Conn, Delivery, close_ws
 from server.shell.part import Part, ShellContext
 from server.store.base import StoreUnavailable
 from shared import protocol as p
@@ -66,7 +66,7 @@ class PlotConnection(ProxiedConnection):
             return
         if opcode in (Opcode.BINARY, Opcode.TEXT):  # a message's first frame (continuations are CONT)
             self.queued_messages += 1
-        if self.bucket is not None and opcode in (Opcode.PING, Opcode.PONG) and not self.bucket.take():
+        if self.bucket is not None and opcode in (Opcode.PING, Opcode.PONG) and not self.bucket.allow():
             if not self.flooded:
                 self.flooded = True
                 if self.stats is not None:
@@ -158,7 +158,7 @@ class Gate(Part):
         if conn.limited:
             return
         self.stats.frames_in += 1
-        if not conn.bucket.take():
+        if not conn.bucket.allow():
             conn.limited = True
             self.stats.rate_limited += 1
             limit = f"{self.config.rate_per_s:g} messages per second"
