@@ -32,6 +32,7 @@ from server.store.base import Store
 from server.store.urls import shown_url
 from server.supervisor import supervise
 from server.web import WebConfig, WebServer
+from server.web.api import DailyApi
 from server.web.site import check_public_ws_url
 from server.winnable import (
     DEFAULT_BLOCKED_QUEUE,
@@ -572,6 +573,7 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
             game_port=game_port,
             game_tls=bool(config.tls_cert),
             ssl_context=web_ssl,
+            api=DailyApi(server.store, day_seconds=config.core.day_seconds),
         )
     except ValueError as exc:
         raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None

@@ -26,6 +26,7 @@ from server.core.events import (
     CloseConnection,
     Connected,
     CreateRoomRecord,
+    DailyTick,
     Disconnected,
     DropRoom,
     Effect,
@@ -160,16 +161,21 @@ class InProcessExecutor(InProcessDaily, EffectExecutor):
     def drop_room(self, effect: DropRoom) -> None:
         self.wakes.pop(effect.code, None)
 
-    def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | None:
+    def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | DailyTick | None:
         """The earliest wake due by ``until``, taken off the schedule, as the event that fires it at
         its time (``clock``, the owner's, if later). At one time a room's own deadlines come first."""
         due = [(at, 0, code) for code, at in self.wakes.items() if at <= until]
         if self.leaderboard_wake is not None and self.leaderboard_wake <= until:
             due.append((self.leaderboard_wake, 1, ""))
+        if self.daily_wake is not None and self.daily_wake <= until:
+            due.append((self.daily_wake, 2, ""))
         if not due:
             return None
         at, shared, code = min(due)
         at = max(at, clock)
+        if shared == 2:
+            self.daily_wake = None
+            return DailyTick(at)
         if shared:
             self.leaderboard_wake = None
             return LeaderboardTick(at)
