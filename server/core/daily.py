@@ -470,9 +470,9 @@ class DailyMixin(CoreBase):
         daily.watchers.add(conn)
         today = day_of(now, self._day_s)
         record = daily.days.get(today)
-        if record is not None:
+        if record is not None:  # else both come once the day's record is known (the day clock's tick)
             self._reply(conn, day_message(record, self._day_s, now))
-        self._out.append(ReadBoard(conn, today))
+            self._out.append(ReadBoard(conn, today))
         self._daily_schedule(now)
 
     def _get_board(self, conn: int, player: PlayerState, msg: p.GetBoard, now: int) -> None:
