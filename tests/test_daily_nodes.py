@@ -47,7 +47,7 @@ async def test_two_nodes_serve_one_day_and_an_attempt_moves_between_them(redis_u
         other, _ = await claimed(one, "ann", secret=secret, label="ann-again")
         await other.send(p.Daily())
         refused = await other.expect(p.Error)
-        assert refused.code in (p.WRONG_PHASE, p.DAILY_DONE)
+        assert refused.code in (p.NOT_YOUR_RECORD, p.DAILY_DONE)
         await again.send(p.Move(id=next_id, move="resign"))
         done = await again.expect(p.DailyBoard)
         mine = done.you or next(r for r in done.rows if r.name == "ann")
