@@ -1,5 +1,5 @@
-"""The daily deal on several nodes and across a restart (real servers, real Redis): one day record
-whichever node writes it, an attempt resumed on another node, and after a restart of the only
+"""The daily deal on several nodes and across a restart (real servers, real Redis and Redis
+Cluster): one day record whichever node writes it, an attempt resumed on another node, and after a restart of the only
 node, with its clock honest (the attempt's start and end never move)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from daily_support import DAILY_CORE, claimed, play_moves, start_attempt
 from support import Client, board, eventually, fast_config, running_server
 
@@ -17,7 +18,12 @@ from shared import protocol as p
 SHARED = replace(DAILY_CORE, shared_rooms=True)
 
 
-async def test_two_nodes_serve_one_day_and_an_attempt_moves_between_them(redis_url: str) -> None:
+@pytest.mark.parametrize("where", ["redis", "cluster"])
+async def test_two_nodes_serve_one_day_and_an_attempt_moves_between_them(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """On one Redis and on a Redis Cluster (a day's keys in one slot, sharded pub/sub)."""
+    redis_url = request.getfixturevalue("redis_url" if where == "redis" else "redis_cluster_url")
     rng = random.Random(7)
     one = RaceServer(RedisStore(redis_url), fast_config(core=SHARED), store_name="redis")
     two = RaceServer(RedisStore(redis_url), fast_config(core=SHARED), store_name="redis")
