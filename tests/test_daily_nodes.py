@@ -113,7 +113,7 @@ async def test_a_killed_server_loses_no_attempt(persistent_redis_server: RedisSe
     port, web_port = free_port(), free_port()
     args = (
         "--port", str(port), "--web-port", str(web_port), "--redis", persistent_redis_server.url,
-        "--day-seconds", "60", "--daily-time-limit", "40", "--rate", "1000",
+        "--daily", "on", "--day-seconds", "60", "--daily-time-limit", "40", "--rate", "1000",
     )  # fmt: skip
     address = f"ws://127.0.0.1:{port}"
     with server_process(*args) as first:

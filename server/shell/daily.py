@@ -76,11 +76,18 @@ class DailyPart(Part):
         self.dispatch(await daily_io.create_day(self.store, effect, now_ms()))
 
     def find_daily_deal(self, effect: FindDailyDeal) -> None:
-        self.tasks.spawn(self._find(effect))
+        # A worker-pool job like a room's search: cancelled when the server stops (a restart searches
+        # again), never waited for by the flush of store writes.
+        job = asyncio.ensure_future(self._find(effect))
+        self.workers.jobs.add(job)
+        job.add_done_callback(self.workers.jobs.discard)
 
     async def _find(self, effect: FindDailyDeal) -> None:
         """The day's deal, proved winnable by the solver in the worker process (never the loop)."""
         outcome = await self.workers.deal_finder.find(f"day-{effect.day}")
+        if self.stopped:  # the server is stopping (the search was cut short): a restart searches again
+            log_event(logging.INFO, "daily_deal_search_dropped", day=effect.day, detail=outcome.detail)
+            return
         log_event(
             logging.INFO if outcome.deal is not None else logging.WARNING,
             "daily_deal_search_finished",

@@ -267,7 +267,6 @@ class RaceServer:
         )
         self.delivery.start()
         self.health.start()
-        self.daily.start()
         await self.http.start()
         log_event(
             logging.INFO,
@@ -279,6 +278,7 @@ class RaceServer:
             tls=ssl_context is not None,
             node=self.link.node_id,
         )
+        self.daily.start()  # after server_started, the first line a log reader waits for
 
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         # The query is ignored: clients name their room in it (?room=CODE) for a balancer to hash
