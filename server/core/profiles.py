@@ -59,6 +59,10 @@ class ProfilesMixin(CoreBase):
     # ------------------------------------------------------------------ hello with an identity
 
     def _hello_identity(self, conn: int, msg: p.Hello) -> None:
+        if msg.bot:
+            refused = "field 'identity' of hello: a bot says hello without an identity (bots claim no names)"
+            self._error(conn, p.BAD_FIELD, refused, "hello")
+            return
         why = ident.check_secret(msg.identity or "")
         if why is not None:
             self._error(conn, p.BAD_IDENTITY, why, "hello")
@@ -81,7 +85,7 @@ class ProfilesMixin(CoreBase):
             self._error(ev.conn, p.BAD_IDENTITY, why, "hello")
             return
         if msg.token is None:
-            self._register_bound(ev.conn, ev.record, msg.bot, ev.now)
+            self._register_bound(ev.conn, ev.record, False, ev.now)
             return
         self._hellos[ev.conn] = msg.token
         self._hello_profiles[ev.conn] = ev.record
