@@ -83,6 +83,20 @@ async def test_a_look_alike_of_a_claimed_name_is_refused(look_alike: str) -> Non
         assert (await other.expect(p.Room)).members[0].claimed is False
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("Ann", "ΑΝΝ"), ("ΑΝΝ", "ann"), ("lvan", "Ivan"), ("Ivan", "lvan"), ("Bob", "ΒΟΒ")],  # Greek capitals; I and l
+)
+async def test_look_alikes_in_capitals_are_refused_either_way(first: str, second: str) -> None:
+    """Folding case first hides some capitals' look-alikes (Greek Ν folds to ν, which looks like v):
+    a claim holds both orders' keys (shared/identity.py, claim_keys)."""
+    async with running_server() as server:
+        await claimed_player(server, first)
+        other = await hello(server, "mallory")
+        answer = await claim(other, second, new_secret())
+        assert isinstance(answer, p.Error) and answer.code == p.NAME_CLAIMED, answer
+
+
 async def test_bad_claims_and_identities_answer_clear_codes() -> None:
     async with running_server() as server:
         bob, _ = await claimed_player(server, "Bob")
