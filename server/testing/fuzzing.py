@@ -989,7 +989,21 @@ class FrameGenerator:
                     (20 if not ready else 3, starting, 2, 3 if host else 1, 4, 1, 2, 1, 3, 1),
                 )[0]
             elif room.phase == p.RESULTS:
-                kind = rng.choices(("rematch", "leave", "join", "move", "ping", "chat"), (30, 4, 3, 3, 1, 3))[0]
+                kind = rng.choices(
+                    (
+                        "rematch",
+                        "leave",
+                        "join",
+                        "move",
+                        "ping",
+                        "chat",
+                        "rename",
+                        "claim",
+                        "get_rating",
+                        "get_ratings",
+                    ),
+                    (30, 4, 3, 3, 1, 3, 1, 1, 1, 1),
+                )[0]
             else:  # countdown, dealing, or watching a race
                 end = 2 if room.phase != p.RACING else 0.2
                 kind = rng.choices(
