@@ -223,9 +223,18 @@ async def test_plot_ratings_prints_the_board_and_a_history(
     results = await ann.expect(p.Results)
     while not results.ratings:
         results = await ann.expect(p.Results)
-    code, out = await plot(capsys, "ratings", "--server", url(server))
-    lines = out.splitlines()
-    assert code == 0 and "Ann" in lines[1] and "Bob" in lines[2], out
+    # a node reads the board once a second at most (server/shell/profiles.py): the empty one read
+    # above may answer for up to a second more
+    shown: list[str] = []
+
+    async def board_shows_both() -> bool:
+        code, out = await plot(capsys, "ratings", "--server", url(server))
+        shown[:] = out.splitlines()
+        return code == 0 and len(shown) == 3
+
+    await eventually(board_shows_both, what="the board with both racers")
+    lines = shown
+    assert "Ann" in lines[1] and "Bob" in lines[2], lines
     assert str(results.ratings[ann.pid].after.shown) in lines[1]
     code, out = await plot(capsys, "ratings", "bob", "--server", url(server))
     assert code == 0 and f"room {room} race 1: 2 of 2" in out, out
