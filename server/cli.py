@@ -32,6 +32,7 @@ from server.store.base import Store
 from server.store.urls import shown_url
 from server.supervisor import supervise
 from server.web import WebConfig, WebServer
+from server.web.api import DailyApi
 from server.web.site import check_public_ws_url
 from server.winnable import (
     DEFAULT_BLOCKED_QUEUE,
@@ -221,6 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
            metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
+    add("--daily", default=_env("PLOT_DAILY", "off"), metavar="on|off", help="the daily deal (docs/daily.md): "
+        "each day's deal prepared ahead by the worker pool, daily attempts, the boards [PLOT_DAILY] (off)")  # fmt: skip
+    number("--day-seconds", "PLOT_DAY_SECONDS", int, core.day_seconds, 10, "the daily deal's day, in seconds "
+           "from the Unix epoch (for tests and events; 86400: days begin at 00:00 UTC) [PLOT_DAY_SECONDS] "
+           f"({core.day_seconds})", metavar="S")  # fmt: skip
+    number("--daily-time-limit", "PLOT_DAILY_TIME_LIMIT", int, core.daily_time_limit_s, 10, "seconds each daily "
+           f"attempt may take, from its board [PLOT_DAILY_TIME_LIMIT] ({core.daily_time_limit_s})",
+           metavar="S")  # fmt: skip
     number("--room-ttl", "PLOT_ROOM_TTL", float, 24 * 3600, 0,
            "seconds finished rooms (logs, results) are kept [PLOT_ROOM_TTL] (86400)", low_open=True)  # fmt: skip
     number("--winnable-budget", "PLOT_WINNABLE_BUDGET", int, DEFAULT_BUDGET, 1, "winnable-only rooms: the "
@@ -374,6 +383,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     resolve_numbers(args)
     if args.log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level / PLOT_LOG_LEVEL {args.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
+    if args.daily not in ("on", "off"):
+        raise ConfigError(f"--daily / PLOT_DAILY {args.daily!r}: expected on or off")
     if args.metrics not in ("on", "off"):
         raise ConfigError(f"--metrics / PLOT_METRICS {args.metrics!r}: expected on or off")
     if args.readback not in ("incremental", "full"):
@@ -411,6 +422,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
         max_queued_moves=args.max_queued_moves,
+        daily=args.daily == "on",
+        day_seconds=args.day_seconds,
+        daily_time_limit_s=args.daily_time_limit,
         shared_rooms=multi_node(args),
     )
     return ServerConfig(
@@ -568,6 +582,7 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
             game_port=game_port,
             game_tls=bool(config.tls_cert),
             ssl_context=web_ssl,
+            api=DailyApi(server.store, day_seconds=config.core.day_seconds),
         )
     except ValueError as exc:
         raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None

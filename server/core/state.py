@@ -23,6 +23,14 @@ from shared.fairplay import new_salt, random_deal
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
     countdown_ms: int = 3000
+    # The daily deal (docs/daily.md): on or off (plot-server --daily, on there; off for an embedded
+    # server, plot practice, and tests that do not ask for it: its day clock prepares each day's
+    # deal in the worker pool), a day's length from the Unix epoch (--day-seconds), each attempt's
+    # time limit, and how often the day's board is read for its watchers.
+    daily: bool = False
+    day_seconds: int = 86400
+    daily_time_limit_s: int = 1800
+    daily_poll_ms: int = 1000
     grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
     member_grace_ms: int = 120_000  # a disconnected lobby (or results) racer is removed after this
     # A disconnected spectator holds nothing worth keeping (no ready mark, no game): its seat goes
@@ -261,6 +269,7 @@ class Loading:
     """A room being read from the store (LoadRoom), and what waits for it."""
 
     joins: list[tuple[int, p.Join]] = field(default_factory=list)  # connection, its join
+    dailies: list[tuple[int, p.Daily]] = field(default_factory=list)  # connection, its daily (server/core/daily.py)
     resumes: list[tuple[int, PlayerRecord, str]] = field(default_factory=list)  # connection, player, token
     rebuild: str | None = None  # why it was dropped from memory (then its members are resynchronised)
     members: list[str] = field(default_factory=list)  # members when dropped (told if the store has nothing)

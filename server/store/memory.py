@@ -25,6 +25,7 @@ from server.store.base import (
     check_identifier,
     is_identifier,
 )
+from server.store.memory_daily import MemoryDaily
 from server.store.memory_profiles import MemoryProfiles
 
 _ROOM = 0
@@ -93,7 +94,7 @@ def check_seconds(seconds: object) -> float | None:
     return float(seconds)
 
 
-class MemoryStore(MemoryProfiles, Store):
+class MemoryStore(MemoryDaily, MemoryProfiles, Store):
     """In-process store. ``clock`` must be monotonic; ``player_ttl`` None keeps players forever."""
 
     def __init__(
@@ -102,6 +103,7 @@ class MemoryStore(MemoryProfiles, Store):
         clock: Callable[[], float] | None = None,
         player_ttl: float | None = DEFAULT_PLAYER_TTL,
     ) -> None:
+        MemoryDaily.__init__(self)
         self._clock = clock or time.monotonic
         self._player_ttl = check_seconds(player_ttl)
         self._rooms: dict[str, _Room] = {}

@@ -60,6 +60,7 @@ from server.store.memory import (
     check_request,
     check_seconds,
 )
+from server.store.redis_daily import RedisDaily
 from server.store.redis_profiles import RedisProfiles
 from server.store.urls import shown_url
 
@@ -374,7 +375,7 @@ class IsolatingCluster(RedisCluster):
         await super().aclose()
 
 
-class RedisStore(RedisProfiles, Store):
+class RedisStore(RedisDaily, RedisProfiles, Store):
     """A store on one Redis (or Valkey) server, or on a Redis Cluster (a ``redis+cluster://`` URL).
     Connects lazily; ``await ping()`` to check it answers.
 
@@ -476,6 +477,7 @@ class RedisStore(RedisProfiles, Store):
         self._take_lease = self._redis.register_script(TAKE_LEASE)
         self._profiles_init()
         self._listed_key = f"{namespace}:rooms:listed"
+        self._register_daily()
 
     # Keys --------------------------------------------------------------------
 

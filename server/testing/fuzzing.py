@@ -154,6 +154,7 @@ def fuzz_config(blocked_budget: int | None = BLOCKED_BUDGET) -> CoreConfig:
         lobby_idle_ms=120_000,
         max_rooms=40,
         room_ttl_s=6 * 3600,
+        daily=True,
     )
 
 
@@ -286,6 +287,12 @@ class EffectRunner(InProcessExecutor):
         self.versions = RoomVersions()  # the room saves' compare-and-set bookkeeping, the shell's own
 
     # -------------------------------------------------------------- helpers
+
+    def daily_answer(self, event: Event) -> None:
+        self.events.append(event)
+
+    def daily_now(self) -> int:
+        return self.now
 
     def _fault(self, name: str) -> bool:
         """Does the store misbehave this way now? (``name``: a StoreFaults field; counted.)"""
@@ -969,8 +976,13 @@ class FrameGenerator:
                     "rename",
                     "get_ratings",
                     "get_rating",
+                    "daily",
+                    "watch_daily",
+                    "get_board",
+                    "get_player",
+                    "get_standing",
                 ),
-                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1, 4, 3, 2, 2),
+                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1, 4, 3, 2, 2, 6, 2, 3, 3, 2),
             )[0]
         else:
             member = room.members.get(pid)
@@ -1001,8 +1013,9 @@ class FrameGenerator:
                         "claim",
                         "get_rating",
                         "get_ratings",
+                        "daily",
                     ),
-                    (30, 4, 3, 3, 1, 3, 1, 1, 1, 1),
+                    (30, 4, 3, 3, 1, 3, 1, 1, 1, 1, 3),
                 )[0]
             else:  # countdown, dealing, or watching a race
                 end = 2 if room.phase != p.RACING else 0.2
@@ -1078,6 +1091,22 @@ class FrameGenerator:
             msg["limit"] = rng.randint(1, 100)
         elif kind == "get_rating" and rng.random() < 0.7:
             msg["name"] = rng.choice(CLAIM_NAMES)
+        elif kind == "get_player":
+            msg["name"] = rng.choice((*CLAIM_NAMES, "nobody"))
+        elif kind == "daily":  # the daily deal: today's attempt, a replay, another day
+            if rng.random() < 0.3:
+                msg["replay"] = True
+            if rng.random() < 0.1:
+                msg["day"] = rng.choice((0, 2**40))
+        elif kind == "watch_daily" and rng.random() < 0.2:
+            msg["watch"] = False
+        elif kind == "get_board":
+            if rng.random() < 0.5:
+                msg["day"] = rng.choice((0, 2**40, START_MS // 86_400_000, START_MS // 86_400_000 - 1))
+            if rng.random() < 0.1:
+                msg["boards"] = True
+        elif kind == "get_standing" and rng.random() < 0.2:
+            msg["offset"] = rng.randrange(50)
         elif kind == "chat":
             msg["text"] = rng.choice(CHAT_TEXTS)
         elif kind in ("kick", "mute"):

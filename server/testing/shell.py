@@ -29,6 +29,7 @@ from server.core.events import (
     CloseConnection,
     Connected,
     CreateRoomRecord,
+    DailyTick,
     Disconnected,
     DropRoom,
     Effect,
@@ -72,6 +73,7 @@ from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from server.shell import profile_ops
 from server.shell.executor import EffectExecutor
 from server.store.memory import MemoryStore
+from server.testing.daily_target import InProcessDaily
 from shared import protocol as p
 
 DEAL = 4242
@@ -104,7 +106,7 @@ class SeededEntropy(Entropy):
         return self.rng.randrange(n)
 
 
-class InProcessExecutor(EffectExecutor):
+class InProcessExecutor(InProcessDaily, EffectExecutor):
     """The connections' and timers' part of the dispatch for the in-process targets (:class:`Shell`
     and the fuzzer's runner); the store's part is each target's own.
 
@@ -116,6 +118,7 @@ class InProcessExecutor(EffectExecutor):
     leaderboard tick (a LeaderboardTick): :meth:`next_wake`."""
 
     def __init__(self) -> None:
+        self.daily_store = MemoryStore()
         self.live_conns: set[int] = set()
         self.conns_of: dict[str, list[int]] = {}
         self.wakes: dict[str, int] = {}
@@ -166,16 +169,21 @@ class InProcessExecutor(EffectExecutor):
     def drop_room(self, effect: DropRoom) -> None:
         self.wakes.pop(effect.code, None)
 
-    def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | None:
+    def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | DailyTick | None:
         """The earliest wake due by ``until``, taken off the schedule, as the event that fires it at
         its time (``clock``, the owner's, if later). At one time a room's own deadlines come first."""
         due = [(at, 0, code) for code, at in self.wakes.items() if at <= until]
         if self.leaderboard_wake is not None and self.leaderboard_wake <= until:
             due.append((self.leaderboard_wake, 1, ""))
+        if self.daily_wake is not None and self.daily_wake <= until:
+            due.append((self.daily_wake, 2, ""))
         if not due:
             return None
         at, shared, code = min(due)
         at = max(at, clock)
+        if shared == 2:
+            self.daily_wake = None
+            return DailyTick(at)
         if shared:
             self.leaderboard_wake = None
             return LeaderboardTick(at)
@@ -262,6 +270,12 @@ class Shell(InProcessExecutor):
             finally:
                 self._landing = False
         return effects
+
+    def daily_answer(self, event: Event) -> None:
+        self.run(event)
+
+    def daily_now(self) -> int:
+        return self.now
 
     def apply(self, effects: list[Effect]) -> None:
         for effect in effects:
