@@ -1,0 +1,33 @@
+"""``plot board [DATE]``: a day's board of the daily deal (today's live; a past day's revealed and checked here)."""
+
+from __future__ import annotations
+
+import argparse
+
+from client.commands._daily_args import claimed_identity, day_argument
+from client.commands._race_args import add_server_arguments, server_url
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_server_arguments(parser, name=False)
+    parser.add_argument(
+        "day",
+        nargs="?",
+        type=day_argument,
+        metavar="DATE",
+        help="YYYY-MM-DD (UTC) or a day number (default: today); [ and ] step through the days",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from client.tui.standings import BOARD, StandingsApp, StandingsConfig
+
+    url = server_url(args)
+    identity = claimed_identity(url)
+    config = StandingsConfig(url=url, what=BOARD, day=args.day, me=identity["profile_id"] if identity else None)
+    app = StandingsApp(config)
+    app.run()
+    if app.exit_note:
+        print(f"plot board: {app.exit_note}")
+        return 1
+    return 0
