@@ -14,6 +14,19 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+# The daily deal's messages live in shared/daily_protocol.py; they join the unions below.
+from shared.daily_protocol import Daily as Daily
+from shared.daily_protocol import DailyBoard as DailyBoard
+from shared.daily_protocol import DailyDay as DailyDay
+from shared.daily_protocol import DailyResult as DailyResult
+from shared.daily_protocol import DailyRow as DailyRow
+from shared.daily_protocol import GetBoard as GetBoard
+from shared.daily_protocol import GetPlayer as GetPlayer
+from shared.daily_protocol import GetStanding as GetStanding
+from shared.daily_protocol import PlayerProfile as PlayerProfile
+from shared.daily_protocol import Standing as Standing
+from shared.daily_protocol import StandingRow as StandingRow
+from shared.daily_protocol import WatchDaily as WatchDaily
 from shared.deal import MAX_DEAL
 from shared.engine import PileChange, View, apply_changes, view_check
 
@@ -53,6 +66,13 @@ INTERNAL: Final = "internal"  # a server bug; nothing happened
 SUPERSEDED: Final = "superseded"  # a newer connection resumed this player: this one is closed (4001)
 MUTED: Final = "muted"  # chat: the host muted you in this room
 CHAT_LIMITED: Final = "chat_limited"  # chat: too many lines in a short time (the connection stays open)
+# The daily deal (docs/daily.md).
+DAILY_DONE: Final = "daily_done"  # daily: today's ranked attempt is used (a finished player may replay unranked)
+DAY_OVER: Final = "day_over"  # daily: that day has ended; attempts are for today only
+NOT_CLAIMED: Final = "not_claimed"  # a claimed name is needed (plot claim NAME)
+NOT_YOUR_RECORD: Final = "not_your_record"  # a record or attempt that belongs to another player
+NO_BOARDS: Final = "no_boards"  # a spectator of the daily board never sees anyone's board
+NO_DAY: Final = "no_day"  # daily: the server has no record of that day (never played, or not yet committed)
 
 ERROR_CODES: Final[tuple[str, ...]] = (
     MALFORMED,
@@ -81,6 +101,12 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     SUPERSEDED,
     MUTED,
     CHAT_LIMITED,
+    DAILY_DONE,
+    DAY_OVER,
+    NOT_CLAIMED,
+    NOT_YOUR_RECORD,
+    NO_BOARDS,
+    NO_DAY,
 )
 
 CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the same player
@@ -349,6 +375,11 @@ ClientMessage = (
     | Sync
     | Chat
     | Mute
+    | Daily
+    | WatchDaily
+    | GetBoard
+    | GetPlayer
+    | GetStanding
 )
 
 CLIENT_TYPES: Final[tuple[str, ...]] = (
@@ -367,6 +398,11 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "sync",
     "chat",
     "mute",
+    "daily",
+    "watch_daily",
+    "get_board",
+    "get_player",
+    "get_standing",
 )
 
 # ---------------------------------------------------------------- server -> client
@@ -577,6 +613,10 @@ ServerMessage = (
     | ChatSaid
     | ChatHistory
     | Finished
+    | DailyDay
+    | DailyBoard
+    | PlayerProfile
+    | Standing
 )
 
 SERVER_TYPES: Final[tuple[str, ...]] = (
@@ -598,6 +638,10 @@ SERVER_TYPES: Final[tuple[str, ...]] = (
     "chat",
     "chat_history",
     "finished",
+    "daily_day",
+    "daily_board",
+    "player_profile",
+    "standing",
 )
 
 # ---------------------------------------------------------------- a client's board (v2)

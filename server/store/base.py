@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from server.store.daily import DailyStore
+
 # A player record (and its token index) lives this long after its last put_player.
 DEFAULT_PLAYER_TTL = 7 * 24 * 3600.0
 
@@ -88,8 +90,9 @@ class AppendRequest(msgspec.Struct, frozen=True):  # a struct: one per move, che
     notice: bytes = b""
 
 
-class Store(abc.ABC):
-    """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
+class Store(DailyStore, abc.ABC):
+    """Async storage for the race server. All methods may raise :class:`StoreUnavailable`. The
+    daily deal's calls are declared in server/store/daily.py (``DailyStore``)."""
 
     observer: StoreObserver | None = None  # see StoreObserver
 

@@ -25,6 +25,7 @@ from server.store.base import (
     check_identifier,
     is_identifier,
 )
+from server.store.memory_daily import MemoryDaily
 
 _ROOM = 0
 _PLAYER = 1
@@ -92,7 +93,7 @@ def check_seconds(seconds: object) -> float | None:
     return float(seconds)
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryDaily, Store):
     """In-process store. ``clock`` must be monotonic; ``player_ttl`` None keeps players forever."""
 
     def __init__(
@@ -101,6 +102,7 @@ class MemoryStore(Store):
         clock: Callable[[], float] | None = None,
         player_ttl: float | None = DEFAULT_PLAYER_TTL,
     ) -> None:
+        MemoryDaily.__init__(self)
         self._clock = clock or time.monotonic
         self._player_ttl = check_seconds(player_ttl)
         self._rooms: dict[str, _Room] = {}

@@ -59,6 +59,7 @@ from server.store.memory import (
     check_request,
     check_seconds,
 )
+from server.store.redis_daily import RedisDaily
 from server.store.urls import shown_url
 
 # One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
@@ -372,7 +373,7 @@ class IsolatingCluster(RedisCluster):
         await super().aclose()
 
 
-class RedisStore(Store):
+class RedisStore(RedisDaily, Store):
     """A store on one Redis (or Valkey) server, or on a Redis Cluster (a ``redis+cluster://`` URL).
     Connects lazily; ``await ping()`` to check it answers.
 
@@ -473,6 +474,7 @@ class RedisStore(Store):
         self._retire_token = self._redis.register_script(RETIRE_TOKEN)
         self._take_lease = self._redis.register_script(TAKE_LEASE)
         self._listed_key = f"{namespace}:rooms:listed"
+        self._register_daily()
 
     # Keys --------------------------------------------------------------------
 
