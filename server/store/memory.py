@@ -26,6 +26,7 @@ from server.store.base import (
     is_identifier,
 )
 from server.store.memory_daily import MemoryDaily
+from server.store.memory_profiles import MemoryProfiles
 
 _ROOM = 0
 _PLAYER = 1
@@ -93,7 +94,7 @@ def check_seconds(seconds: object) -> float | None:
     return float(seconds)
 
 
-class MemoryStore(MemoryDaily, Store):
+class MemoryStore(MemoryDaily, MemoryProfiles, Store):
     """In-process store. ``clock`` must be monotonic; ``player_ttl`` None keeps players forever."""
 
     def __init__(
@@ -112,6 +113,7 @@ class MemoryStore(MemoryDaily, Store):
         # (deadline, kind, key); stale entries (the deadline changed since) are skipped.
         self._deadlines: list[tuple[float, int, str]] = []
         self._closed = False
+        self._profiles_init()
 
     # Housekeeping ------------------------------------------------------------
 
