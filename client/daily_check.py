@@ -36,7 +36,10 @@ class DayCheck:
         bad = [record for record in self.records if not record.ok]
         if bad:
             notes = "; ".join(f"{record.name}: {record.note}" for record in bad[:3])
-            return f"✗ the deal matches its commitment, but {len(bad)} of {len(self.records)} records do not replay to their rows ({notes})"
+            return (
+                f"✗ the deal matches its commitment, but {len(bad)} of {len(self.records)} records "
+                f"do not replay to their rows ({notes})"
+            )
         return (
             f"✓ verified here: the deal matches the commitment published before the day, and all "
             f"{len(self.records)} records on show replay to their rows"

@@ -41,8 +41,8 @@ from shared.identity import Claim as Claim
 from shared.identity import Claimed as Claimed
 from shared.identity import GetRating as GetRating
 from shared.identity import GetRatings as GetRatings
-from shared.identity import Rating as Rating
 from shared.identity import RatedRace as RatedRace
+from shared.identity import Rating as Rating
 from shared.identity import RatingBoard as RatingBoard
 from shared.identity import RatingChange as RatingChange
 from shared.identity import RatingHistory as RatingHistory

@@ -149,7 +149,8 @@ class DailyApp(RaceApp):
     def __init__(self, config: RaceConfig, daily: DailyConfig | None = None) -> None:
         super().__init__(config)
         self.config_daily = daily or DailyConfig()
-        self.screen_ = DailyScreen(self)
+        self.daily_screen = DailyScreen(self)
+        self.screen_ = self.daily_screen
         self.day: DailyDay | None = None
         self.board: DailyBoard | None = None
         self.progress = Progress([], [])
@@ -207,10 +208,9 @@ class DailyApp(RaceApp):
             self.screen_.tick()
             return
         if isinstance(msg, DailyBoard):
-            if self.day is None or msg.day == self.day.day:
-                if msg.offset == 0:
-                    self.board = msg
-                    self.screen_.show_after()
+            if (self.day is None or msg.day == self.day.day) and msg.offset == 0:
+                self.board = msg
+                self.daily_screen.show_after()
             return
         super().on_server_message(msg)
         model = self.model
@@ -221,7 +221,7 @@ class DailyApp(RaceApp):
             self.over = True
             self.ask_board()
             self.screen_.refresh_bindings()
-            self.screen_.show_after()
+            self.daily_screen.show_after()
 
     # ------------------------------------------------------------------ the share text
 

@@ -3,10 +3,10 @@
 Only GET is served (anything else: 405), one request per connection (``Connection: close``),
 from a fixed table built at start-up: ``/`` and ``/watch/CODE`` give the page, ``/daily``,
 ``/daily/N``, ``/daily/YYYY-MM-DD`` and ``/player/NAME`` the daily pages (which also read this
-origin's JSON API: their CSP allows it), ``/static/...`` their files; every other path is 404. A file name never reaches the file system, so no path can
-escape the folder. Every response carries the security headers: a Content-Security-Policy that
-allows this origin's scripts and styles and a WebSocket to the game port only, ``nosniff``, no
-framing, no referrer.
+origin's JSON API: their CSP allows it), ``/static/...`` their files; every other path is 404.
+A file name never reaches the file system, so no path can escape the folder. Every response
+carries the security headers: a Content-Security-Policy that allows this origin's scripts and
+styles and a WebSocket to the game port only, ``nosniff``, no framing, no referrer.
 
 The request head is parsed by h11 (the maintained HTTP/1.1 parser: request line and header
 grammar, bare-LF lines, one ``Host``); on top of it only HTTP/1.0 and 1.1 are answered and the
