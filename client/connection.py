@@ -213,6 +213,7 @@ class Connection:
         token_file: TokenFile | None = None,
         resume: bool = True,
         room: str | None = None,
+        identity: str | None = None,
         backoff_start: float = 0.2,
         backoff_max: float = 5.0,
         open_timeout: float = 5.0,
@@ -220,6 +221,7 @@ class Connection:
         self.url = url
         self.name = name
         self.bot = bot
+        self.identity = identity  # the claimed profile's secret for this server (docs/players.md), if any
         self.token_file = token_file
         # ``resume`` False: a new identity, even if the token file holds one (saved over on welcome).
         self.token: str | None = token_file.load() if token_file and resume else None
@@ -358,7 +360,8 @@ class Connection:
     async def _hello(self, ws: ClientConnection) -> None:
         attempt = waits = 0
         while True:
-            await ws.send(encode(Hello(v=PROTOCOL_VERSION, name=self.name, token=self.token, bot=self.bot)))
+            hello = Hello(v=PROTOCOL_VERSION, name=self.name, token=self.token, bot=self.bot, identity=self.identity)
+            await ws.send(encode(hello))
             reply = await self._next_message(ws)
             wait = _retry_after(reply)
             if wait is not None and waits < HELLO_WAITS:

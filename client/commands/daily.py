@@ -30,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
     if identity is None:
         print(f"plot daily: the daily deal is for claimed names: {plot_command()} claim NAME --server {url} first")
         return 1
-    config = RaceConfig(url=url, name=identity["name"], mode=DAILY, profile="daily", title="daily deal")
+    config = RaceConfig(
+        url=url, name=identity["name"], mode=DAILY, profile="daily", title="daily deal", identity=identity["secret"]
+    )
     app = DailyApp(config, DailyConfig(replay=args.replay, page_url=watch_url(url, args.watch_url)))
     app.run()
     code = finish(app)
