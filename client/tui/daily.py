@@ -9,6 +9,7 @@ spoiler-free text to share, copied to the clipboard where the terminal allows it
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -25,6 +26,7 @@ from client.words import describe_error, plot_command
 from shared.daily_share import cards_curve, share_text
 from shared.engine import PLAYING
 from shared.protocol import (
+    COUNTDOWN,
     DAILY_DONE,
     DAY_OVER,
     NOT_CLAIMED,
@@ -35,6 +37,8 @@ from shared.protocol import (
     DailyDay,
     Error,
     GetBoard,
+    Leave,
+    Left,
     Room,
     ServerMessage,
     WatchDaily,
@@ -162,11 +166,21 @@ class DailyApp(RaceApp):
     async def _enter_room(self, welcome: Welcome) -> None:
         connection = self.connection
         assert connection is not None
-        self.profile_id = getattr(welcome, "profile", None)
+        self.profile_id = welcome.profile
         await connection.send(WatchDaily())  # the day (daily_day) and its board as it changes
+        if self.entered:
+            return  # a reconnect: the server brings the attempt back where it was
         if welcome.resumed and welcome.room is not None:
-            self.entered = True  # a reconnect: the server brings the attempt back where it was
-            return
+            room = self.model.room if self.model.room and self.model.room.code == welcome.room else None
+            if room is None:
+                with contextlib.suppress(TimeoutError):
+                    msg = await connection.wait_for(lambda m: isinstance(m, Room) and m.code == welcome.room, 5.0)
+                    room = msg if isinstance(msg, Room) else None
+            if room is not None and room.phase in (COUNTDOWN, RACING):
+                self.entered = True  # an attempt under way, taken up again (its clock has run on)
+                self.screen_.say("back in today's attempt, where you left it (the clock ran on)")
+                return
+            await connection.request(Leave(), Left)  # an attempt (or a room) that is over
         reply = await connection.request(Daily(replay=self.config_daily.replay), Room)
         if isinstance(reply, Error):
             self._refused(reply)

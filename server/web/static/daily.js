@@ -125,14 +125,13 @@ function dayOf(answer) {
   };
 }
 
-/** The record of ``row`` among the day's revealed records (keyed by profile id, or a list). */
-function recordOf(day, row) {
+/** The moves of ``row``'s record among the day's revealed records (name -> moves; the deal is the day's). */
+function movesOf(day, row) {
   const records = day.records;
   if (!records) return null;
-  if (Array.isArray(records)) {
-    return records.find((r) => (r.profile_id && r.profile_id === row.profile_id) || r.name === row.name) ?? null;
-  }
-  return records[row.profile_id] ?? records[row.name] ?? null;
+  const record = Object.hasOwn(records, row.name) ? records[row.name] : null;
+  if (Array.isArray(record)) return record;
+  return record && Array.isArray(record.moves) ? record.moves : null;
 }
 
 // ------------------------------------------------------------------ state
@@ -220,17 +219,16 @@ function replayRows(tableId, day) {
   day.rows.forEach((row, index) => {
     const cell = rows[index] && rows[index].querySelector("td.agree");
     if (!cell) return;
-    const record = recordOf(day, row);
-    if (!record) {
+    const moves = movesOf(day, row);
+    if (!moves) {
       cell.textContent = "no record";
       return;
     }
-    const deal = record.deal ?? day.deal;
     try {
-      const { cardsHome } = replayRecord(deal, record.moves);
-      const ok = cardsHome === num(row.cards) && String(deal) === String(day.deal);
+      const { cardsHome } = replayRecord(day.deal, moves);
+      const ok = cardsHome === num(row.cards);
       cell.dataset.ok = String(ok);
-      cell.textContent = ok ? `✓ ${cardsHome} home` : `✗ ${cardsHome} home`;
+      cell.textContent = ok ? `✓ ${cardsHome} home` : `✗ ${cardsHome} home, not ${num(row.cards)}`;
     } catch (error) {
       cell.dataset.ok = "false";
       cell.textContent = `✗ ${error.message}`;
