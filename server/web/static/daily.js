@@ -6,6 +6,7 @@
 // from the server goes into the page as text (textContent / text nodes), never as HTML.
 
 import { decode, encode } from "./vendor/msgpack/index.mjs";
+import { clock, el, num, plural, sha256Hex } from "./dom.js";
 import { replayRecord } from "./replay.js";
 
 const WS_URL = document.querySelector('meta[name="plot-ws-url"]').content;
@@ -28,52 +29,6 @@ function safeDecode(text) {
 }
 
 // ------------------------------------------------------------------ small helpers
-
-/** An element with text children only: strings become text nodes, never markup. */
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "className") node.className = value;
-    else if (key === "text") node.textContent = String(value);
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-const num = (x) => (typeof x === "bigint" ? Number(x) : x); // uint64 times arrive as BigInt over the socket
-
-function clock(ms) {
-  if (ms === null || ms === undefined) return "-:--";
-  let seconds = Math.floor(Math.max(num(ms), 0) / 1000);
-  let minutes = Math.floor(seconds / 60);
-  seconds %= 60;
-  const ss = String(seconds).padStart(2, "0");
-  if (minutes >= 60) {
-    const hours = Math.floor(minutes / 60);
-    minutes %= 60;
-    return `${hours}:${String(minutes).padStart(2, "0")}:${ss}`;
-  }
-  return `${minutes}:${ss}`;
-}
-
-function ordinal(n) {
-  const suffix = n % 100 >= 10 && n % 100 <= 20 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[n % 10] ?? "th");
-  return `${n}${suffix}`;
-}
-
-function plural(n, word) {
-  return `${n} ${word}${n === 1 ? "" : "s"}`;
-}
-
-async function sha256Hex(text) {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 function playerLink(row) {
   if (!row.claimed) return el("span", {}, row.name);
