@@ -221,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
            metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
+    number("--day-seconds", "PLOT_DAY_SECONDS", int, core.day_seconds, 10, "the daily deal's day, in seconds "
+           "from the Unix epoch (for tests and events; 86400: days begin at 00:00 UTC) [PLOT_DAY_SECONDS] "
+           f"({core.day_seconds})", metavar="S")  # fmt: skip
+    number("--daily-time-limit", "PLOT_DAILY_TIME_LIMIT", int, core.daily_time_limit_s, 10, "seconds each daily "
+           f"attempt may take, from its board [PLOT_DAILY_TIME_LIMIT] ({core.daily_time_limit_s})",
+           metavar="S")  # fmt: skip
     number("--room-ttl", "PLOT_ROOM_TTL", float, 24 * 3600, 0,
            "seconds finished rooms (logs, results) are kept [PLOT_ROOM_TTL] (86400)", low_open=True)  # fmt: skip
     number("--winnable-budget", "PLOT_WINNABLE_BUDGET", int, DEFAULT_BUDGET, 1, "winnable-only rooms: the "
@@ -408,6 +414,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
         max_queued_moves=args.max_queued_moves,
+        day_seconds=args.day_seconds,
+        daily_time_limit_s=args.daily_time_limit,
         shared_rooms=multi_node(args),
     )
     return ServerConfig(

@@ -5,12 +5,15 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Literal
 
+from server.core.daily_state import DailyState
 from server.core.events import (
     ClientEvent,
     Effect,
     ExpireRoom,
     Note,
     Reply,
+    RoomCreated,
+    RoomCreateFailed,
     SavePlayer,
     SaveRoom,
     Send,
@@ -63,6 +66,7 @@ class CoreBase:
         self._leaderboard_wake: int | None = None
         self._shared_tick_at: int | None = None
         self._ticked: set[str] = set()
+        self.daily = DailyState()  # the daily deal's (server/core/daily.py)
 
     def _finish(self) -> list[Effect]:
         leaderboards = self._leaderboard_wake
@@ -201,6 +205,41 @@ class CoreBase:
     # ---- the parts' methods that other parts call (ServerCore mixes them all in)
 
     if TYPE_CHECKING:
+
+        @abstractmethod  # daily.py
+        def _daily_client(self, conn: int, player: PlayerState, msg: p.ClientMessage, now: int) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_created(self, ev: RoomCreated) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_create_failed(self, ev: RoomCreateFailed) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_finalized(self, room: RoomState) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_leave(self, conn: int, room: RoomState, player: PlayerState, now: int) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_loaded(
+            self, code: str, record: RoomRecord | None, dailies: list[tuple[int, p.Daily]], now: int
+        ) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_progress(self, room: RoomState) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _end_message(self, room: RoomState) -> p.ServerMessage: ...
+
+        @abstractmethod  # loading.py
+        def _load(self, code: str, once: bool = True) -> Loading: ...
+
+        @abstractmethod  # lobby.py
+        def _seat_back(self, conn: int, room: RoomState, player: PlayerState, now: int) -> None: ...
+
+        @abstractmethod  # race.py
+        def _set_phase(self, room: RoomState, phase: str) -> None: ...
 
         @abstractmethod  # chat.py
         def _announce_finishes(

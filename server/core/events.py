@@ -10,6 +10,23 @@ from typing import Literal
 
 import msgspec
 
+from server.core.daily_events import BoardRead as BoardRead
+from server.core.daily_events import CreateDay as CreateDay
+from server.core.daily_events import DailyDealFound as DailyDealFound
+
+# The daily deal's events and effects live in server/core/daily_events.py; they join the unions here.
+from server.core.daily_events import DailyTick as DailyTick
+from server.core.daily_events import DayLoaded as DayLoaded
+from server.core.daily_events import FindDailyDeal as FindDailyDeal
+from server.core.daily_events import FinishDaily as FinishDaily
+from server.core.daily_events import LoadDay as LoadDay
+from server.core.daily_events import ProfileRead as ProfileRead
+from server.core.daily_events import PutDailyRow as PutDailyRow
+from server.core.daily_events import ReadBoard as ReadBoard
+from server.core.daily_events import ReadProfile as ReadProfile
+from server.core.daily_events import ReadStanding as ReadStanding
+from server.core.daily_events import StandingRead as StandingRead
+from server.core.daily_events import WakeDaily as WakeDaily
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from shared.protocol import ClientMessage, Hello, ServerMessage
 
@@ -268,6 +285,12 @@ Event = (
     | RemoteMoves
     | RemoteBatch
     | NodesGone
+    | DailyTick
+    | DayLoaded
+    | DailyDealFound
+    | BoardRead
+    | ProfileRead
+    | StandingRead
 )
 
 # ---------------------------------------------------------------- effects (core -> shell)
@@ -491,4 +514,13 @@ Effect = (
     | CheckBlocked
     | ReadBack
     | KeepCommand
+    | WakeDaily
+    | LoadDay
+    | FindDailyDeal
+    | CreateDay
+    | PutDailyRow
+    | FinishDaily
+    | ReadBoard
+    | ReadProfile
+    | ReadStanding
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from server.core.base import CoreBase
+from server.core.daily_rules import daily_room
 from server.core.events import (
     Bind,
     ClientEvent,
@@ -41,6 +42,9 @@ from shared import protocol as p
 from shared.engine import RESIGN
 from shared.names import NameInvalid, display_name, name_key
 
+# The daily deal's client messages (server/core/daily.py): none needs a room.
+DAILY_MESSAGES = (p.Daily, p.WatchDaily, p.GetBoard, p.GetPlayer, p.GetStanding)
+
 
 class LobbyMixin(CoreBase):
     def _client(self, ev: ClientEvent) -> None:
@@ -68,6 +72,8 @@ class LobbyMixin(CoreBase):
         elif isinstance(msg, p.ListRooms):
             # The listed rooms of every process are in the store: the shell reads them (ListRooms).
             self._out.append(ListRooms(ev.conn))
+        elif isinstance(msg, DAILY_MESSAGES):
+            self._daily_client(ev.conn, player, msg, ev.now)
         else:
             room = self.rooms.get(player.room) if player.room is not None else None
             if room is None:
@@ -79,7 +85,9 @@ class LobbyMixin(CoreBase):
                 return
             room.last_activity_ms = ev.now
             self._touched.add(room.code)
-            if isinstance(msg, p.Leave):
+            if isinstance(msg, p.Leave) and daily_room(room.code) is not None:
+                self._daily_leave(ev.conn, room, player, ev.now)
+            elif isinstance(msg, p.Leave):
                 self._remove_member(room, pid, ev.now)
                 self._reply(ev.conn, p.Left(room=room.code))
             elif isinstance(msg, p.Ready):
@@ -282,6 +290,9 @@ class LobbyMixin(CoreBase):
         )
 
     def _room_created(self, ev: RoomCreated) -> None:
+        if daily_room(ev.record.code) is not None:
+            self._daily_created(ev)
+            return
         self._creating.pop(ev.conn, None)
         code = ev.record.code
         pid = self.conns.get(ev.conn)
@@ -303,6 +314,9 @@ class LobbyMixin(CoreBase):
         self._changed(room)
 
     def _room_create_failed(self, ev: RoomCreateFailed) -> None:
+        if daily_room(ev.record.code) is not None:
+            self._daily_create_failed(ev)
+            return
         attempts = self._creating.get(ev.conn)
         pid = self.conns.get(ev.conn)
         if attempts is None or pid is None:
@@ -524,7 +538,7 @@ class LobbyMixin(CoreBase):
         race = room.race
         if race is not None and pid in race.racers and room.phase in (p.COUNTDOWN, p.RACING):
             racer = race.racers[pid]
-            if not racer.game.over:
+            if not racer.game.over and daily_room(room.code) is None:  # an attempt's clock just runs on
                 racer.forfeit_at = now + self.config.grace_ms
             race.lb_dirty = True
         if self._shown(room, room.members[pid]):

@@ -17,11 +17,16 @@ import traceback
 from typing import assert_never
 
 from server.core.chat import ChatMixin
+from server.core.daily import DailyMixin
 from server.core.deadlines import DeadlinesMixin
 from server.core.events import (
     BlockedChecked,
+    BoardRead,
     ClientEvent,
     Connected,
+    DailyDealFound,
+    DailyTick,
+    DayLoaded,
     DealFound,
     Disconnected,
     DropRoom,
@@ -34,6 +39,7 @@ from server.core.events import (
     MovePersistFailed,
     NodesGone,
     PlayerRegistered,
+    ProfileRead,
     RegisterFailed,
     RemoteBatch,
     RemoteMoves,
@@ -44,6 +50,7 @@ from server.core.events import (
     RoomSaved,
     RoomsListed,
     RoomStale,
+    StandingRead,
     Tick,
     TokenLooked,
 )
@@ -87,6 +94,7 @@ class ServerCore(
     DeadlinesMixin,
     RebuildMixin,
     ChatMixin,
+    DailyMixin,
 ):
     """Every room and player this process serves. ``handle(event) -> effects``.
 
@@ -160,6 +168,7 @@ class ServerCore(
             self._log_reloaded(event)
         elif isinstance(event, Disconnected):
             self._disconnected(event)
+            self._daily_forget(event.conn)
         elif isinstance(event, DealFound):
             self._deal_found(event)
         elif isinstance(event, BlockedChecked):
@@ -174,6 +183,18 @@ class ServerCore(
             self._remote_moves(event)
         elif isinstance(event, NodesGone):
             self._nodes_gone(event)
+        elif isinstance(event, DailyTick):
+            self._daily_tick(event)
+        elif isinstance(event, DayLoaded):
+            self._day_loaded(event)
+        elif isinstance(event, DailyDealFound):
+            self._daily_deal_found(event)
+        elif isinstance(event, BoardRead):
+            self._board_read(event)
+        elif isinstance(event, ProfileRead):
+            self._profile_read(event)
+        elif isinstance(event, StandingRead):
+            self._standing_read(event)
         else:
             assert_never(event)
 

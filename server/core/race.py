@@ -4,6 +4,7 @@ explicit table of the allowed phase transitions (:data:`PHASE_TRANSITIONS`)."""
 from __future__ import annotations
 
 from server.core.base import CoreBase
+from server.core.daily_rules import daily_room
 from server.core.events import (
     DealFound,
     FindDeal,
@@ -142,7 +143,8 @@ class RaceMixin(CoreBase):
         race.lb_dirty = True
         for racer in race.racers.values():
             member = room.members.get(racer.info.player_id)
-            if member is not None and member.left_ms is not None and racer.forfeit_at is None:
+            away = member is not None and member.left_ms is not None
+            if away and racer.forfeit_at is None and daily_room(room.code) is None:
                 racer.forfeit_at = now + self.config.grace_ms
         self._note("race_start", room=room.code, race=race.record.number, commitment=race.record.commitment)
         self._changed(room)
@@ -204,7 +206,10 @@ class RaceMixin(CoreBase):
         # Sent once the save that ends the race has landed: on several nodes another node may end it
         # too, and only the copy the store keeps is announced (a lost save's node reads it back and
         # sends the stored results instead; docs/scaling.md, "Room changes").
-        room.after_save.append(Send(room.member_ids(), self._results(room)))
+        if daily_room(room.code) is not None:
+            self._daily_finalized(room)  # never the results: the day's deal stays hidden until its reveal
+        else:
+            room.after_save.append(Send(room.member_ids(), self._results(room)))
 
     def _check_race_over(self, room: RoomState, now: int) -> None:
         race = room.race

@@ -15,18 +15,26 @@ from server.core.events import (
     Bind,
     CheckBlocked,
     CloseConnection,
+    CreateDay,
     CreateRoomRecord,
     DropRoom,
     Effect,
     ExpireRoom,
+    FindDailyDeal,
     FindDeal,
+    FinishDaily,
     KeepCommand,
     ListRooms,
+    LoadDay,
     LoadRoom,
     LookupToken,
     Note,
     PersistMove,
+    PutDailyRow,
     ReadBack,
+    ReadBoard,
+    ReadProfile,
+    ReadStanding,
     RegisterPlayer,
     ReloadLog,
     Reply,
@@ -35,6 +43,7 @@ from server.core.events import (
     Send,
     SetListed,
     Wake,
+    WakeDaily,
     WakeLeaderboards,
 )
 
@@ -92,6 +101,24 @@ class EffectExecutor(abc.ABC):
             self.read_back(effect)
         elif isinstance(effect, KeepCommand):
             self.keep_command(effect)
+        elif isinstance(effect, PutDailyRow):
+            self.put_daily_row(effect)
+        elif isinstance(effect, ReadBoard):
+            self.read_board(effect)
+        elif isinstance(effect, WakeDaily):
+            self.wake_daily(effect)
+        elif isinstance(effect, FinishDaily):
+            self.finish_daily(effect)
+        elif isinstance(effect, LoadDay):
+            self.load_day(effect)
+        elif isinstance(effect, CreateDay):
+            self.create_day(effect)
+        elif isinstance(effect, FindDailyDeal):
+            self.find_daily_deal(effect)
+        elif isinstance(effect, ReadProfile):
+            self.read_profile(effect)
+        elif isinstance(effect, ReadStanding):
+            self.read_standing(effect)
         else:
             assert_never(effect)
 
@@ -179,3 +206,33 @@ class EffectExecutor(abc.ABC):
 
     @abc.abstractmethod
     def keep_command(self, effect: KeepCommand) -> None: ...
+
+    # ------------------------------------------------------------------ the daily deal (docs/daily.md)
+
+    @abc.abstractmethod
+    def wake_daily(self, effect: WakeDaily) -> None:
+        """Hand the core DailyTick at the time (replacing the earlier one)."""
+
+    @abc.abstractmethod
+    def load_day(self, effect: LoadDay) -> None: ...
+
+    @abc.abstractmethod
+    def create_day(self, effect: CreateDay) -> None: ...
+
+    @abc.abstractmethod
+    def find_daily_deal(self, effect: FindDailyDeal) -> None: ...
+
+    @abc.abstractmethod
+    def put_daily_row(self, effect: PutDailyRow) -> None: ...
+
+    @abc.abstractmethod
+    def finish_daily(self, effect: FinishDaily) -> None: ...
+
+    @abc.abstractmethod
+    def read_board(self, effect: ReadBoard) -> None: ...
+
+    @abc.abstractmethod
+    def read_profile(self, effect: ReadProfile) -> None: ...
+
+    @abc.abstractmethod
+    def read_standing(self, effect: ReadStanding) -> None: ...

@@ -26,6 +26,7 @@ from server.limits import AddressLimits, AnswerBudgets
 from server.proxy import trusting
 from server.shell.appends import AppendPipeline
 from server.shell.config import ServerConfig, ServerStats, Tasks, log, log_event
+from server.shell.daily import DailyPart
 from server.shell.delivery import Delivery
 from server.shell.effects import ShellEffects
 from server.shell.gate import Gate, PlotConnection
@@ -82,6 +83,7 @@ class RaceServer:
         self.reads = Reads(ctx, self.room_writes)
         self.player_writes = PlayerWrites(ctx)
         self.workers = Workers(ctx)
+        self.daily = DailyPart(ctx, self.workers)
         self.health = StoreHealth(store, store_name)
         self.http = Http(self.config, self.health, None, self._status)
         self.effects = ShellEffects(
@@ -93,6 +95,7 @@ class RaceServer:
             self.player_writes,
             self.workers,
             self.tasks,
+            self.daily,
         )
         if self.config.metrics:
             self.metrics = self._make_metrics()
@@ -261,6 +264,7 @@ class RaceServer:
         )
         self.delivery.start()
         self.health.start()
+        self.daily.start()
         await self.http.start()
         log_event(
             logging.INFO,
@@ -308,6 +312,7 @@ class RaceServer:
         log_event(logging.INFO, "server_stopping", reason=reason, connections=len(self.delivery.conns))
         self.delivery.broadcast_all(p.encode(p.Shutdown(reason=reason, retry_after_ms=self.config.shutdown_retry_ms)))
         self.timers.stop()
+        self.daily.stop()
         self.delivery.stop()
         self.health.stop()
         self.workers.stop()

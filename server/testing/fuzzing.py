@@ -279,6 +279,12 @@ class EffectRunner(InProcessExecutor):
 
     # -------------------------------------------------------------- helpers
 
+    def daily_answer(self, event: Event) -> None:
+        self.events.append(event)
+
+    def daily_now(self) -> int:
+        return self.now
+
     def _fault(self, name: str) -> bool:
         """Does the store misbehave this way now? (``name``: a StoreFaults field; counted.)"""
         chance: float = getattr(self.faults, name)

@@ -63,6 +63,8 @@ from server.core.events import (
 )
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from server.shell.executor import EffectExecutor
+from server.store.memory import MemoryStore
+from server.testing.daily_target import InProcessDaily
 from shared import protocol as p
 
 DEAL = 4242
@@ -95,7 +97,7 @@ class SeededEntropy(Entropy):
         return self.rng.randrange(n)
 
 
-class InProcessExecutor(EffectExecutor):
+class InProcessExecutor(InProcessDaily, EffectExecutor):
     """The connections' and timers' part of the dispatch for the in-process targets (:class:`Shell`
     and the fuzzer's runner); the store's part is each target's own.
 
@@ -107,6 +109,7 @@ class InProcessExecutor(EffectExecutor):
     leaderboard tick (a LeaderboardTick): :meth:`next_wake`."""
 
     def __init__(self) -> None:
+        self.daily_store = MemoryStore()
         self.live_conns: set[int] = set()
         self.conns_of: dict[str, list[int]] = {}
         self.wakes: dict[str, int] = {}
@@ -252,6 +255,12 @@ class Shell(InProcessExecutor):
             finally:
                 self._landing = False
         return effects
+
+    def daily_answer(self, event: Event) -> None:
+        self.run(event)
+
+    def daily_now(self) -> int:
+        return self.now
 
     def apply(self, effects: list[Effect]) -> None:
         for effect in effects:
