@@ -22,6 +22,7 @@ from client.tui.race_screen import RaceScreen
 from client.widgets.cards import span
 from client.widgets.daily import DailyBoardPanel, day_text
 from client.widgets.leaderboard import clock
+from client.widgets.plain import clean
 from client.words import describe_error, plot_command
 from shared.daily_share import cards_curve, share_text
 from shared.engine import PLAYING
@@ -128,6 +129,7 @@ class DailyScreen(RaceScreen):
             line.append(" · ")
             line.append(day_text(day, app.model.server_now()))
             line.append(f" · attempt limit {clock(day.time_limit_s * 1000)}", style="dim")
+            line.append(f" · commitment {clean(day.commitment)[:12]}…", style="dim")
         if app.config_daily.replay:
             line.append(" · unranked replay", style="yellow")
         self.query_one("#day-line", Static).update(line)

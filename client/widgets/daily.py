@@ -104,10 +104,9 @@ class DailyBoardPanel(Widget):
 
 
 def day_text(day: DailyDay, now_ms: int) -> str:
-    """``day 20424 · 2026-12-02 · ends in 3:12:05 · commitment 9f2c…``"""
+    """``day 20424 · 2026-12-02 · ends in 3:12:05``"""
     left = day.ends_at - now_ms
-    when = f"ends in {clock(left)}" if left > 0 else "over"
-    return f"{day_title(day.day, day.date)} · {when} · commitment {clean(day.commitment)[:16]}…"
+    return f"{day_title(day.day, day.date)} · " + (f"ends in {clock(left)}" if left > 0 else "over")
 
 
 def profile_text(profile: PlayerProfile) -> Text:
