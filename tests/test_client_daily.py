@@ -68,12 +68,14 @@ async def test_an_attempt_by_keys_then_the_board_live_and_the_share_text(server:
         await pilot.pause()
         text = screen_text(app)
         assert f"Today's board · {day.date}" in text and "1 player" in text
-        assert f"The Plot daily {day.date} · resigned · " in text and "1 move" in text and "1st of 1" in text
+        # The server's figures: two entries (the move and the resignation), first of one.
+        assert f"The Plot daily {day.date} · resigned · " in text and "2 moves · 1st of 1" in text
+        assert "your attempt is over (resigned)" in message(app)
         assert f"{PAGES}/daily/{day.date}" in text
         assert "copied to the clipboard (OSC 52)" in text
         assert app.clipboard == app.shared and app.shared is not None and app.shared.startswith("The Plot daily")
         row = next(line for line in text.splitlines() if " ann ✓" in line)
-        assert "resigned" in row and "1m" in row
+        assert "resigned" in row and "2m" in row
         # Another claimed player's attempt ends: the board follows live (watch_daily).
         other = await play_attempt(server, bob, 30)
         await until(lambda: app.board is not None and app.board.total == 2, "bob on the live board")

@@ -112,6 +112,8 @@ class DailyScreen(RaceScreen):
             return False  # a room of one: nothing to start, ready, end or chat about
         if action in ("copy_share", "board"):
             return self.daily_app.over
+        if action in ("cycle", "scroll_results"):
+            return False  # an attempt ends without results: its board of the day is all there is
         return super().check_action(action, parameters)
 
     def action_copy_share(self) -> None:
@@ -235,6 +237,8 @@ class DailyApp(RaceApp):
         ended = model.phase == RESULTS or (model.view is not None and model.view.status != PLAYING)
         if ended and not self.over:
             self.over = True
+            status = model.view.status if model.view is not None else "over"
+            self.screen_.say(f"your attempt is over ({status}): the day's board is below, live", sticky=True)
             self.ask_board()
             self.screen_.refresh_bindings()
             self.daily_screen.show_after()
