@@ -36,8 +36,10 @@ from shared.protocol import (
     Daily,
     DailyBoard,
     DailyDay,
+    DailyRow,
     Error,
     GetBoard,
+    LeaderboardRow,
     Leave,
     Left,
     Room,
@@ -245,47 +247,44 @@ class DailyApp(RaceApp):
 
     # ------------------------------------------------------------------ the share text
 
-    def mine(self) -> tuple[str, int, int, int] | None:
-        """(status, cards, moves, elapsed ms) of this attempt: the server's row, else the board here."""
+    def mine(self) -> tuple[DailyRow | None, LeaderboardRow | None]:
+        """This attempt's row on the day's board (ranked), and its row on the attempt's leaderboard."""
         board = self.board
-        if board is not None:
-            for row in [*board.rows, *([board.you] if board.you else [])]:
-                if row.profile_id == self.profile_id:
-                    return row.status, row.cards, row.moves, row.elapsed_ms
-        board_rows = self.model.leaderboard.racers if self.model.leaderboard else []
-        for lrow in board_rows:
-            if lrow.player_id == self.model.player_id:
-                return lrow.status, lrow.cards, lrow.moves, lrow.elapsed_ms
-        return None
+        row = None
+        if board is not None and not self.config_daily.replay:
+            rows = [*board.rows, *([board.you] if board.you else [])]
+            row = next((r for r in rows if r.profile_id == self.profile_id), None)
+        racers = self.model.leaderboard.racers if self.model.leaderboard else []
+        lrow = next((r for r in racers if r.player_id == self.model.player_id), None)
+        return row, lrow
 
     def share_text(self) -> str:
-        mine = self.mine()
+        row, lrow = self.mine()
         day = self.day
-        if mine is None or day is None:
+        if day is None or (row is None and lrow is None):
             return "(your result shows here once the server has it)"
-        status, cards, moves, elapsed = mine
-        rank: int | None = None
+        figures = row if row is not None else lrow
+        assert figures is not None
         board = self.board
-        if board is not None:
-            for row in [*board.rows, *([board.you] if board.you else [])]:
-                if row.profile_id == self.profile_id:
-                    rank = row.rank
-        players = (board.total or len(board.rows)) if board is not None else None
+        players = (board.total or len(board.rows)) if board is not None and row is not None else None
         base = self.config_daily.page_url
         text = share_text(
             date=day.date,
-            status=status,
-            cards=cards,
-            moves=moves,
-            elapsed_ms=elapsed,
-            rank=None if self.config_daily.replay else rank,
-            players=None if self.config_daily.replay else players,
-            curve=cards_curve(self.progress.times_ms, self.progress.cards, elapsed),
+            status=figures.status,
+            cards=figures.cards,
+            moves=figures.moves,
+            elapsed_ms=figures.elapsed_ms,
+            rank=row.rank if row is not None else None,
+            players=players,
+            curve=cards_curve(self.progress.times_ms, self.progress.cards, figures.elapsed_ms),
             url=f"{base.rstrip('/')}/daily/{day.date}" if base else None,
         )
         self.shared = text
-        if not self.copied:
-            self.copy_share()  # once, as soon as there is a result; y copies the text as it stands
+        # Copied once, as soon as the server's figures are final (the day's row; a replay's last
+        # leaderboard); y copies the text as it stands later (the place changes as others finish).
+        final = row is not None or (self.config_daily.replay and self.model.phase == RESULTS)
+        if final and not self.copied:
+            self.copy_share()
         return text
 
     def copy_share(self) -> None:
