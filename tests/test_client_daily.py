@@ -8,6 +8,7 @@ ends) and the share text are on screen, and the text is on the clipboard (Textua
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,6 +25,11 @@ from server.shell import RaceServer
 from shared import protocol as p
 
 PAGES = "http://127.0.0.1:8766"
+
+
+def board_line(text: str, name: str) -> str | None:
+    """The day's board's row of ``name`` (claimed: ✓) on the screen, if there is one."""
+    return next((line for line in text.splitlines() if re.match(rf"\s*\d+ {re.escape(name)}\s+✓", line)), None)
 
 
 @pytest.fixture(name="server")
@@ -74,14 +80,14 @@ async def test_an_attempt_by_keys_then_the_board_live_and_the_share_text(server:
         assert f"{PAGES}/daily/{day.date}" in text
         assert "copied to the clipboard (OSC 52)" in text
         assert app.clipboard == app.shared and app.shared is not None and app.shared.startswith("The Plot daily")
-        row = next(line for line in text.splitlines() if " ann ✓" in line)
-        assert "resigned" in row and "2m" in row
+        row = board_line(text, "ann")
+        assert row is not None and "resigned" in row and "2m" in row
         # Another claimed player's attempt ends: the board follows live (watch_daily).
         other = await play_attempt(server, bob, 30)
         await until(lambda: app.board is not None and app.board.total == 2, "bob on the live board")
         await pilot.pause()
         text = screen_text(app)
-        assert "2 players" in text and any(" bob ✓" in line for line in text.splitlines())
+        assert "2 players" in text and board_line(text, "bob") is not None
         # y copies the text as it now stands (its place among two).
         await pilot.press("y")
         assert app.clipboard is not None and " of 2" in app.clipboard
@@ -100,7 +106,7 @@ async def test_a_second_attempt_is_refused_and_the_board_shown(server: RaceServe
         await until(lambda: app.over and app.board is not None, "the board")
         await pilot.pause()
         assert "today's ranked attempt is used" in message(app) and "plot daily --replay" in message(app)
-        assert any(" ann ✓" in line for line in screen_text(app).splitlines())
+        assert board_line(screen_text(app), "ann") is not None
         assert app.model.view is None  # no board of a new attempt
         await app.shutdown()
     # The unranked replay: the deal again, its share text without a place.
