@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Static
+from textual.css.query import NoMatches
+from textual.widgets import Footer, Static
 
 from client.tui.race import RaceApp, RaceConfig
 from client.tui.race_screen import RaceScreen
@@ -99,15 +100,15 @@ class DailyScreen(RaceScreen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="day-line", markup=False)
-        yield from super().compose()
+        for widget in super().compose():
+            if isinstance(widget, Footer):
+                # The day's board and the share text, under the board, above the footer.
+                yield Vertical(DailyBoardPanel(), Static("", id="share", markup=False), id="daily-after")
+            yield widget
 
     def on_mount(self) -> None:
         super().on_mount()
-        # The day's board and the share text go above the footer, under the board.
-        self.mount(
-            Vertical(DailyBoardPanel(), Static("", id="share", markup=False), id="daily-after"),
-            before=self.query_one("#message"),
-        )
+        self.show_after()  # a board that came before the screen was up
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self.HIDDEN_ACTIONS:
@@ -141,9 +142,16 @@ class DailyScreen(RaceScreen):
     def show_after(self) -> None:
         """The day's board and the share text, once the attempt is over."""
         app = self.daily_app
+        if not self.is_attached:
+            return
         self.set_class(app.over, "-daily-over")
         if not app.over:
             return
+        with contextlib.suppress(NoMatches):  # the screen is being torn down (quitting)
+            self._show_after()
+
+    def _show_after(self) -> None:
+        app = self.daily_app
         title = "Today's board" + (f" · {app.day.date}" if app.day is not None else "")
         self.query_one(DailyBoardPanel).show(app.board, app.profile_id, title)
         share = app.share_text()
