@@ -129,14 +129,14 @@ class DailyScreen(RaceScreen):
         super()._tick()
         app = self.daily_app
         line = span("daily", "bold")
+        if app.config_daily.replay:
+            line.append(" · unranked replay", style="yellow")
         day = app.day
         if day is not None:
             line.append(" · ")
             line.append(day_text(day, app.model.server_now()))
             line.append(f" · attempt limit {clock(day.time_limit_s * 1000)}", style="dim")
             line.append(f" · commitment {clean(day.commitment)[:12]}…", style="dim")
-        if app.config_daily.replay:
-            line.append(" · unranked replay", style="yellow")
         self.query_one("#day-line", Static).update(line)
 
     def show_after(self) -> None:
