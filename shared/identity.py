@@ -52,11 +52,10 @@ def check_secret(secret: str) -> str | None:
     return None
 
 
-def rename_wait_ms(renamed_ms: int | None, created_ms: int, now: int) -> int:
-    """How long (ms) before a claimed name may change again: 0 now. The first change waits
-    RENAME_EVERY_MS from the claim, each later one as long from the previous change."""
-    since = renamed_ms if renamed_ms is not None else created_ms
-    return max(0, since + RENAME_EVERY_MS - now)
+def rename_wait_ms(renamed_ms: int | None, now: int) -> int:
+    """How long (ms) before a claimed name may change again: 0 now. The first change may come at
+    once (a slip of the keyboard at the claim), each later one RENAME_EVERY_MS after the last."""
+    return 0 if renamed_ms is None else max(0, renamed_ms + RENAME_EVERY_MS - now)
 
 
 # ---------------------------------------------------------------- ratings (pure figures)

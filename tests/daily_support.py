@@ -1,78 +1,117 @@
-"""Helpers of the daily views' tests (the client's daily commands, the daily pages): a server with
-short days, claimed players over the real protocol, their identities where the client keeps them,
-and attempts played by plain WebSocket clients."""
+"""Helpers for the daily deal's tests: claimed players over the real protocol, an attempt played,
+the JSON API read, and the check that nothing hidden reached a client before the reveal."""
 
 from __future__ import annotations
 
-import base64
 import json
+import random
 import secrets
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from support import FAST, Client, board, fast_config
+import msgspec
+from support import FAST, Client, board, view_game
+from web_helpers import http_get
 
-from client.bot import choose_move
-from server.shell import RaceServer, ServerConfig
+from server.core.state import CoreConfig
 from shared import protocol as p
+from shared.engine import View
 
-
-def daily_config(day_seconds: int = 3600, time_limit_s: int = 1800, **overrides: Any) -> ServerConfig:
-    """A test server whose days last ``day_seconds`` (the day record is made before the day starts)."""
-    return fast_config(core=replace(FAST, day_seconds=day_seconds, daily_time_limit_s=time_limit_s), **overrides)
+DAY_SECONDS = 60
+DAILY_CORE: CoreConfig = replace(FAST, day_seconds=DAY_SECONDS, daily_time_limit_s=15, daily_poll_ms=200)
 
 
 def new_secret() -> str:
-    return base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+    return secrets.token_urlsafe(32)
 
 
-async def claim(server: RaceServer, name: str) -> dict[str, str]:
-    """``name`` claimed on ``server`` over the protocol: {"secret", "profile_id", "name"}."""
-    client = await Client.open(server, name)
-    try:
-        await client.hello(name)
-        secret = new_secret()
-        await client.send(p.Claim(name=name, identity=secret))
-        claimed = await client.expect(p.Claimed)
-    finally:
-        await client.close()
-    return {"secret": secret, "profile_id": claimed.profile_id, "name": claimed.name}
+async def claimed(server: object, name: str, secret: str | None = None, label: str = "") -> tuple[Client, str]:
+    """A connected player holding the claimed ``name`` (claimed now, or bound by its secret)."""
+    client = await Client.open(server, label or name)  # type: ignore[arg-type]
+    if secret is not None:
+        await client.send(p.Hello(v=p.PROTOCOL_VERSION, name=name, identity=secret))
+        client.welcome = await client.expect(p.Welcome)
+        assert client.welcome.claimed
+        return client, secret
+    await client.hello(name)
+    secret = new_secret()
+    await client.send(p.Claim(name=name, identity=secret))
+    await client.expect(p.Claimed)
+    return client, secret
 
 
-def keep_identities(state_dir: Path, server_url: str, identity: dict[str, str]) -> None:
-    """Where ``plot claim`` keeps it: the state directory's identities.json, owner-only."""
-    path = state_dir / "identities.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data[server_url] = identity
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
-    path.chmod(0o600)
-
-
-async def bound(server: RaceServer, identity: dict[str, str]) -> Client:
-    """A plain client said hello with the identity (bound to its profile)."""
-    client = await Client.open(server, identity["name"])
-    await client.send(p.Hello(v=p.PROTOCOL_VERSION, name=identity["name"], identity=identity["secret"]))
-    client.welcome = await client.expect(p.Welcome)
-    assert client.welcome.profile == identity["profile_id"]
-    return client
-
-
-async def play_attempt(server: RaceServer, identity: dict[str, str], moves: int, *, resign: bool = True) -> Client:
-    """Today's ranked attempt of ``identity``: the bot's first ``moves`` moves, then resigned (or
-    left running). Returns the client (still connected)."""
-    client = await bound(server, identity)
+async def start_attempt(client: Client) -> tuple[p.DailyDay, p.RaceStart]:
     await client.send(p.Daily())
-    start = await client.expect(p.RaceStart)
-    view = board(start)
-    for move_id in range(1, moves + 1):
-        move = choose_move(view)
-        if move is None or move == "resign":
+    day = await client.expect(p.DailyDay, timeout=90)
+    start = await client.expect(p.RaceStart, timeout=30)
+    assert start.view is not None and start.commitment == day.commitment
+    return day, start
+
+
+async def play_moves(client: Client, view: View, count: int, rng: random.Random, first_id: int = 1) -> tuple[View, int]:
+    """Up to ``count`` legal moves (foundation moves first), each acknowledged."""
+    move_id = first_id
+    for _ in range(count):
+        if view.status != "playing":
             break
+        legal = [m for m in view_game(view).legal_moves() if m not in ("undo", "resign")]
+        if not legal:
+            break
+        up = [m for m in legal if ">f" in m]
+        move = rng.choice(up) if up else rng.choice(legal)
         await client.send(p.Move(id=move_id, move=move))
-        view = board(await client.expect(p.MoveOk))
-    if resign:
-        await client.send(p.Move(id=moves + 1, move="resign"))
-        await client.expect(p.DailyBoard)  # the attempt's row went to the day's board
-    return client
+        reply = await client.expect(p.MoveOk | p.MoveRejected)  # type: ignore[arg-type]
+        assert isinstance(reply, p.MoveOk), reply
+        view = board(reply)
+        move_id += 1
+    return view, move_id
+
+
+async def api(port: int, path: str) -> tuple[int, Any]:
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+    status, _headers, body = await http_get(port, request)
+    return status, json.loads(body)
+
+
+HIDDEN_FIELDS = ("deal", "salt", "records")
+
+
+def until_reveal(frames: list[bytes]) -> list[bytes]:
+    """The frames before the first revealed (final) daily board."""
+    for i, frame in enumerate(frames):
+        msg = p.decode_server(frame)
+        if isinstance(msg, p.DailyBoard) and msg.final:
+            return frames[:i]
+    return frames
+
+
+def assert_nothing_hidden(label: str, frames: list[bytes], deal: int, *, own_board: bool) -> None:
+    """Every frame: no results, no live boards, no deal, salt or records of the day, not even the
+    deal's number anywhere, and a board only the racer's own (``own_board``)."""
+    for frame in frames:
+        msg = p.decode_server(frame)
+        assert not isinstance(msg, p.Results | p.Boards), f"{label} got {p.message_type(msg)}"
+        if isinstance(msg, p.DailyBoard):
+            assert msg.deal is None and msg.salt is None and msg.records is None, msg
+        if isinstance(msg, p.RaceStart) and not own_board:
+            assert msg.view is None
+        raw = msgspec.msgpack.decode(frame)
+        assert deal not in _ints(raw), f"{label}: the day's deal number in a {p.message_type(msg)} frame"
+
+
+def assert_api_hides(answer: Any) -> None:
+    board = answer.get("board", {}) if isinstance(answer, dict) else {}
+    for name in HIDDEN_FIELDS:
+        assert board.get(name) is None, f"the API showed {name} before the reveal"
+
+
+def _ints(value: object) -> set[int]:
+    if isinstance(value, bool):
+        return set()
+    if isinstance(value, int):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_ints(v) for v in value.values())) if value else set()
+    if isinstance(value, list | tuple):
+        return set().union(*(_ints(v) for v in value)) if value else set()
+    return set()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from client_fixtures import fresh_state_dir  # noqa: F401  (fixture: state_dir)
-from daily_support import claim, daily_config, keep_identities, play_attempt
+from daily_views_support import claim, daily_config, keep_identities, play_attempt
 from support import SIZE, message, running_server, screen_text, until, url, view_game
 
 from client.cli import main as plot_main

@@ -470,9 +470,9 @@ class DailyMixin(CoreBase):
         daily.watchers.add(conn)
         today = day_of(now, self._day_s)
         record = daily.days.get(today)
-        if record is not None:
+        if record is not None:  # else both come once the day's record is known (the day clock's tick)
             self._reply(conn, day_message(record, self._day_s, now))
-        self._out.append(ReadBoard(conn, today))
+            self._out.append(ReadBoard(conn, today))
         self._daily_schedule(now)
 
     def _get_board(self, conn: int, player: PlayerState, msg: p.GetBoard, now: int) -> None:
@@ -529,42 +529,7 @@ class DailyMixin(CoreBase):
         if ev.profile is None:
             self._error(ev.conn, p.UNKNOWN_PLAYER, f"nobody has claimed the name {ev.name!r}", "get_player")
             return
-        self._reply(ev.conn, self._profile_message(ev))
-
-    def _profile_message(self, ev: ProfileRead) -> p.PlayerProfile:
-        assert ev.profile is not None
-        played, won, streak, best_streak, last_day, best_ms, best_cards, total = ev.stats or (0, 0, 0, 0, -1, -1, 0, 0)
-        today = day_of(ev.now, self._day_s)
-        history = []
-        for day, data, rank, players in ev.history:
-            row = decode_row(data)
-            history.append(
-                p.DailyResult(
-                    day=day,
-                    date=day_date(day, self._day_s),
-                    status=row.status,
-                    cards=row.cards,
-                    moves=row.moves,
-                    elapsed_ms=row.elapsed_ms,
-                    rank=rank,
-                    players=players,
-                )
-            )
-        rating = ev.profile.rating
-        return p.PlayerProfile(
-            name=ev.profile.name,
-            profile_id=ev.profile.profile_id,
-            created_ms=ev.profile.created_ms,
-            days_played=played,
-            days_won=won,
-            streak=streak if last_day >= today - 1 else 0,
-            best_streak=best_streak,
-            best_ms=None if best_ms < 0 else best_ms,
-            best_cards=best_cards,
-            points=total,
-            history=history,
-            rating=None if rating is None else float(rating.shown),
-        )
+        self._reply(ev.conn, profile_message(ev, self._day_s))
 
     def _standing_read(self, ev: StandingRead) -> None:
         if ev.conn not in self.conns:
@@ -589,3 +554,40 @@ def standing_message(ev: StandingRead) -> p.Standing:
         for i, (pid, name, pts, played, won, streak) in enumerate(ev.rows)
     ]
     return p.Standing(rows=rows, total=ev.total, offset=ev.offset)
+
+
+def profile_message(ev: ProfileRead, day_seconds: int) -> p.PlayerProfile:
+    """A claimed player's daily standing from what the store holds (the core and the JSON API)."""
+    assert ev.profile is not None
+    played, won, streak, best_streak, last_day, best_ms, best_cards, total = ev.stats or (0, 0, 0, 0, -1, -1, 0, 0)
+    today = day_of(ev.now, day_seconds)
+    history = []
+    for day, data, rank, players in ev.history:
+        row = decode_row(data)
+        history.append(
+            p.DailyResult(
+                day=day,
+                date=day_date(day, day_seconds),
+                status=row.status,
+                cards=row.cards,
+                moves=row.moves,
+                elapsed_ms=row.elapsed_ms,
+                rank=rank,
+                players=players,
+            )
+        )
+    rating = ev.profile.rating
+    return p.PlayerProfile(
+        name=ev.profile.name,
+        profile_id=ev.profile.profile_id,
+        created_ms=ev.profile.created_ms,
+        days_played=played,
+        days_won=won,
+        streak=streak if last_day >= today - 1 else 0,
+        best_streak=best_streak,
+        best_ms=None if best_ms < 0 else best_ms,
+        best_cards=best_cards,
+        points=total,
+        history=history,
+        rating=None if rating is None else float(rating.shown),
+    )

@@ -39,7 +39,12 @@ from server.core.events import (
     MovePersistFailed,
     NodesGone,
     PlayerRegistered,
+    ProfileClaimed,
+    ProfileLooked,
     ProfileRead,
+    ProfileRenamed,
+    RaceRated,
+    RatingsRead,
     RegisterFailed,
     RemoteBatch,
     RemoteMoves,
@@ -56,6 +61,7 @@ from server.core.events import (
 )
 from server.core.loading import LoadingMixin
 from server.core.lobby import LobbyMixin
+from server.core.profiles import ProfilesMixin
 from server.core.race import RaceMixin
 from server.core.ranking import RankingMixin
 from server.core.rebuild import RebuildMixin
@@ -95,6 +101,7 @@ class ServerCore(
     RebuildMixin,
     ChatMixin,
     DailyMixin,
+    ProfilesMixin,
 ):
     """Every room and player this process serves. ``handle(event) -> effects``.
 
@@ -195,6 +202,16 @@ class ServerCore(
             self._profile_read(event)
         elif isinstance(event, StandingRead):
             self._standing_read(event)
+        elif isinstance(event, ProfileLooked):
+            self._profile_looked(event)
+        elif isinstance(event, ProfileClaimed):
+            self._profile_claimed(event)
+        elif isinstance(event, ProfileRenamed):
+            self._profile_renamed(event)
+        elif isinstance(event, RaceRated):
+            self._race_rated(event)
+        elif isinstance(event, RatingsRead):
+            self._ratings_read(event)
         else:
             assert_never(event)
 
@@ -206,6 +223,7 @@ class ServerCore(
         if race is not None and race.unstored and event.race == race.record.number and event.phase in RACE_STORED:
             race.unstored = False  # the race record is stored: its start is in the deadline table again
             self._touched.add(room.code)
+        self._rate_when_stored(room, event.phase, event.race)
         if self.config.shared_rooms:
             room.shown = (event.phase, event.race)
             # Its last member here may have just left (the save recorded it): the room's node is

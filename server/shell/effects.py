@@ -12,6 +12,7 @@ from server.shell.daily import DailyPart
 from server.shell.delivery import Delivery
 from server.shell.executor import EffectExecutor
 from server.shell.players import PlayerWrites
+from server.shell.profiles import ProfileSteps
 from server.shell.reads import Reads
 from server.shell.room_writes import RoomWrites
 from server.shell.timers import Timers
@@ -31,6 +32,7 @@ class ShellEffects(EffectExecutor):
     workers: Workers
     tasks: Tasks
     daily: DailyPart
+    profiles: ProfileSteps
 
     def send_to_players(self, effect: ev.Send) -> None:
         self.delivery.to_players(effect.players, effect.message, effect.droppable)
@@ -133,3 +135,18 @@ class ShellEffects(EffectExecutor):
 
     def read_standing(self, effect: ev.ReadStanding) -> None:
         self.daily.read_standing(effect)
+
+    def lookup_profile(self, effect: ev.LookupProfile) -> None:
+        self.profiles.lookup(effect)
+
+    def claim_profile(self, effect: ev.ClaimProfile) -> None:
+        self.profiles.claim(effect)
+
+    def rename_profile(self, effect: ev.RenameProfile) -> None:
+        self.profiles.rename(effect)
+
+    def rate_race(self, effect: ev.RateRace) -> None:
+        self.profiles.rate(effect)
+
+    def read_ratings(self, effect: ev.ReadRatings) -> None:
+        self.profiles.read(effect)
