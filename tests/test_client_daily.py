@@ -40,7 +40,11 @@ async def daily_server() -> AsyncIterator[RaceServer]:
 
 def daily_app(server: RaceServer, identity: dict[str, str], replay: bool = False) -> DailyApp:
     config = RaceConfig(
-        url=url(server), name=identity["name"], mode=DAILY, profile="daily", title="daily deal",
+        url=url(server),
+        name=identity["name"],
+        mode=DAILY,
+        profile="daily",
+        title="daily deal",
         identity=identity["secret"],
     )
     return DailyApp(config, DailyConfig(replay=replay, page_url=PAGES))

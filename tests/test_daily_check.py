@@ -39,8 +39,14 @@ def revealed(rows: list[tuple[str, list[str], int]], salt: str = SALT) -> DailyB
         salt=salt,
         rows=[
             DailyRow(
-                name=name, claimed=True, profile_id=f"p{i}", status="stopped", cards=cards, moves=len(moves),
-                elapsed_ms=1000 * (i + 1), rank=i + 1,
+                name=name,
+                claimed=True,
+                profile_id=f"p{i}",
+                status="stopped",
+                cards=cards,
+                moves=len(moves),
+                elapsed_ms=1000 * (i + 1),
+                rank=i + 1,
             )
             for i, (name, moves, cards) in enumerate(rows)
         ],
