@@ -46,6 +46,7 @@ class DailyApi:
     store: Store
     day_seconds: int = 86400
     ttl_s: float = 1.0
+    share: bool = True  # readers of one path that miss together share one read (False: a read each)
     clock_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
     stats: ApiStats = field(default_factory=ApiStats)
     _cache: dict[str, tuple[float, int, bytes]] = field(default_factory=dict)
@@ -62,9 +63,12 @@ class DailyApi:
         hit = self._cache.get(target)
         if hit is not None and hit[0] > now:
             return hit[1], hit[2]
-        pending = self._pending.get(target)
+        pending = self._pending.get(target) if self.share else None
         if pending is not None:
             return await asyncio.shield(pending)
+        if not self.share:
+            self.stats.store_reads += 1
+            return await self._build(target)
         future: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
         self._pending[target] = future
         try:
