@@ -5,15 +5,14 @@ and attempts played by plain WebSocket clients."""
 from __future__ import annotations
 
 import base64
-import json
 import secrets
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from support import FAST, Client, board, fast_config
 
 from client.bot import choose_move
+from client.identities import Identity, remember, server_key
 from server.shell import RaceServer, ServerConfig
 from shared import protocol as p
 
@@ -40,14 +39,9 @@ async def claim(server: RaceServer, name: str) -> dict[str, str]:
     return {"secret": secret, "profile_id": claimed.profile_id, "name": claimed.name}
 
 
-def keep_identities(state_dir: Path, server_url: str, identity: dict[str, str]) -> None:
-    """Where ``plot claim`` keeps it: the state directory's identities.json, owner-only."""
-    path = state_dir / "identities.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data[server_url] = identity
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
-    path.chmod(0o600)
+def keep_identities(server_url: str, identity: dict[str, str]) -> None:
+    """Where ``plot claim`` keeps it (client/identities.py: the state directory's identities.json)."""
+    remember(Identity(server_key(server_url), identity["secret"], identity["profile_id"], identity["name"]))
 
 
 async def bound(server: RaceServer, identity: dict[str, str]) -> Client:

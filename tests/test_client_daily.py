@@ -39,14 +39,9 @@ async def daily_server() -> AsyncIterator[RaceServer]:
 
 
 def daily_app(server: RaceServer, identity: dict[str, str], replay: bool = False) -> DailyApp:
-    config = RaceConfig(
-        url=url(server),
-        name=identity["name"],
-        mode=DAILY,
-        profile="daily",
-        title="daily deal",
-        identity=identity["secret"],
-    )
+    """The app ``plot daily`` runs, with ``identity`` kept where the client keeps it."""
+    keep_identities(url(server), identity)
+    config = RaceConfig(url=url(server), name=identity["name"], mode=DAILY, profile="daily", title="daily deal")
     return DailyApp(config, DailyConfig(replay=replay, page_url=PAGES))
 
 
@@ -156,4 +151,3 @@ def test_plot_daily_without_a_claimed_name_says_how_to_claim_one(
     with contextlib.suppress(SystemExit):
         plot_main(["board", "not-a-date"])
     assert "not a day" in capsys.readouterr().err
-    keep_identities(state_dir, "ws://127.0.0.1:9", {"secret": "s" * 43, "profile_id": "pf1", "name": "ann"})

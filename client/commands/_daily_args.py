@@ -1,11 +1,10 @@
 """What the daily commands share (argparse only at the top: command modules keep a light top level):
-the day a person names, the server's web pages, and this client's claimed name on a server."""
+the day a person names, and the server's web pages."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 
 EPOCH = dt.date(1970, 1, 1)
@@ -34,18 +33,3 @@ def add_page_argument(parser: argparse.ArgumentParser) -> None:
         help="the server's web pages (the share text links URL/daily/DATE; default: $PLOT_WATCH_URL, "
         "else the server's host on the server's port + 1)",
     )
-
-
-def claimed_identity(url: str) -> dict[str, str] | None:
-    """This client's claimed profile on ``url`` ({"secret", "profile_id", "name"}), from the state
-    directory's identities.json (``plot claim`` writes it), or None."""
-    from client.state import state_dir
-
-    try:
-        data = json.loads((state_dir() / "identities.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    entry = data.get(url) if isinstance(data, dict) else None
-    if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("secret", "profile_id", "name")):
-        return None
-    return {k: str(entry[k]) for k in ("secret", "profile_id", "name")}

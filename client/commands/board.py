@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from client.commands._daily_args import claimed_identity, day_argument
+from client.commands._daily_args import day_argument
 from client.commands._race_args import add_server_arguments, server_url
 
 
@@ -20,11 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from client.identities import identity_for
     from client.tui.standings import BOARD, StandingsApp, StandingsConfig
 
     url = server_url(args)
-    identity = claimed_identity(url)
-    config = StandingsConfig(url=url, what=BOARD, day=args.day, me=identity["profile_id"] if identity else None)
+    identity = identity_for(url)  # your row stands out, when you have one
+    config = StandingsConfig(url=url, what=BOARD, day=args.day, me=identity.profile_id if identity else None)
     app = StandingsApp(config)
     app.run()
     if app.exit_note:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from client.commands._daily_args import claimed_identity
 from client.commands._race_args import add_server_arguments, server_url
 
 
@@ -14,11 +13,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from client.commands.player import show_player
+    from client.identities import identity_for
     from client.words import plot_command
 
     url = server_url(args)
-    identity = claimed_identity(url)
-    if identity is None:
+    identity = identity_for(url)
+    if identity is None or identity.name is None or not identity.claimed:
         print(f"plot me: you have no claimed name on {url}: {plot_command()} claim NAME claims one")
         return 1
-    return show_player(url, identity["name"], "me", me=identity["profile_id"])
+    return show_player(url, identity.name, "me", me=identity.profile_id)

@@ -114,9 +114,7 @@ class RaceApp(App[int]):
         token_file, resume = self._seat()
         self.token_file = token_file
         # join and watch name their room in the URL from the start (?room=CODE: docs/deployment.md, "Room affinity").
-        connection = Connection(
-            config.url, config.name, token_file=token_file, resume=resume, room=config.code, identity=config.identity
-        )
+        connection = Connection(config.url, config.name, token_file=token_file, resume=resume, room=config.code)
         connection.on_message = self.on_server_message
         connection.on_state = self.on_connection_state
         connection.on_welcome = self.on_welcome

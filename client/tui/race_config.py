@@ -37,4 +37,3 @@ class RaceConfig:
     watch_url: str | None = None  # the spectator page's base URL: the lobby shows the room's link (plot host)
     deal_note: str | None = None  # practice: how the (chosen) deal was chosen, said instead of the chosen-deal warning
     reachable: bool = True  # others can reach the server (False: practice, a server inside this process)
-    identity: str | None = None  # the claimed profile's secret for this server (plot daily), never shown

@@ -16,7 +16,7 @@ from client.state import safe_name
 from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
 from client.widgets.chat import podium
-from client.widgets.leaderboard import clock, pace_text
+from client.widgets.leaderboard import CLAIMED_MARK, clock, mark_cells, pace_text
 from client.widgets.plain import clean, plain
 from client.words import ordinal, plot_command, plural, typed_path
 from shared.cards import CARD_COUNT
@@ -101,6 +101,8 @@ class LobbyPanel(Widget):
         for member in racers:
             out.append(" ★ " if member.player_id == room.host else "   ", style="yellow")
             out.append_text(plain(member.name, style="bold reverse" if member.player_id == model.player_id else "bold"))
+            if member.claimed:
+                out.append(CLAIMED_MARK, style="green")  # a claimed name: this is that player (docs/players.md)
             if member.bot:
                 out.append(" ⚙ bot", style="dim")
             out.append("  ready ✓" if member.ready else "  not ready", style="green" if member.ready else "dim")
@@ -279,7 +281,7 @@ class ResultsPanel(Widget):
             out.append(f"{place:>2} ", style="bold")
             style = "bold reverse" if row.player_id == model.player_id else "bold"
             out.append_text(plain(fit_cells(clean(row.name), NAME_WIDTH), style=style))  # by terminal cells
-            out.append(" ⚙" if row.bot else "  ", style="dim")
+            out.append_text(mark_cells(row.bot, row.claimed))
             moves = "move " if row.moves == 1 else "moves"
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms):>5}")
             out.append(f" {pace_text(row.cards, row.elapsed_ms):>9}", style="cyan")

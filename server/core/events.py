@@ -27,9 +27,17 @@ from server.core.daily_events import ReadProfile as ReadProfile
 from server.core.daily_events import ReadStanding as ReadStanding
 from server.core.daily_events import StandingRead as StandingRead
 from server.core.daily_events import WakeDaily as WakeDaily
-from server.core.ratings import RatedRacer
-from server.core.records import LogEntry, PlayerRecord, ProfileRecord, RoomRecord
-from shared.identity import RatingChange, RatingRow
+from server.core.profile_events import ClaimProfile as ClaimProfile
+from server.core.profile_events import LookupProfile as LookupProfile
+from server.core.profile_events import ProfileClaimed as ProfileClaimed
+from server.core.profile_events import ProfileLooked as ProfileLooked
+from server.core.profile_events import ProfileRenamed as ProfileRenamed
+from server.core.profile_events import RaceRated as RaceRated
+from server.core.profile_events import RateRace as RateRace
+from server.core.profile_events import RatingsRead as RatingsRead
+from server.core.profile_events import ReadRatings as ReadRatings
+from server.core.profile_events import RenameProfile as RenameProfile
+from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from shared.protocol import ClientMessage, Hello, ServerMessage
 
 # ---------------------------------------------------------------- events (shell -> core)
@@ -262,63 +270,6 @@ class RemoteBatch(msgspec.Struct, frozen=True):
     now: int
 
 
-class ProfileLooked(msgspec.Struct, frozen=True):
-    """The answer to LookupProfile: the profile the hello's secret is bound to (None: no such
-    profile), or ``failed`` (the store did not answer)."""
-
-    conn: int
-    record: ProfileRecord | None
-    now: int
-    failed: bool = False
-
-
-class ProfileClaimed(msgspec.Struct, frozen=True):
-    """The answer to ClaimProfile. ``created``: the profile is stored; ``taken``: the name (or a
-    look-alike) is another profile's, or the secret is bound already (``existing``: its profile);
-    ``failed``: the store did not answer (the claim may have landed: claiming again with the same
-    secret and name answers ``existing``)."""
-
-    conn: int
-    record: ProfileRecord
-    outcome: Literal["created", "taken", "failed"]
-    now: int
-    existing: ProfileRecord | None = None
-
-
-class ProfileRenamed(msgspec.Struct, frozen=True):
-    """The answer to RenameProfile: ``record`` is the profile as stored after it (renamed), or as
-    read. ``refused``: the core's rule said no (``code`` and ``reason``: too soon, the same name);
-    ``taken``: the new name is another's; ``gone``: no such profile; ``failed``: no answer."""
-
-    conn: int
-    outcome: Literal["renamed", "refused", "taken", "gone", "failed"]
-    record: ProfileRecord | None
-    now: int
-    code: str = ""
-    reason: str = ""
-
-
-class RaceRated(msgspec.Struct, frozen=True):
-    """The answer to RateRace: each rated racer's change (player id -> change), as stored in its
-    profile; ``failed``: the store did not answer (no change is shown)."""
-
-    code: str
-    race: int
-    ratings: dict[str, RatingChange]
-    now: int
-    failed: bool = False
-
-
-class RatingsRead(msgspec.Struct, frozen=True):
-    """The answer to ReadRatings: the board's rows, or the profile asked for (None: no such name)."""
-
-    conn: int
-    now: int
-    board: list[RatingRow] | None = None
-    profile: ProfileRecord | None = None
-    failed: bool = False
-
-
 Event = (
     Connected
     | HelloEvent
@@ -544,52 +495,6 @@ class KeepCommand(msgspec.Struct, frozen=True):
 
     codes: tuple[str, ...]
     event: ClientEvent
-
-
-class LookupProfile(msgspec.Struct, frozen=True):
-    """Find the profile bound to this secret hash, then hand the core ProfileLooked."""
-
-    conn: int
-    secret_hash: str
-
-
-class ClaimProfile(msgspec.Struct, frozen=True):
-    """Store a new profile under its name key and secret hash (Store.create_profile), then hand the
-    core ProfileClaimed (when refused, with the profile the secret is bound to, if any)."""
-
-    conn: int
-    secret_hash: str
-    record: ProfileRecord
-
-
-class RenameProfile(msgspec.Struct, frozen=True):
-    """Rename a profile to ``name``: read it, ask server/core/profiles.py's ``plan_rename``
-    whether and how (the core's rule), store it by compare-and-set (read again on a refused
-    version), then hand the core ProfileRenamed."""
-
-    conn: int
-    profile_id: str
-    name: str
-
-
-class RateRace(msgspec.Struct, frozen=True):
-    """Apply a rated race to its racers' profiles (server/core/ratings.py decides each change;
-    compare-and-set per profile, recomputed on a refused version), then hand the core RaceRated."""
-
-    code: str
-    race: int
-    ended_at: int
-    racers: tuple[RatedRacer, ...]
-
-
-class ReadRatings(msgspec.Struct, frozen=True):
-    """Read the rating board (``limit`` rows) or, with ``name_key`` or ``profile_id``, one
-    profile; then hand the core RatingsRead."""
-
-    conn: int
-    limit: int = 0
-    name_key: str | None = None
-    profile_id: str | None = None
 
 
 class Note(msgspec.Struct, frozen=True):

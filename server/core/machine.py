@@ -377,6 +377,11 @@ class ServerCore(
         """Is the player in memory here (connected, or a member of a room held here)?"""
         return player_id in self.players
 
+    def profile_of(self, player_id: str) -> str | None:
+        """The profile (claimed name, docs/players.md) a player in memory here is bound to, or None."""
+        player = self.players.get(player_id)
+        return None if player is None else player.profile_id
+
     def player_connections(self, player_id: str) -> int:
         """The connections bound to the player here (0 for a player not in memory)."""
         player = self.players.get(player_id)

@@ -543,6 +543,7 @@ function renderLeaderboard() {
     const [rankCell, nameCell, cardsCell, movesCell, statusCell, elapsedCell, paceCell] = row.cells;
     rankCell.textContent = String(racer.rank);
     nameCell.replaceChildren(document.createTextNode(racer.name));
+    if (racer.claimed) nameCell.append(claimedMark());
     if (racer.bot) nameCell.append(el("span", { className: "tag" }, "bot"));
     if (!racer.connected) nameCell.append(el("span", { className: "tag away" }, "away"));
     const cards = num(racer.cards);
@@ -606,13 +607,18 @@ function renderChat() {
   else note.textContent = "While a race is on, only spectators read the spectators' lines; the racers read them before and after.";
 }
 
+// Beside a claimed name (docs/players.md): the player who claimed it on this server, not a look-alike.
+function claimedMark() {
+  return el("span", { className: "claimed", title: "a claimed name" }, " ✓");
+}
+
 function feedItem(item) {
   if (item.finished) return el("li", { className: "finish" }, "» ", finishText(item.finished));
   const line = item.line;
   return el("li", { className: line.player_id === state.playerId ? "chat mine" : "chat", "data-seq": String(line.seq) },
     el("strong", {}, line.name),
+    line.claimed ? claimedMark() : null,
     line.role === "spectator" ? el("span", { className: "muted" }, " (watching)") : null,
-    line.claimed ? el("span", { className: "claimed", title: "a claimed name" }, " ✓") : null,
     ": ", line.text,
     line.audience === "spectators" ? el("span", { className: "muted" }, " (spectators only)") : null);
 }
@@ -634,7 +640,7 @@ function renderPodium() {
     const pace = paceText(cards, num(row.elapsed_ms));
     const figure = (row.status === "won" ? clock(num(row.elapsed_ms)) : `${cards} card${cards === 1 ? "" : "s"}`) + (pace === "-" ? "" : ` · ${pace}`);
     return el("li", { className: `step place-${i + 1}`, "data-player": row.player_id, value: String(i + 1) },
-      el("span", { className: "who" }, row.name),
+      el("span", { className: "who" }, row.name, row.claimed ? claimedMark() : null),
       el("span", { className: "figure" }, figure),
       el("span", { className: "place" }, ordinal(i + 1)));
   }));
@@ -651,6 +657,7 @@ function renderLobby() {
   const racers = room.members.filter((m) => m.role === "racer");
   lobby.replaceChildren(...racers.map((m) => el("li", {},
     el("strong", {}, m.name),
+    m.claimed ? claimedMark() : null,
     m.player_id === room.host ? el("span", { className: "tag" }, "host") : null,
     m.bot ? el("span", { className: "tag" }, "bot") : null,
     el("span", { className: "tag" }, m.ready ? "ready" : "not ready"))));
