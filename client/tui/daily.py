@@ -290,7 +290,8 @@ class DailyApp(RaceApp):
         self.shared = text
         # Copied once, as soon as the server's figures are final (the day's row; a replay's last
         # leaderboard); y copies the text as it stands later (the place changes as others finish).
-        final = row is not None or (self.config_daily.replay and self.model.phase == RESULTS)
+        replayed = self.config_daily.replay and self.model.phase == RESULTS
+        final = (row is not None and row.status != PLAYING) or replayed
         if final and not self.copied:
             self.copy_share()
         return text
