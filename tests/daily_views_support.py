@@ -4,6 +4,7 @@ and attempts played by plain WebSocket clients."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 from dataclasses import replace
@@ -53,12 +54,15 @@ async def bound(server: RaceServer, identity: dict[str, str]) -> Client:
     return client
 
 
-async def play_attempt(server: RaceServer, identity: dict[str, str], moves: int, *, resign: bool = True) -> Client:
-    """Today's ranked attempt of ``identity``: the bot's first ``moves`` moves, then resigned (or
-    left running). Returns the client (still connected)."""
+async def play_attempt(
+    server: RaceServer, identity: dict[str, str], moves: int, *, resign: bool = True, pace_s: float = 0.0
+) -> Client:
+    """Today's ranked attempt of ``identity``: the bot's first ``moves`` moves (``pace_s`` apart:
+    the screenshots' human-looking pace), then resigned (or left running). Returns the client
+    (still connected)."""
     client = await bound(server, identity)
     await client.send(p.Daily())
-    start = await client.expect(p.RaceStart)
+    start = await client.expect(p.RaceStart, timeout=60)
     view = board(start)
     for move_id in range(1, moves + 1):
         move = choose_move(view)
@@ -66,6 +70,8 @@ async def play_attempt(server: RaceServer, identity: dict[str, str], moves: int,
             break
         await client.send(p.Move(id=move_id, move=move))
         view = board(await client.expect(p.MoveOk))
+        if pace_s:
+            await asyncio.sleep(pace_s)
     if resign:
         await client.send(p.Move(id=moves + 1, move="resign"))
         await client.expect(p.DailyBoard)  # the attempt's row went to the day's board

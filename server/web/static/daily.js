@@ -149,7 +149,7 @@ function revealSection(id, day) {
     el("p", {}, "Commitment published with the day: ", el("code", { className: "commitment" }, String(day.commitment))),
     verdict,
     el("p", { className: "muted" }, "Check it yourself: ",
-      el("code", {}, `plot board ${day.date ?? day.day} --verify`), " replays every record of the day and checks the deal against the commitment."));
+      el("code", {}, `plot board ${day.day} --server ${WS_URL}`), " replays every record on show and checks the deal against the commitment."));
   check(day, verdict);
   return section;
 }
