@@ -95,3 +95,10 @@ async def test_todays_board_live_then_revealed_and_checked_then_the_players_page
         await until(lambda: "no profile" in screen_text(nobody), "the refusal")
         assert "nobody has claimed the name 'zed'" in screen_text(nobody)
         await nobody.shutdown()
+
+
+async def test_no_server_answering_ends_with_the_reason(state_dir: Path) -> None:
+    app = StandingsApp(StandingsConfig(url="ws://127.0.0.1:9", what=BOARD))
+    async with app.run_test(size=SIZE):
+        await until(lambda: app.return_code is not None, "the app's end")
+    assert app.return_code == 1 and "cannot connect to ws://127.0.0.1:9" in app.exit_note

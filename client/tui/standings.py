@@ -25,7 +25,7 @@ from client.tui.play import CSS_PATH
 from client.viewmodel import now_ms
 from client.widgets.cards import span
 from client.widgets.daily import DailyBoardPanel, ProfilePanel, day_title, reveal_text
-from client.words import describe_error, plot_command
+from client.words import describe_error
 from shared.protocol import (
     NO_DAY,
     DailyBoard,
@@ -163,8 +163,11 @@ class StandingsApp(App[int]):
         try:
             welcome = await connection.start()
         except ConnectionFailed as exc:
+            # Nothing to show without the server: say why, and end with exit 1 (the note printed).
             self.exit_note = str(exc)
             self.screen_.say(str(exc), error=True)
+            await self.shutdown()
+            self.exit(1, return_code=1)
             return
         self.offset_ms = welcome.server_time - now_ms()
         if self.config.what == BOARD:
@@ -253,7 +256,3 @@ class StandingsApp(App[int]):
             self.connection.on_message = lambda msg: None
             with contextlib.suppress(Exception):
                 await self.connection.close()
-
-
-def board_hint() -> str:
-    return f"play today's deal: {plot_command()} daily"
