@@ -181,8 +181,8 @@ class DailyApp(RaceApp):
         connection = self.connection
         assert connection is not None
         self.profile_id = welcome.profile
-        await connection.send(WatchDaily())  # the day (daily_day) and its board as it changes
         if self.entered:
+            await connection.send(WatchDaily())
             return  # a reconnect: the server brings the attempt back where it was
         if welcome.resumed and welcome.room is not None:
             room = self.model.room if self.model.room and self.model.room.code == welcome.room else None
@@ -192,10 +192,13 @@ class DailyApp(RaceApp):
                     room = msg if isinstance(msg, Room) else None
             if room is not None and room.phase in (COUNTDOWN, RACING):
                 self.entered = True  # an attempt under way, taken up again (its clock has run on)
+                await connection.send(WatchDaily())
                 self.screen_.say("back in today's attempt, where you left it (the clock ran on)")
                 return
             await connection.request(Leave(), Left)  # an attempt (or a room) that is over
         reply = await connection.request(Daily(replay=self.config_daily.replay), Room)
+        # The day's board as it changes (and today's daily_day); the attempt's day came first.
+        await connection.send(WatchDaily())
         if isinstance(reply, Error):
             self._refused(reply)
             return
@@ -231,7 +234,8 @@ class DailyApp(RaceApp):
 
     def on_server_message(self, msg: ServerMessage) -> None:
         if isinstance(msg, DailyDay):
-            if self.day is None or msg.day >= self.day.day:
+            # The attempt's day (the first to come), kept past its end: the next day's is not its.
+            if self.day is None or msg.day == self.day.day:
                 self.day = msg
             self.screen_.tick()
             return
