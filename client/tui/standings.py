@@ -25,6 +25,8 @@ from client.tui.play import CSS_PATH
 from client.viewmodel import now_ms
 from client.widgets.cards import span
 from client.widgets.daily import DailyBoardPanel, ProfilePanel, day_title, reveal_text
+from client.widgets.leaderboard import clock
+from client.widgets.plain import clean
 from client.words import describe_error
 from shared.protocol import (
     NO_DAY,
@@ -109,7 +111,7 @@ class StandingsScreen(Screen[None]):
             today = app.today
             if today is not None and app.shown_day == today.day:
                 left = today.ends_at - app.server_now()
-                status.append(f" · today, ends in {clock_text(left)}" if left > 0 else " · today, over")
+                status.append(f" · today, ends in {clock(left)}" if left > 0 else " · today, over")
             self.query_one(DailyBoardPanel).show(app.board, app.config.me, "Board")
             reveal = self.query_one("#reveal", Static)
             board = app.board
@@ -119,15 +121,9 @@ class StandingsScreen(Screen[None]):
             else:
                 reveal.display = False
         else:
-            status.append(f" · player {app.config.name}")
+            status.append(f" · player {clean(app.config.name or '')}")
             self.query_one(ProfilePanel).show(app.profile)
         self.query_one("#status-line", Static).update(status)
-
-
-def clock_text(ms: int) -> str:
-    from client.widgets.leaderboard import clock
-
-    return clock(ms)
 
 
 class StandingsApp(App[int]):
