@@ -374,7 +374,18 @@ function onMessage(msg) {
     default:
       return;
   }
-  renderToday();
+  renderTodayBoard();
+}
+
+/** Only today's section again (a live change): yesterday's, checked once, stays as it is. */
+function renderTodayBoard() {
+  const shown = document.getElementById("today");
+  if (!shown || state.problem) {
+    renderToday();
+    return;
+  }
+  shown.replaceWith(daySection("today", "Today's board", state.today, { live: state.live }));
+  renderCountdown();
 }
 
 // ------------------------------------------------------------------ start
