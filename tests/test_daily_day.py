@@ -49,9 +49,11 @@ async def test_a_day_of_sixty_seconds(redis_url: str) -> None:
         cy_day, cy_start = await start_attempt(cy)
         assert {bob_day.day, cy_day.day} <= {day.day, day.day + 1}
 
-        # Ann plays and resigns.
+        # Ann plays and resigns; leaving while the attempt runs is refused (it holds her until it ends).
         assert ann_start.view is not None
         view, next_id = await play_moves(ann, ann_start.view, 25, rng)
+        await ann.send(p.Leave())
+        assert (await ann.expect(p.Error)).code == p.WRONG_PHASE
         await ann.send(p.Move(id=next_id, move="resign"))
         await ann.expect(p.DailyBoard)
         # A second ranked attempt is refused; so is an attempt of a day that has ended.

@@ -5,12 +5,16 @@ server processes would be."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+from redis.crc import key_slot
+from redis_fixture import RedisServer
 from support import eventually
 from test_store_contract import StoreFactory, make_store  # noqa: F401  (the fixture, registered by import)
 
 from server.store.base import RenameResult, Store
+from server.store.redis import RedisStore
 from shared.names import name_key
 
 
@@ -151,3 +155,36 @@ async def test_bad_arguments_raise_before_anything_is_written(store: Store) -> N
     assert await store.profile_by_name(name_key("A")) is None
     assert await store.profile_by_secret("bad:hash") is None
     assert await store.get_profile("bad id") is None
+
+
+async def test_every_profile_key_is_namespaced_documented_and_in_one_slot(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    store = RedisStore(redis_url, namespace="nsx")
+    try:
+        assert await store.create_profile("pf1", "a" * 64, name_key("Ann"), b"x")
+        assert await store.put_profile("pf1", b"y", score=1000.0) == 2
+        assert await store.rename_profile("pf1", name_key("Ann"), name_key("Anna"), b"z", 2, 60.0) is (
+            RenameResult.RENAMED
+        )
+    finally:
+        await store.close()
+    names = sorted(key.decode() for key in redis_server.command("KEYS", "*"))  # type: ignore[union-attr]
+    assert all(name.startswith("nsx:") for name in names), names
+    assert len({key_slot(name.encode()) for name in names}) == 1  # one slot: each script runs on a cluster
+
+    def shape(name: str) -> str:
+        head, _, tail = name.replace("nsx:", "plot:", 1).rpartition(":")
+        kind = head.split(":")[1] if head.count(":") >= 2 else ""
+        return f"{head}:" + {"profile": "PROFILE", "psecret": "SECRETHASH", "pname": "SHA"}.get(kind, tail)
+
+    shapes = {shape(name) for name in names}
+    assert shapes == {
+        "plot:profile:{profiles}:PROFILE",
+        "plot:psecret:{profiles}:SECRETHASH",
+        "plot:pname:{profiles}:SHA",
+        "plot:ratings:{profiles}",
+    }
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "store.md").read_text()
+    for documented in shapes:
+        assert f"`{documented}`" in doc, f"{documented} is not documented in docs/store.md"

@@ -201,9 +201,11 @@ class DailyMixin(CoreBase):
             self._daily_schedule(now)
             return
         code = attempt_code(today, profile)
-        if player.room is not None and player.room != code and daily_room(player.room) is None:
-            self._error(conn, p.WRONG_PHASE, f"you are in room {player.room}: leave it first", "daily")
-            return
+        if player.room is not None and player.room != code:
+            if daily_room(player.room) is None:
+                self._error(conn, p.WRONG_PHASE, f"you are in room {player.room}: leave it first", "daily")
+                return
+            self._leave_finished(player, now)  # an earlier day's attempt, over (a running one resumed above)
         room = self.rooms.get(code)
         if room is not None:
             self._daily_in_room(conn, player, room, msg, now)
@@ -217,8 +219,8 @@ class DailyMixin(CoreBase):
                 self._daily_replay(conn, player, now)
                 return
             if member is None and room.phase != p.RESULTS:
-                why = "your attempt of today is being played from another device: resume it there"
-                self._error(conn, p.WRONG_PHASE, why, "daily")
+                why = "today's attempt of your name is being played by your other device: resume it there"
+                self._error(conn, p.NOT_YOUR_RECORD, why, "daily")
                 return
             why = "you have played today's deal: one ranked attempt a day (a replay, unranked: daily {replay: true})"
             self._error(conn, p.DAILY_DONE, why, "daily")
@@ -263,10 +265,10 @@ class DailyMixin(CoreBase):
         assert player.profile_id is not None
         if player.room is not None:
             old = self.rooms.get(player.room)
-            if old is not None and old.phase in (p.COUNTDOWN, p.RACING):
+            if (old is not None and old.phase in (p.COUNTDOWN, p.RACING)) or daily_room(player.room) is None:
                 self._error(conn, p.WRONG_PHASE, f"you are in room {player.room}: leave it first", "daily")
                 return
-            self._daily_detach(player, old, now)
+            self._leave_finished(player, now)
         self._daily_create(conn, player, replay_code(today, player.profile_id, self.entropy.room_code()), now)
 
     def _daily_create(self, conn: int, player: PlayerState, code: str, now: int) -> None:
@@ -372,17 +374,22 @@ class DailyMixin(CoreBase):
             self._daily_put(room, final=False)
 
     def _daily_leave(self, conn: int, room: RoomState, player: PlayerState, now: int) -> None:
-        """Leaving an attempt: the seat is kept and the clock runs (daily again resumes it)."""
-        self._daily_detach(player, room, now)
-        self._reply(conn, p.Left(room=room.code))
+        """``leave`` while an attempt runs: refused, the attempt holds its player until it ends (a
+        player is in one room at a time). Closing the connection is how to come back later."""
+        why = (
+            "your daily attempt runs until its time limit: resign to end it now, or close the client and "
+            "come back (the clock runs)"
+        )
+        self._error(conn, p.WRONG_PHASE, why, "leave")
 
-    def _daily_detach(self, player: PlayerState, room: RoomState | None, now: int) -> None:
+    def _leave_finished(self, player: PlayerState, now: int) -> None:
+        """Out of a daily room whose attempt is over (a new day's attempt, a replay, follows)."""
+        old = self.rooms.get(player.room) if player.room is not None else None
+        if old is not None and player.player_id in old.members:
+            self._remove_member(old, player.player_id, now)
+        else:
+            self._save_player(player.player_id, None, player.name, player.bot, player.token_hash)
         player.room = None
-        self._out.append(SavePlayer(player.record(), player.token_hash))
-        member = room.members.get(player.player_id) if room is not None else None
-        if room is not None and member is not None and member.left_ms is None:
-            member.left_ms = now
-            self._changed(room)
 
     # ------------------------------------------------------------------ results to the board
 

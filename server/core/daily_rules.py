@@ -13,7 +13,7 @@ import msgspec
 
 from shared import protocol as p
 from shared.daily_protocol import BOARD_PAGE
-from shared.engine import WON
+from shared.engine import PLAYING, WON
 
 TOTAL_CARDS = 104
 RANKED_PREFIX = "d"  # d<day>.<profile id>: a profile's ranked attempt of a day (one per day)
@@ -214,6 +214,9 @@ def board_message(
         commitment=record.commitment,
     )
     if final:
+        for row in shown:  # an attempt nobody finished (its node died, nobody resumed it): stopped
+            if row.status == PLAYING:
+                row.status = p.STOPPED
         message.deal = record.deal
         message.salt = record.salt
         message.records = {}

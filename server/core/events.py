@@ -10,11 +10,11 @@ from typing import Literal
 
 import msgspec
 
+# The daily deal's events and effects live in server/core/daily_events.py, the profiles' in
+# profile_events.py; they join the unions here.
 from server.core.daily_events import BoardRead as BoardRead
 from server.core.daily_events import CreateDay as CreateDay
 from server.core.daily_events import DailyDealFound as DailyDealFound
-
-# The daily deal's events and effects live in server/core/daily_events.py; they join the unions here.
 from server.core.daily_events import DailyTick as DailyTick
 from server.core.daily_events import DayLoaded as DayLoaded
 from server.core.daily_events import FindDailyDeal as FindDailyDeal

@@ -44,6 +44,7 @@ from shared.names import NameInvalid, display_name, name_key
 
 # The daily deal's client messages (server/core/daily.py): none needs a room.
 DAILY_MESSAGES = (p.Daily, p.WatchDaily, p.GetBoard, p.GetPlayer, p.GetStanding)
+DAILY_RUNNING = (p.COUNTDOWN, p.RACING)  # a daily attempt under way: leave is refused (daily.py)
 
 
 class LobbyMixin(CoreBase):
@@ -93,7 +94,7 @@ class LobbyMixin(CoreBase):
                 return
             room.last_activity_ms = ev.now
             self._touched.add(room.code)
-            if isinstance(msg, p.Leave) and daily_room(room.code) is not None:
+            if isinstance(msg, p.Leave) and daily_room(room.code) is not None and room.phase in DAILY_RUNNING:
                 self._daily_leave(ev.conn, room, player, ev.now)
             elif isinstance(msg, p.Leave):
                 self._remove_member(room, pid, ev.now)

@@ -27,7 +27,7 @@ from server.shell.executor import EffectExecutor
 from server.store.memory import MemoryStore
 
 T = TypeVar("T")
-DAILY_DEAL = 4242
+DAILY_DEAL = 11_400_714_819_323_198_485  # long: its decimal never turns up in a frame by chance (the leak checks)
 
 
 def run_now(coro: Coroutine[Any, Any, T]) -> T:

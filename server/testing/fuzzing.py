@@ -975,8 +975,13 @@ class FrameGenerator:
                     "rename",
                     "get_ratings",
                     "get_rating",
+                    "daily",
+                    "watch_daily",
+                    "get_board",
+                    "get_player",
+                    "get_standing",
                 ),
-                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1, 4, 3, 2, 2),
+                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1, 4, 3, 2, 2, 6, 1, 2, 1, 1),
             )[0]
         else:
             member = room.members.get(pid)
@@ -995,7 +1000,9 @@ class FrameGenerator:
                     (20 if not ready else 3, starting, 2, 3 if host else 1, 4, 1, 2, 1, 3, 1),
                 )[0]
             elif room.phase == p.RESULTS:
-                kind = rng.choices(("rematch", "leave", "join", "move", "ping", "chat"), (30, 4, 3, 3, 1, 3))[0]
+                kind = rng.choices(
+                    ("rematch", "leave", "join", "move", "ping", "chat", "daily"), (30, 4, 3, 3, 1, 3, 3)
+                )[0]
             else:  # countdown, dealing, or watching a race
                 end = 2 if room.phase != p.RACING else 0.2
                 kind = rng.choices(
@@ -1070,6 +1077,22 @@ class FrameGenerator:
             msg["limit"] = rng.randint(1, 100)
         elif kind == "get_rating" and rng.random() < 0.7:
             msg["name"] = rng.choice(CLAIM_NAMES)
+        elif kind == "get_player":
+            msg["name"] = rng.choice((*CLAIM_NAMES, "nobody"))
+        elif kind == "daily":  # the daily deal: today's attempt, a replay, another day
+            if rng.random() < 0.3:
+                msg["replay"] = True
+            if rng.random() < 0.1:
+                msg["day"] = rng.choice((0, 2**40))
+        elif kind == "watch_daily" and rng.random() < 0.2:
+            msg["watch"] = False
+        elif kind == "get_board":
+            if rng.random() < 0.5:
+                msg["day"] = rng.choice((0, 2**40, START_MS // 86_400_000, START_MS // 86_400_000 - 1))
+            if rng.random() < 0.1:
+                msg["boards"] = True
+        elif kind == "get_standing" and rng.random() < 0.2:
+            msg["offset"] = rng.randrange(50)
         elif kind == "chat":
             msg["text"] = rng.choice(CHAT_TEXTS)
         elif kind in ("kick", "mute"):
