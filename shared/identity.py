@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Annotated, Final
 
+import icu
 import msgspec
 
-from shared.names import NAME_CHARS_MAX
+from shared.names import NAME_CHARS_MAX, name_key
 
 # ---------------------------------------------------------------- error codes (stable strings)
 
@@ -50,6 +52,21 @@ def check_secret(secret: str) -> str | None:
     if _SECRET_CHARS.fullmatch(secret) is None:
         return "an identity secret is urlsafe base64: A-Z a-z 0-9 - _ only"
     return None
+
+
+_FOLD: Final = icu.Normalizer2.getNFKCCasefoldInstance()
+_SPOOF: Final = icu.SpoofChecker()
+
+
+def claim_keys(name: str) -> tuple[str, ...]:
+    """The keys a claimed name holds, the first its name key (shared/names.py: NFKC with case
+    folding, then the TR39 skeleton). Folding first misses look-alikes that only capitals share:
+    Greek ``ΑΝΝ`` folds to ``ανν`` (skeleton ``avv``), Latin ``Ivan`` to ``ivan`` where ``lvan``
+    stays ``lvan``. So a claim also holds the skeleton taken before folding, folded
+    (``ΑΝΝ`` -> ``ann``, ``Ivan`` -> ``lvan``); two names clash when any of their keys do."""
+    first = name_key(name)
+    second = _FOLD.normalize(str(_SPOOF.getSkeleton(0, unicodedata.normalize("NFKC", name))))
+    return (first,) if second == first else (first, second)
 
 
 def rename_wait_ms(renamed_ms: int | None, now: int) -> int:

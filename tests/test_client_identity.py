@@ -152,3 +152,43 @@ async def test_the_race_client_shows_its_claimed_name_marked(
         await eventually(lambda: marked_row("Ann"), what="the mark on Ann's leaderboard row")
         assert not marked_row("Bob")
         await bob.close()
+
+
+async def test_the_race_client_shows_a_rated_races_changes(
+    server: RaceServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (await plot(capsys, "claim", "Ann", "--server", url(server)))[0] == 0
+    secret = new_secret()
+    claimer = await Client.open(server, "Bob")
+    await claimer.hello("Bob")
+    await claimer.send(p.Claim(name="Bob", identity=secret))
+    await claimer.expect(p.Claimed)
+    await claimer.close()
+    app = RaceApp(RaceConfig(url=url(server), name="typed-name", mode=HOST))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(lambda: app.model.room is not None, "the room")
+        assert app.model.room is not None
+        bob = await Client.open(server, "Bob")
+        await bob.send(p.Hello(v=p.PROTOCOL_VERSION, name="?", identity=secret))
+        bob.welcome = await bob.expect(p.Welcome)
+        await bob.send(p.Join(code=app.model.room.code))
+        await bob.expect(p.Room)
+        await bob.send(p.Ready(ready=True))
+        await until(lambda: any(m.name == "Bob" and m.ready for m in app.model.room.members), "Bob ready")  # type: ignore[union-attr]
+        await pilot.press("enter")
+        await until(lambda: app.model.me is not None and app.model.me.ready, "the host ready")
+        await pilot.press("s")
+        await until(lambda: app.model.phase == p.RACING and app.model.view is not None, "the race")
+        await bob.send(p.Move(id=1, move="resign"))
+        await bob.expect(p.MoveOk)
+        await pilot.press("R")
+        await pilot.press("y")
+        await until(lambda: app.model.results is not None and bool(app.model.results.ratings), "the ratings")
+        results = app.model.results
+        assert results is not None and results.rated
+        mine = results.ratings[app.model.player_id or ""]
+        said = f"rating {mine.after.shown} ({mine.change:+d})"
+        await until(lambda: said in screen_text(app), "the change said on screen")
+        theirs = results.ratings[bob.pid]
+        await until(lambda: f"{theirs.after.shown} {theirs.change:>+5}" in screen_text(app), "Bob's row's change")
+        await bob.close()

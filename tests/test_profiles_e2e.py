@@ -83,6 +83,20 @@ async def test_a_look_alike_of_a_claimed_name_is_refused(look_alike: str) -> Non
         assert (await other.expect(p.Room)).members[0].claimed is False
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("Ann", "ΑΝΝ"), ("ΑΝΝ", "ann"), ("lvan", "Ivan"), ("Ivan", "lvan"), ("Bob", "ΒΟΒ")],  # Greek capitals; I and l
+)
+async def test_look_alikes_in_capitals_are_refused_either_way(first: str, second: str) -> None:
+    """Folding case first hides some capitals' look-alikes (Greek Ν folds to ν, which looks like v):
+    a claim holds both orders' keys (shared/identity.py, claim_keys)."""
+    async with running_server() as server:
+        await claimed_player(server, first)
+        other = await hello(server, "mallory")
+        answer = await claim(other, second, new_secret())
+        assert isinstance(answer, p.Error) and answer.code == p.NAME_CLAIMED, answer
+
+
 async def test_bad_claims_and_identities_answer_clear_codes() -> None:
     async with running_server() as server:
         bob, _ = await claimed_player(server, "Bob")
@@ -104,6 +118,9 @@ async def test_bad_claims_and_identities_answer_clear_codes() -> None:
         assert latest(stranger, p.Error).code == p.BAD_IDENTITY
         malformed = await hello(server, "y", identity="tiny")
         assert latest(malformed, p.Error).code == p.BAD_IDENTITY
+        robot = await Client.open(server, "robot")
+        await robot.send(p.Hello(v=p.PROTOCOL_VERSION, name="robot", identity=new_secret(), bot=True))
+        assert (await robot.expect(p.Error)).code == p.BAD_FIELD  # bots claim no names
         # claiming twice, and claiming inside a room: wrong_phase
         await bob.send(p.Claim(name="Bobby", identity=new_secret()))
         assert (await bob.expect(p.Error)).code == p.WRONG_PHASE
@@ -220,3 +237,16 @@ async def test_a_token_of_another_player_with_an_identity_starts_a_new_seat_of_t
         mixed = await hello(server, "?", identity=secret, token=plain.welcome.token)
         assert mixed.welcome is not None
         assert mixed.welcome.player_id != plain.pid and mixed.welcome.name == "Ann" and mixed.welcome.claimed
+
+
+async def test_a_seat_resumed_after_a_rename_elsewhere_shows_the_new_name() -> None:
+    async with running_server() as server:
+        ann, secret = await claimed_player(server, "Ann")
+        assert ann.welcome is not None
+        token = ann.welcome.token
+        other = await hello(server, "?", identity=secret)  # another seat of the profile renames it
+        await other.send(p.Rename(name="Anna"))
+        assert (await other.expect(p.Claimed)).name == "Anna"
+        back = await hello(server, "?", identity=secret, token=token)
+        assert back.welcome is not None
+        assert (back.welcome.player_id, back.welcome.name, back.welcome.resumed) == (ann.pid, "Anna", True)

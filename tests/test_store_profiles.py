@@ -50,6 +50,25 @@ async def test_a_look_alike_or_a_known_secret_is_refused_and_nothing_is_written(
     assert await store.load_profile("pr1") == (b"a", 1)
 
 
+async def test_every_key_of_a_name_is_held(make_store: StoreFactory) -> None:  # noqa: F811
+    store = await make_store()
+    assert await store.create_profile("pr1", "s" * 64, "avv", b"a", also_keys=["ann"])
+    assert not await store.create_profile("pr2", "t" * 64, "ann", b"b")  # its second key
+    assert not await store.create_profile("pr3", "u" * 64, "bob", b"c", also_keys=["avv"])
+    assert await store.profile_by_name("ann") == await store.profile_by_name("avv") == "pr1"
+    assert await store.profile_by_name("bob") is None  # nothing of a refused claim was written
+    # a rename moves every key: the old ones reserved, the new ones held
+    assert await store.rename_profile("pr1", "avv", "zed", b"a2", 1, 60.0, old_also=["ann"], new_also=["zzz"]) is (
+        RenameResult.RENAMED
+    )
+    for key in ("avv", "ann", "zed", "zzz"):
+        assert await store.profile_by_name(key) == "pr1"
+    assert await store.create_profile("pr4", "v" * 64, "cy", b"d", also_keys=["zz2"])
+    refused = await store.rename_profile("pr4", "cy", "new", b"d2", 1, 60.0, old_also=["zz2"], new_also=["zzz"])
+    assert refused is RenameResult.NAME_TAKEN
+    assert await store.profile_by_name("new") is None
+
+
 async def test_two_processes_claiming_one_name_at_once_one_wins(make_store: StoreFactory) -> None:  # noqa: F811
     stores = [await make_store() for _ in range(4)]
     created = await asyncio.gather(

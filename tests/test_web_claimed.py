@@ -54,3 +54,43 @@ async def test_claimed_names_carry_the_mark_on_the_page(browser: Browser) -> Non
         await expect(page.locator(".claimed").first).to_be_visible()
         await ann.close()
         await bob.close()
+
+
+async def bound(server: object, name: str) -> Client:
+    secret = secrets.token_urlsafe(32)
+    first = await Client.open(server, name)  # type: ignore[arg-type]
+    await first.hello("someone")
+    await first.send(p.Claim(name=name, identity=secret))
+    await first.expect(p.Claimed)
+    await first.close()
+    client = await Client.open(server, name)  # type: ignore[arg-type]
+    await client.send(p.Hello(v=p.PROTOCOL_VERSION, name="?", identity=secret))
+    client.welcome = await client.expect(p.Welcome)
+    return client
+
+
+async def test_a_rated_races_changes_show_on_the_final_leaderboard(browser: Browser) -> None:
+    async with running_server() as server, web_server_for(server) as web:
+        ann, bob = await bound(server, "Ann"), await bound(server, "Bob")
+        await ann.send(p.CreateRoom())
+        code = (await ann.expect(p.Room)).code
+        await bob.send(p.Join(code=code))
+        await bob.expect(p.Room)
+        await bob.send(p.Ready(ready=True))
+        watched = await open_page(browser, f"http://127.0.0.1:{web.port}/watch/{code}")
+        page = watched.page
+        await expect(page.locator("#lobby li")).to_have_count(2)
+        await start_race([ann, bob])
+        for client in (ann, bob):
+            await client.send(p.Move(id=1, move="resign"))
+        results = await ann.expect(p.Results)
+        while not results.ratings:
+            results = await ann.expect(p.Results)
+        for client in (ann, bob):
+            change = results.ratings[client.pid]
+            shown = f"{change.after.shown} ({'+' if change.change > 0 else ''}{change.change})"
+            row = page.locator(f'#leaderboard-body tr[data-player="{client.pid}"] .rating')
+            await expect(row).to_have_text(shown)
+        assert watched.problems == []
+        await ann.close()
+        await bob.close()

@@ -20,7 +20,7 @@ from client.widgets.leaderboard import CLAIMED_MARK, clock, mark_cells, pace_tex
 from client.widgets.plain import clean, plain
 from client.words import ordinal, plot_command, plural, typed_path
 from shared.cards import CARD_COUNT
-from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
+from shared.protocol import DEALING, RACER, SPECTATOR, RatingChange, Results, Room
 from shared.textwidth import fit_cells
 
 
@@ -227,6 +227,20 @@ def when(value: int, timed: bool) -> str:
 
 
 NAME_WIDTH = 16
+RATING_WIDTH = 12  # " 1138  +138" after a rated race's row (docs/players.md)
+
+
+def rating_cells(change: RatingChange | None) -> Text:
+    """A row's rating after a rated race and its change; blank for an unrated racer, and until
+    the changes come (a second results carries them)."""
+    if change is None:
+        return span(" " * RATING_WIDTH, "dim")
+    style = "green" if change.change > 0 else "red" if change.change < 0 else "dim"
+    out = span(f" {change.after.shown:>5}", "bold")
+    out.append(f" {change.change:>+5}", style=style)
+    return out
+
+
 RESULTS_ROW_WIDTH = 3 + NAME_WIDTH + 2 + 10 + 8 + 11 + 2 + 5 + 10  # a summary row before its line
 
 
@@ -270,7 +284,7 @@ class ResultsPanel(Widget):
         end = progress_end(progress)
         timed = by_time(progress)
         out = span(f"Results of race {results.race}", "bold underline")
-        spark_width = self.content_region.width - RESULTS_ROW_WIDTH - 2
+        spark_width = self.content_region.width - RESULTS_ROW_WIDTH - 2 - (RATING_WIDTH if results.rated else 0)
         if spark_width >= 8:
             axis = f"0:00–{clock(end)}" if timed else f"moves 0–{end}: no move times from the server"
             out.append(f"   the lines: cards home over the race ({axis})", style="dim")
@@ -285,6 +299,8 @@ class ResultsPanel(Widget):
             moves = "move " if row.moves == 1 else "moves"
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms):>5}")
             out.append(f" {pace_text(row.cards, row.elapsed_ms):>9}", style="cyan")
+            if results.rated:
+                out.append_text(rating_cells(results.ratings.get(row.player_id)))
             if spark_width >= 8 and row.player_id in progress:
                 out.append("  ")
                 out.append_text(sparkline(progress[row.player_id], end, spark_width))

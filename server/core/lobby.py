@@ -160,18 +160,25 @@ class LobbyMixin(CoreBase):
             return
         if profile is not None and (ev.record is None or ev.record.profile_id != profile.profile_id):
             # A hello with an identity and a token of another (or no) player of it: a new player of the profile.
-            self._register_bound(ev.conn, profile, ev.record.bot if ev.record is not None else False, ev.now)
+            self._register_bound(ev.conn, profile, False, ev.now)
             return
         if ev.record is None:
             self._error(ev.conn, p.BAD_TOKEN, "this resume token is unknown or expired: say hello without it", "hello")
             return
-        known = self.players.get(ev.record.player_id)
-        code = known.room if known is not None else ev.record.room
+        record = ev.record
+        known = self.players.get(record.player_id)
+        renamed = profile is not None and record.name != profile.name
+        if profile is not None and renamed and record.room is None and (known is None or known.room is None):
+            # The profile was renamed since this seat was made (on another connection or node).
+            record = msgspec.structs.replace(record, name=profile.name)
+            if known is not None:
+                known.name = profile.name
+        code = known.room if known is not None else record.room
         if code is not None and code not in self.rooms:
             # Its room is not in this process's memory (a restart, another process): load it first.
-            self._park_resume(code, ev.conn, ev.record, token, ev.now)
+            self._park_resume(code, ev.conn, record, token, ev.now)
             return
-        self._resume(ev.conn, ev.record, token, ev.now)
+        self._resume(ev.conn, record, token, ev.now)
 
     def _registered(self, ev: PlayerRegistered) -> None:
         if ev.conn not in self.conns or self.conns[ev.conn] is not None:

@@ -119,3 +119,4 @@ class ReadRatings(msgspec.Struct, frozen=True):
     limit: int = 0
     name_key: str | None = None
     profile_id: str | None = None
+    also_keys: tuple[str, ...] = ()  # the name's other look-alike keys (shared/identity.py's claim_keys)

@@ -33,7 +33,7 @@ from server.core.records import PlayerRecord, ProfileRecord, hash_token
 from server.core.state import PlayerState, RoomState
 from shared import identity as ident
 from shared import protocol as p
-from shared.names import NameInvalid, display_name, name_key
+from shared.names import NameInvalid, display_name
 
 
 def plan_rename(profile: ProfileRecord, raw: str, now: int) -> ProfileRecord | tuple[str, int, str]:
@@ -49,16 +49,25 @@ def plan_rename(profile: ProfileRecord, raw: str, now: int) -> ProfileRecord | t
         days = -(-wait // ident.DAY_MS)
         why = f"a claimed name changes at most once in 30 days: yours may change again in {days} day(s)"
         return ident.RENAME_TOO_SOON, wait, why
-    key = name_key(name)
-    kept = [(k, until) for k, until in profile.previous if until > now and k not in (key, profile.name_key)]
-    previous = [(profile.name_key, now + ident.RESERVED_MS), *kept] if key != profile.name_key else kept
-    return msgspec.structs.replace(profile, name=name, name_key=key, renamed_ms=now, previous=previous)
+    key, *also = ident.claim_keys(name)
+    new_keys = {key, *also}
+    old_keys = [profile.name_key, *profile.also_keys]
+    until = now + ident.RESERVED_MS
+    reserved = [(k, until) for k in dict.fromkeys(old_keys) if k not in new_keys]
+    kept = [(k, t) for k, t in profile.previous if t > now and k not in new_keys and k not in old_keys]
+    return msgspec.structs.replace(
+        profile, name=name, name_key=key, also_keys=also, renamed_ms=now, previous=[*reserved, *kept]
+    )
 
 
 class ProfilesMixin(CoreBase):
     # ------------------------------------------------------------------ hello with an identity
 
     def _hello_identity(self, conn: int, msg: p.Hello) -> None:
+        if msg.bot:
+            refused = "field 'identity' of hello: a bot says hello without an identity (bots claim no names)"
+            self._error(conn, p.BAD_FIELD, refused, "hello")
+            return
         why = ident.check_secret(msg.identity or "")
         if why is not None:
             self._error(conn, p.BAD_IDENTITY, why, "hello")
@@ -81,7 +90,7 @@ class ProfilesMixin(CoreBase):
             self._error(ev.conn, p.BAD_IDENTITY, why, "hello")
             return
         if msg.token is None:
-            self._register_bound(ev.conn, ev.record, msg.bot, ev.now)
+            self._register_bound(ev.conn, ev.record, False, ev.now)
             return
         self._hellos[ev.conn] = msg.token
         self._hello_profiles[ev.conn] = ev.record
@@ -126,8 +135,9 @@ class ProfilesMixin(CoreBase):
         if conn in self._profile_ops:
             self._error(conn, p.WRONG_PHASE, "your claim is being answered already", "claim")
             return
+        key, *also = ident.claim_keys(name)
         record = ProfileRecord(
-            profile_id="pf" + self.entropy.player_id(), name=name, name_key=name_key(name), created_ms=now
+            profile_id="pf" + self.entropy.player_id(), name=name, name_key=key, also_keys=also, created_ms=now
         )
         self._profile_ops[conn] = player.player_id
         self._out.append(ClaimProfile(conn, hash_token(msg.identity), record))
@@ -214,7 +224,8 @@ class ProfilesMixin(CoreBase):
         except NameInvalid as exc:
             self._error(conn, p.NAME_INVALID, str(exc), "get_rating")
             return
-        self._out.append(ReadRatings(conn, name_key=name_key(name)))
+        key, *also = ident.claim_keys(name)
+        self._out.append(ReadRatings(conn, name_key=key, also_keys=tuple(also)))
 
     def _ratings_read(self, ev: RatingsRead) -> None:
         if ev.conn not in self.conns or self.conns[ev.conn] is None:

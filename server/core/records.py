@@ -92,7 +92,9 @@ class ProfileRecord(msgspec.Struct, kw_only=True):
     name_key: str
     created_ms: int
     renamed_ms: int | None = None
-    # Names this profile held before, each (name key, until ms): reserved for it alone until then.
+    # The name's other look-alike keys (shared/identity.py's ``claim_keys``), held with name_key.
+    also_keys: list[str] = msgspec.field(default_factory=list)
+    # Keys of names this profile held before, each (key, until ms): reserved for it alone until then.
     previous: list[tuple[str, int]] = msgspec.field(default_factory=list)
     rating: Rating | None = None  # None: never rated
     history: list[RatedRace] = msgspec.field(default_factory=list)  # newest first (RATING_HISTORY_MAX)

@@ -60,7 +60,7 @@ async def claim_profile(store: Store, effect: ClaimProfile, now: Clock) -> Profi
     record = effect.record
     try:
         created = await store.create_profile(
-            record.profile_id, effect.secret_hash, record.name_key, encode_record(record)
+            record.profile_id, effect.secret_hash, record.name_key, encode_record(record), also_keys=record.also_keys
         )
         if created:
             return ProfileClaimed(effect.conn, record, "created", now())
@@ -89,6 +89,8 @@ async def rename_profile(store: Store, effect: RenameProfile, now: Clock) -> Pro
                 encode_record(planned),
                 loaded[1],
                 RESERVED_MS / 1000,
+                old_also=record.also_keys,
+                new_also=planned.also_keys,
             )
             if done is RenameResult.RENAMED:
                 return ProfileRenamed(effect.conn, "renamed", planned, now())
@@ -168,7 +170,10 @@ async def read_ratings(store: Store, effect: ReadRatings, now: Clock) -> Ratings
         if effect.profile_id is not None or effect.name_key is not None:
             profile_id = effect.profile_id
             if profile_id is None and effect.name_key is not None:
-                profile_id = await store.profile_by_name(effect.name_key)
+                for key in (effect.name_key, *effect.also_keys):
+                    profile_id = await store.profile_by_name(key)
+                    if profile_id is not None:
+                        break
             record = _decode(await store.get_profile(profile_id)) if profile_id is not None else None
             return RatingsRead(effect.conn, now(), profile=record)
         rows: list[RatingRow] = []

@@ -131,10 +131,13 @@ class Store(DailyStore, abc.ABC):
     # puts it in a key as it is); ``secret_hash`` the SHA-256 (hex) of the client's secret.
 
     @abc.abstractmethod
-    async def create_profile(self, profile_id: str, secret_hash: str, name_key: str, data: bytes) -> bool:
-        """In one atomic step: if no profile holds ``name_key`` (as its name or a reserved old one)
-        and no profile has ``secret_hash``, store the profile at version 1 and index it by both.
-        False (nothing written) if either is taken."""
+    async def create_profile(
+        self, profile_id: str, secret_hash: str, name_key: str, data: bytes, *, also_keys: Sequence[str] = ()
+    ) -> bool:
+        """In one atomic step: if no profile holds ``name_key`` or any of ``also_keys`` (the name's
+        other look-alike keys; as its name or a reserved old one) and no profile has
+        ``secret_hash``, store the profile at version 1 and index it by the secret and every key.
+        False (nothing written) if any is taken."""
 
     @abc.abstractmethod
     async def profile_by_secret(self, secret_hash: str) -> str | None:
@@ -168,11 +171,14 @@ class Store(DailyStore, abc.ABC):
         data: bytes,
         expected_version: int,
         reserve_s: float,
+        *,
+        old_also: Sequence[str] = (),
+        new_also: Sequence[str] = (),
     ) -> RenameResult:
-        """In one atomic step: if the profile is at ``expected_version`` and ``new_key`` is free or
-        already this profile's (an old name of its own coming back), index the profile by
-        ``new_key`` for good, keep ``old_key`` its own for ``reserve_s`` seconds more (then free),
-        and store ``data`` (version + 1)."""
+        """In one atomic step: if the profile is at ``expected_version`` and ``new_key`` and each of
+        ``new_also`` is free or already this profile's (an old name of its own coming back), index
+        the profile by them for good, keep ``old_key`` and ``old_also`` (those not among the new
+        keys) its own for ``reserve_s`` seconds more (then free), and store ``data`` (version + 1)."""
 
     @abc.abstractmethod
     async def rating_board(self, limit: int) -> list[tuple[str, float]]:

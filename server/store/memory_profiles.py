@@ -6,6 +6,7 @@ frees itself once its deadline passes (checked on each look-up, on the store's c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from server.store.base import RenameResult, check_identifier, is_identifier
@@ -46,18 +47,23 @@ class MemoryProfiles:
             return None
         return held[0]
 
-    async def create_profile(self, profile_id: str, secret_hash: str, name_key: str, data: bytes) -> bool:
+    async def create_profile(
+        self, profile_id: str, secret_hash: str, name_key: str, data: bytes, *, also_keys: Sequence[str] = ()
+    ) -> bool:
         now = self._begin()
         check_identifier("profile id", profile_id)
         check_identifier("secret hash", secret_hash)
-        check_name_key(name_key)
+        keys = [check_name_key(key) for key in (name_key, *also_keys)]
         if not isinstance(data, bytes):
             raise TypeError(f"profile data must be bytes, not {type(data).__name__}")
-        if profile_id in self._profiles or secret_hash in self._secrets or self._name_holder(name_key, now):
+        if profile_id in self._profiles or secret_hash in self._secrets:
+            return False
+        if any(self._name_holder(key, now) is not None for key in keys):
             return False
         self._profiles[profile_id] = _Profile(data, 1, secret_hash)
         self._secrets[secret_hash] = profile_id
-        self._names[name_key] = (profile_id, None)
+        for key in keys:
+            self._names[key] = (profile_id, None)
         return True
 
     async def profile_by_secret(self, secret_hash: str) -> str | None:
@@ -103,21 +109,27 @@ class MemoryProfiles:
         data: bytes,
         expected_version: int,
         reserve_s: float,
+        *,
+        old_also: Sequence[str] = (),
+        new_also: Sequence[str] = (),
     ) -> RenameResult:
         now = self._begin()
-        check_name_key(old_key)
-        check_name_key(new_key)
+        old_keys = [check_name_key(key) for key in (old_key, *old_also)]
+        new_keys = [check_name_key(key) for key in (new_key, *new_also)]
         if not isinstance(data, bytes):
             raise TypeError(f"profile data must be bytes, not {type(data).__name__}")
         profile = self._profiles.get(profile_id)
         if profile is None or profile.version != expected_version:
             return RenameResult.CONFLICT
-        holder = self._name_holder(new_key, now)
-        if holder is not None and holder != profile_id:
-            return RenameResult.NAME_TAKEN
-        if old_key != new_key and self._name_holder(old_key, now) == profile_id:
-            self._names[old_key] = (profile_id, now + max(0.0, float(reserve_s)))
-        self._names[new_key] = (profile_id, None)
+        for key in new_keys:
+            holder = self._name_holder(key, now)
+            if holder is not None and holder != profile_id:
+                return RenameResult.NAME_TAKEN
+        for key in old_keys:
+            if key not in new_keys and self._name_holder(key, now) == profile_id:
+                self._names[key] = (profile_id, now + max(0.0, float(reserve_s)))
+        for key in new_keys:
+            self._names[key] = (profile_id, None)
         profile.data = data
         profile.version += 1
         return RenameResult.RENAMED

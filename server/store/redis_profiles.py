@@ -19,6 +19,7 @@ Keys (``ns`` the namespace):
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
@@ -29,13 +30,14 @@ from redis.commands.core import AsyncScript
 from server.store.base import RenameResult, check_identifier, is_identifier
 from server.store.memory_profiles import check_name_key
 
-# KEYS: profile, secret, name. ARGV: profile id, data. 1 created; 0 a key taken (nothing written).
+# KEYS: profile, secret, then each of the name's keys. ARGV: profile id, data. 1 created; 0 a key
+# taken (nothing written).
 CREATE_PROFILE = """
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1
-   or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+end
 redis.call('HSET', KEYS[1], 'data', ARGV[2], 'version', 1)
-redis.call('SET', KEYS[2], ARGV[1])
-redis.call('SET', KEYS[3], ARGV[1])
+for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[1]) end
 return 1
 """
 
@@ -51,17 +53,23 @@ if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4]) end
 return new
 """
 
-# KEYS: profile, old name, new name. ARGV: data, expected version, profile id, reserve ms.
-# 1 renamed; 0 the new name is another profile's; -1 no such profile or another version.
+# KEYS: profile, the old name's keys (ARGV[5] of them), then the new name's keys. ARGV: data,
+# expected version, profile id, reserve ms, how many old keys. 1 renamed; 0 a new key is another
+# profile's; -1 no such profile or another version.
 RENAME_PROFILE = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or version ~= ARGV[2] then return -1 end
-local holder = redis.call('GET', KEYS[3])
-if holder and holder ~= ARGV[3] then return 0 end
-if KEYS[2] ~= KEYS[3] and redis.call('GET', KEYS[2]) == ARGV[3] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+local old = tonumber(ARGV[5])
+local new = {}
+for i = 2 + old, #KEYS do
+  local holder = redis.call('GET', KEYS[i])
+  if holder and holder ~= ARGV[3] then return 0 end
+  new[KEYS[i]] = true
 end
-redis.call('SET', KEYS[3], ARGV[3])
+for i = 2, 1 + old do
+  if not new[KEYS[i]] and redis.call('GET', KEYS[i]) == ARGV[3] then redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
+end
+for i = 2 + old, #KEYS do redis.call('SET', KEYS[i], ARGV[3]) end
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[1], 'data', ARGV[1])
 return 1
@@ -110,13 +118,15 @@ class RedisProfiles:
             return await self._confirmed_script(script, keys, args, what)
         return await script(keys=keys, args=args)
 
-    async def create_profile(self, profile_id: str, secret_hash: str, name_key: str, data: bytes) -> bool:
+    async def create_profile(
+        self, profile_id: str, secret_hash: str, name_key: str, data: bytes, *, also_keys: Sequence[str] = ()
+    ) -> bool:
         check_identifier("profile id", profile_id)
         check_identifier("secret hash", secret_hash)
-        check_name_key(name_key)
+        names = [self.name_key(check_name_key(key)) for key in dict.fromkeys((name_key, *also_keys))]
         if not isinstance(data, bytes):
             raise TypeError(f"profile data must be bytes, not {type(data).__name__}")
-        keys = [self.profile_key(profile_id), self.secret_key(secret_hash), self.name_key(name_key)]
+        keys = [self.profile_key(profile_id), self.secret_key(secret_hash), *names]
         async with self._talking("create_profile"):
             created = await self._script(self._create_profile, keys, [profile_id, data], f"profile {profile_id}")
         return created == 1
@@ -176,14 +186,18 @@ class RedisProfiles:
         data: bytes,
         expected_version: int,
         reserve_s: float,
+        *,
+        old_also: Sequence[str] = (),
+        new_also: Sequence[str] = (),
     ) -> RenameResult:
         check_identifier("profile id", profile_id)
-        check_name_key(old_key)
-        check_name_key(new_key)
+        old = [self.name_key(check_name_key(key)) for key in dict.fromkeys((old_key, *old_also))]
+        new = [self.name_key(check_name_key(key)) for key in dict.fromkeys((new_key, *new_also))]
         if not isinstance(data, bytes):
             raise TypeError(f"profile data must be bytes, not {type(data).__name__}")
-        keys = [self.profile_key(profile_id), self.name_key(old_key), self.name_key(new_key)]
-        args: list[Any] = [data, str(int(expected_version)), profile_id, max(1, round(reserve_s * 1000))]
+        keys = [self.profile_key(profile_id), *old, *new]
+        reserve_ms = max(1, round(reserve_s * 1000))
+        args: list[Any] = [data, str(int(expected_version)), profile_id, reserve_ms, len(old)]
         async with self._talking("rename_profile"):
             done = await self._script(self._rename_profile, keys, args, f"profile {profile_id}'s rename")
         if done == 1:

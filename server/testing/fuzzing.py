@@ -1001,7 +1001,20 @@ class FrameGenerator:
                 )[0]
             elif room.phase == p.RESULTS:
                 kind = rng.choices(
-                    ("rematch", "leave", "join", "move", "ping", "chat", "daily"), (30, 4, 3, 3, 1, 3, 3)
+                    (
+                        "rematch",
+                        "leave",
+                        "join",
+                        "move",
+                        "ping",
+                        "chat",
+                        "daily",
+                        "rename",
+                        "claim",
+                        "get_rating",
+                        "get_ratings",
+                    ),
+                    (30, 4, 3, 3, 1, 3, 3, 1, 1, 1, 1),
                 )[0]
             else:  # countdown, dealing, or watching a race
                 end = 2 if room.phase != p.RACING else 0.2

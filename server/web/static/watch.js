@@ -546,6 +546,8 @@ function renderLeaderboard() {
     if (racer.claimed) nameCell.append(claimedMark());
     if (racer.bot) nameCell.append(el("span", { className: "tag" }, "bot"));
     if (!racer.connected) nameCell.append(el("span", { className: "tag away" }, "away"));
+    const change = state.results && state.results.ratings ? state.results.ratings[racer.player_id] : undefined;
+    if (change) nameCell.append(ratingTag(change));
     const cards = num(racer.cards);
     cardsCell.querySelector(".bar-fill").style.width = `${(100 * cards) / 104}%`; // CSSOM: allowed by the CSP
     cardsCell.querySelector(".count").textContent = String(cards);
@@ -610,6 +612,13 @@ function renderChat() {
 // Beside a claimed name (docs/players.md): the player who claimed it on this server, not a look-alike.
 function claimedMark() {
   return el("span", { className: "claimed", title: "a claimed name" }, " ✓");
+}
+
+// A rated race's change for one racer (docs/players.md): its shown rating after, and the change.
+function ratingTag(change) {
+  const delta = num(change.change);
+  return el("span", { className: "tag rating", title: "rating after this race" },
+    `${num(change.after.shown)} (${delta > 0 ? "+" : ""}${delta})`);
 }
 
 function feedItem(item) {
