@@ -981,7 +981,7 @@ class FrameGenerator:
                     "get_player",
                     "get_standing",
                 ),
-                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1, 4, 3, 2, 2, 6, 1, 2, 1, 1),
+                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1, 4, 3, 2, 2, 6, 1, 2, 2, 1),
             )[0]
         else:
             member = room.members.get(pid)
