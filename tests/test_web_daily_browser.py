@@ -143,6 +143,11 @@ async def test_today_live_then_yesterday_revealed_and_verified_in_the_browser(
     for row in answer["board"]["rows"]:
         _game, result = replay(int(deal), answer["board"]["records"][row["name"]])
         assert result.ok and result.foundation_cards == row["cards"]
+    # The standing board (all days), under yesterday's: a resigned attempt's points are its cards home.
+    cards = {row["name"]: row["cards"] for row in answer["board"]["rows"]}
+    for name in ("ann", XSS_NAME):
+        points = page.locator(f'#standing-body tr[data-name="{name}"] td').nth(2)
+        await expect(points).to_have_text(str(cards[name]))
     await first.close()
     await second.close()
 

@@ -97,6 +97,7 @@ const state = {
   yesterday: null,
   day: null, // the one day a /daily/N page shows
   player: null,
+  standing: null, // the all-days standing board (/api/board)
   problem: null,
   live: false,
 };
@@ -205,6 +206,26 @@ function daySection(id, title, day, { live = false } = {}) {
   return section;
 }
 
+/** The all-days standing board (points: docs/daily.md, "The standing board"), its first rows. */
+function standingSection(standing) {
+  const headers = [["Rank", "num"], ["Player", ""], ["Points", "num"], ["Days played", "num"], ["Days won", "num"], ["Best streak", "num"]];
+  const rows = (standing.rows ?? []).map((row) => el("tr", { "data-name": row.name },
+    el("td", { className: "num" }, num(row.rank)),
+    el("td", { className: "name" }, playerLink({ name: row.name, claimed: true }), el("span", { className: "claimed", title: "a claimed name" }, " ✓")),
+    el("td", { className: "num" }, num(row.points)),
+    el("td", { className: "num" }, num(row.days_played)),
+    el("td", { className: "num" }, num(row.days_won)),
+    el("td", { className: "num" }, num(row.best_streak))));
+  return el("section", { id: "standing", "aria-labelledby": "standing-title" },
+    el("h2", { id: "standing-title" }, "The standing board, all days"),
+    el("p", { className: "muted" }, "Points for each finished attempt: its cards home, 100 more for a win, up to 100 more for a fast one. ",
+      `${plural(num(standing.total ?? rows.length), "player")} in all.`),
+    el("div", { className: "tablewrap" },
+      el("table", { id: "standing-table" },
+        el("thead", {}, el("tr", {}, ...headers.map(([label, cls]) => el("th", { scope: "col", className: cls || null }, label)))),
+        el("tbody", { id: "standing-body" }, ...rows))));
+}
+
 // ------------------------------------------------------------------ the pages
 
 const main = document.getElementById("main");
@@ -233,6 +254,7 @@ function renderToday() {
     el("p", { className: "daily-link" }, "Play it once, ranked: ", el("code", { id: "play-command" }, `plot daily --server ${WS_URL}`)),
     daySection("today", "Today's board", today, { live: state.live }),
     state.yesterday ? daySection("yesterday", "Yesterday's board", state.yesterday) : null,
+    state.standing ? standingSection(state.standing) : null,
     dayNav(today));
   if (state.yesterday && state.yesterday.final) replayRows("yesterday-board", state.yesterday);
   renderCountdown();
@@ -406,6 +428,7 @@ async function load() {
       return;
     }
     state.today = dayOf(await api("/api/daily"));
+    state.standing = await api("/api/board");
     state.yesterday = null;
     if (state.today.day > 0) {
       try {
