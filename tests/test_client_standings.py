@@ -14,7 +14,7 @@ from client_fixtures import fresh_state_dir  # noqa: F401  (fixture: state_dir)
 from daily_views_support import claim, daily_config, play_attempt
 from support import SIZE, running_server, screen_text, until, url
 
-from client.tui.standings import BOARD, PLAYER, StandingsApp, StandingsConfig
+from client.tui.standings import BOARD, PLAYER, STANDING, StandingsApp, StandingsConfig
 from server.shell import RaceServer
 
 DAY_S = 10
@@ -89,6 +89,19 @@ async def test_todays_board_live_then_revealed_and_checked_then_the_players_page
         history = next(line for line in text.splitlines() if f"day {day}" in line)
         assert "/2" in history and "resigned" in history
         await player.shutdown()
+
+    # The standing board over all days (plot board --standing): a resigned attempt's points are its cards.
+    standing = StandingsApp(StandingsConfig(url=url(server), what=STANDING))
+    async with standing.run_test(size=SIZE) as pilot:
+        await until(lambda: standing.standing is not None, "the standing board")
+        await pilot.pause()
+        text = screen_text(standing)
+        assert "The standing board, all days" in text and "2 players" in text
+        assert standing.standing is not None
+        for row in standing.standing.rows:
+            line = row_of(text, row.name)
+            assert line is not None and f"{row.points} pts" in line and "1 day played" in line
+        await standing.shutdown()
 
     nobody = StandingsApp(StandingsConfig(url=url(server), what=PLAYER, name="zed"))
     async with nobody.run_test(size=SIZE) as pilot:

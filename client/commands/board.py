@@ -17,15 +17,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DATE",
         help="YYYY-MM-DD (UTC) or a day number (default: today); [ and ] step through the days",
     )
+    parser.add_argument(
+        "--standing", action="store_true", help="the standing board over all days (points) instead of a day's"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from client.identities import identity_for
-    from client.tui.standings import BOARD, StandingsApp, StandingsConfig
+    from client.tui.standings import BOARD, STANDING, StandingsApp, StandingsConfig
 
     url = server_url(args)
     identity = identity_for(url)  # your row stands out, when you have one
-    config = StandingsConfig(url=url, what=BOARD, day=args.day, me=identity.profile_id if identity else None)
+    what = STANDING if args.standing else BOARD
+    config = StandingsConfig(url=url, what=what, day=args.day, me=identity.profile_id if identity else None)
     app = StandingsApp(config)
     app.run()
     if app.exit_note:

@@ -1,5 +1,6 @@
 """The daily deal's boards in the terminal: ``plot board [DATE]`` (a day's board; today's live),
-``plot me`` and ``plot player NAME`` (a claimed player's days).
+``plot board --standing`` (the standing board over all days), ``plot me`` and ``plot player
+NAME`` (a claimed player's days).
 
 One small Textual app over a :class:`client.connection.Connection`: it asks the server
 (``get_board``, ``get_player``; ``watch_daily`` for today's board as it changes) and shows what
@@ -24,7 +25,7 @@ from client.daily_check import check_day
 from client.tui.play import CSS_PATH
 from client.viewmodel import now_ms
 from client.widgets.cards import span
-from client.widgets.daily import DailyBoardPanel, ProfilePanel, day_title, reveal_text
+from client.widgets.daily import DailyBoardPanel, ProfilePanel, StandingPanel, day_title, reveal_text
 from client.widgets.leaderboard import clock
 from client.widgets.plain import clean
 from client.words import describe_error
@@ -35,19 +36,22 @@ from shared.protocol import (
     Error,
     GetBoard,
     GetPlayer,
+    GetStanding,
     PlayerProfile,
     ServerMessage,
+    Standing,
     WatchDaily,
 )
 
 BOARD = "board"
 PLAYER = "player"
+STANDING = "standing"
 
 
 @dataclass(slots=True)
 class StandingsConfig:
     url: str
-    what: str  # board | player
+    what: str  # board | player | standing
     day: int | None = None  # board: which day (None: today)
     name: str | None = None  # player: whose profile
     me: str | None = None  # the profile id of this client's claimed name on this server, if any
@@ -77,6 +81,8 @@ class StandingsScreen(Screen[None]):
         with VerticalScroll(id="body"):
             if self.standings.config.what == PLAYER:
                 yield ProfilePanel()
+            elif self.standings.config.what == STANDING:
+                yield StandingPanel()
             else:
                 yield DailyBoardPanel()
                 yield Static("", id="reveal", markup=False)
@@ -120,6 +126,9 @@ class StandingsScreen(Screen[None]):
                 reveal.display = True
             else:
                 reveal.display = False
+        elif app.config.what == STANDING:
+            status.append(" · the standing board")
+            self.query_one(StandingPanel).show(app.standing)
         else:
             status.append(f" · player {clean(app.config.name or '')}")
             self.query_one(ProfilePanel).show(app.profile)
@@ -139,6 +148,7 @@ class StandingsApp(App[int]):
         self.board: DailyBoard | None = None
         self.shown_day: int | None = config.day
         self.profile: PlayerProfile | None = None
+        self.standing: Standing | None = None
         self.verdict: str | None = None
         self.exit_note = ""
         self.offset_ms = 0
@@ -178,6 +188,8 @@ class StandingsApp(App[int]):
             if self.config.what == PLAYER:
                 assert self.config.name is not None
                 reply: ServerMessage = await connection.request(GetPlayer(name=self.config.name), PlayerProfile)
+            elif self.config.what == STANDING:
+                reply = await connection.request(GetStanding(), Standing)
             else:
                 reply = await connection.request(GetBoard(day=self.shown_day), DailyBoard)
             if isinstance(reply, Error):
@@ -233,6 +245,8 @@ class StandingsApp(App[int]):
                 self.run_worker(self._check(msg), group="check", exclusive=True)
         elif isinstance(msg, PlayerProfile):
             self.profile = msg
+        elif isinstance(msg, Standing) and msg.offset == 0:
+            self.standing = msg
         else:
             return
         self.screen_.redraw()

@@ -15,7 +15,7 @@ from client.widgets.cards import span
 from client.widgets.leaderboard import STATUS_STYLE, clock, progress_bar
 from client.widgets.plain import clean, plain
 from client.words import plural
-from shared.protocol import DailyBoard, DailyDay, DailyRow, PlayerProfile
+from shared.protocol import DailyBoard, DailyDay, DailyRow, PlayerProfile, Standing
 from shared.textwidth import fit_cells
 
 NAME_WIDTH = 20
@@ -145,6 +145,48 @@ class ProfilePanel(Widget):
 
     def render(self) -> Text:
         return profile_text(self.profile) if self.profile is not None else span("loading…", "dim")
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.render().plain.splitlines())
+
+
+def standing_text(standing: Standing | None) -> Text:
+    """The standing board over all days: rank, name, points, days played and won, best streak."""
+    out = span("The standing board, all days", "bold underline")
+    if standing is None:
+        out.append("\nloading…", style="dim")
+        return out
+    out.append(
+        f"  {plural(standing.total, 'player')} · points: cards home, +100 a win, up to +100 a fast one", style="dim"
+    )
+    if not standing.rows:
+        out.append("\nnobody has finished an attempt yet", style="dim")
+    for row in standing.rows:
+        out.append(f"\n{row.rank:>4} ", style="bold")
+        out.append_text(plain(fit_cells(clean(row.name), NAME_WIDTH), style="bold"))
+        out.append(" ✓", style="green")
+        out.append(f" {row.points:>7} pts", style="bold")
+        out.append(
+            f"  {plural(row.days_played, 'day')} played, {row.days_won} won, best streak {row.best_streak}", style="dim"
+        )
+    return out
+
+
+class StandingPanel(Widget):
+    DEFAULT_CSS = """
+    StandingPanel { height: auto; padding: 0 1; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="standing")
+        self.standing: Standing | None = None
+
+    def show(self, standing: Standing | None) -> None:
+        self.standing = standing
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        return standing_text(self.standing)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.render().plain.splitlines())
