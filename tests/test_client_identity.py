@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from client_fixtures import fresh_state_dir, race_server  # noqa: F401  (fixtures: server, state_dir)
-from support import Client, eventually, screen_text, until, url
+from support import Client, eventually, screen_text, start_race, until, url
 
 from client.cli import main
 from client.connection import Connection
@@ -192,3 +192,55 @@ async def test_the_race_client_shows_a_rated_races_changes(
         theirs = results.ratings[bob.pid]
         await until(lambda: f"{theirs.after.shown} {theirs.change:>+5}" in screen_text(app), "Bob's row's change")
         await bob.close()
+
+
+async def test_plot_ratings_prints_the_board_and_a_history(
+    server: RaceServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = await plot(capsys, "ratings", "--server", url(server))
+    assert code == 0 and "no rated races" in out
+    players = []
+    for name in ("Ann", "Bob"):
+        secret = new_secret()
+        first = await Client.open(server, name)
+        await first.hello(name)
+        await first.send(p.Claim(name=name, identity=secret))
+        await first.expect(p.Claimed)
+        await first.close()
+        bound = await Client.open(server, name)
+        await bound.send(p.Hello(v=p.PROTOCOL_VERSION, name="?", identity=secret))
+        bound.welcome = await bound.expect(p.Welcome)
+        players.append(bound)
+    ann, bob = players
+    await ann.send(p.CreateRoom())
+    room = (await ann.expect(p.Room)).code
+    await bob.send(p.Join(code=room))
+    await bob.expect(p.Room)
+    await bob.send(p.Ready(ready=True))
+    await start_race([ann, bob])
+    for client in (ann, bob):
+        await client.send(p.Move(id=1, move="resign"))
+    results = await ann.expect(p.Results)
+    while not results.ratings:
+        results = await ann.expect(p.Results)
+    # a node reads the board once a second at most (server/shell/profiles.py): the empty one read
+    # above may answer for up to a second more
+    shown: list[str] = []
+
+    async def board_shows_both() -> bool:
+        code, out = await plot(capsys, "ratings", "--server", url(server))
+        shown[:] = out.splitlines()
+        return code == 0 and len(shown) == 3
+
+    await eventually(board_shows_both, what="the board with both racers")
+    lines = shown
+    assert "Ann" in lines[1] and "Bob" in lines[2], lines
+    assert str(results.ratings[ann.pid].after.shown) in lines[1]
+    code, out = await plot(capsys, "ratings", "bob", "--server", url(server))
+    assert code == 0 and f"room {room} race 1: 2 of 2" in out, out
+    code, out = await plot(capsys, "ratings", "Nobody", "--server", url(server))
+    assert code == 1 and "unknown_player" in out
+    code, out = await plot(capsys, "ratings", "--limit", "0", "--server", url(server))
+    assert code == 2
+    for client in (ann, bob):
+        await client.close()

@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from support import Shell
 
-from server.core.events import HelloEvent
+from server.core.events import HelloEvent, RateRace
 from server.core.profiles import plan_rename
 from server.core.ratings import RatedRacer, race_is_rated, rate_race, rated_racers
-from server.core.records import ProfileRecord
+from server.core.records import ProfileRecord, decode_profile, encode_record
+from server.shell.profile_ops import rate_race_profiles
+from server.store.memory import MemoryStore
 from shared import protocol as p
 from shared.identity import DAY_MS, RENAME_EVERY_MS, Rating, certainty, check_secret, shown_rating
 from shared.names import name_key
@@ -128,3 +130,47 @@ def test_the_core_rates_a_race_once_its_results_are_stored() -> None:
     other = shell.hello("Zed")
     shell.send(other, p.Claim(name="Аnn", identity="d" * 43))  # Cyrillic А
     assert shell.error(other).code == p.NAME_CLAIMED
+
+
+class AnotherRaceFirst(MemoryStore):
+    """A store on which, just before the first rating write of profile ``pfa``, another race of
+    that profile lands (as another node's write would): the first write's compare-and-set is
+    refused and the application must read again and recompute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interleaved = False
+        self.refused = 0
+
+    async def put_profile(
+        self, profile_id: str, data: bytes, *, expected_version: int | None = None, score: float | None = None
+    ) -> int | None:
+        if profile_id == "pfa" and not self.interleaved:
+            self.interleaved = True
+            other = RateRace("OTHER", 1, 5, (RatedRacer("x1", "pfa", 1), RatedRacer("x2", "pfc", 2)))
+            assert not (await rate_race_profiles(self, other, lambda: 0)).failed
+        stored = await super().put_profile(profile_id, data, expected_version=expected_version, score=score)
+        if stored is None:
+            self.refused += 1
+        return stored
+
+
+async def test_two_races_of_one_profile_at_once_lose_no_update() -> None:
+    store = AnotherRaceFirst()
+    for pid in ("pfa", "pfb", "pfc"):
+        record = ProfileRecord(profile_id=pid, name=pid, name_key=pid, created_ms=0)
+        assert await store.create_profile(pid, pid * 16, pid, encode_record(record))
+    race = RateRace("ROOM1", 1, 9, (RatedRacer("p1", "pfa", 1), RatedRacer("p2", "pfb", 2)))
+    rated = await rate_race_profiles(store, race, lambda: 0)
+    assert store.interleaved and store.refused == 1 and set(rated.ratings) == {"p1", "p2"}
+    loaded = await store.load_profile("pfa")
+    assert loaded is not None
+    ann = decode_profile(loaded[0])
+    assert ann.rating is not None and ann.rating.races == 2
+    assert [(h.room, h.place) for h in ann.history] == [("ROOM1", 1), ("OTHER", 1)]
+    # the change shown is the one stored, computed from the rating the other race left
+    assert rated.ratings["p1"].after == ann.rating and rated.ratings["p1"].before.races == 1
+    # applied again (an answer lost, a second node): nothing changes
+    again = await rate_race_profiles(store, race, lambda: 0)
+    assert again.ratings["p1"].after == ann.rating
+    assert decode_profile((await store.load_profile("pfa") or (b"", 0))[0]).rating == ann.rating

@@ -6,10 +6,12 @@ races ending at once on two server processes, neither update lost."""
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
+import time
 
 from openskill.models import PlackettLuce
-from support import Client, fast_config, running_server, start_race
+from support import Client, fast_config, metric, metrics, running_server, start_race
 
 from server.store.redis import RedisStore
 from shared import protocol as p
@@ -175,3 +177,24 @@ async def test_one_profiles_races_ending_at_once_on_two_nodes_lose_no_update(red
         # the stored rating is the later of the two changes applied on top of the earlier one
         last = max((first.ratings[ann_one.pid], second.ratings[ann_two.pid]), key=lambda c: c.after.races)
         assert last.after.races == 2 and history.rating == last.after
+
+
+async def test_a_flood_of_board_requests_reads_the_store_once_a_second(redis_url: str) -> None:
+    async with running_server(RedisStore(redis_url), fast_config()) as server:
+        ann, _ = await claimed(server, "Ann")
+        bob, _ = await claimed(server, "Bob")
+        await race([ann, bob], [0, 1])
+        assert server.metrics_port is not None
+        before = metric(
+            await asyncio.to_thread(metrics, server.metrics_port), "plot_store_calls_total", op="rating_board"
+        )
+        started = time.monotonic()
+        for _ in range(30):
+            await ann.send(p.GetRatings(limit=5))
+        boards = [await ann.expect(p.RatingBoard) for _ in range(30)]
+        elapsed = time.monotonic() - started
+        assert all([row.name for row in board.rows] == ["Ann", "Bob"] for board in boards)
+        after = metric(
+            await asyncio.to_thread(metrics, server.metrics_port), "plot_store_calls_total", op="rating_board"
+        )
+        assert 1 <= after - before <= 1 + math.ceil(elapsed)  # one read per second at most, not one per request
