@@ -84,7 +84,7 @@ HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")  # RFC 1123
 HOST_PORT = re.compile(r"^(.+?)(?::([0-9]{1,5}))?$")
 # The daily pages (server/web/static/daily.js): today, one day by number or date, a player.
 DAILY_PAGE = re.compile(r"^/daily(?:/(?:[0-9]{1,9}|[0-9]{4}-[0-9]{2}-[0-9]{2}))?/?$")
-PLAYER_PAGE = re.compile(r"^/player/[^/]{1,200}$")
+PLAYER_PAGE = re.compile(r"^/player/[^/]{1,1024}$")  # a claimed name, percent-encoded: 72 characters at most
 
 
 @dataclass
