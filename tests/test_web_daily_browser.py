@@ -207,5 +207,8 @@ async def test_a_day_by_its_date_with_24_hour_days(browser: Browser) -> None:
         await expect(page.locator("#day-board-body tr")).to_have_count(1)
         assert await page.locator("#day-reveal").count() == 0
         assert await page.locator("#next-day").count() == 0  # no day after today
+        # A phone's width: the page fits it (a wide table scrolls in its own box).
+        await page.set_viewport_size({"width": 375, "height": 700})
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 375
         assert not watched.problems, watched.problems
         await first.close()
