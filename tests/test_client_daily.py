@@ -56,6 +56,8 @@ async def test_an_attempt_by_keys_then_the_board_live_and_the_share_text(server:
         assert day is not None
         text = screen_text(app)
         assert f"daily · day {day.day} · {day.date} · ends in" in text and "attempt limit 30:00" in text
+        assert app.model.room is not None and "The Plot · today's attempt · racing" in text
+        assert app.model.room.code not in text  # the attempt's room is the server's own business
         # The usual board and keys: a move the server accepts.
         view = app.model.view
         assert view is not None

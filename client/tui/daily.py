@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -127,6 +128,7 @@ class DailyScreen(RaceScreen):
 
     def _tick(self) -> None:
         super()._tick()
+        self._name_the_attempt()
         app = self.daily_app
         line = span("daily", "bold")
         if app.config_daily.replay:
@@ -138,6 +140,21 @@ class DailyScreen(RaceScreen):
             line.append(f" · attempt limit {clock(day.time_limit_s * 1000)}", style="dim")
             line.append(f" · commitment {clean(day.commitment)[:12]}…", style="dim")
         self.query_one("#day-line", Static).update(line)
+
+    def _name_the_attempt(self) -> None:
+        """The status line says "today's attempt" (or "replay") where a room's code would be: the
+        attempt's room is the server's own business."""
+        room = self.daily_app.model.room
+        status = self.query_one("#status-line", Static)
+        content = status.content
+        if room is None or not isinstance(content, Text):
+            return
+        named = f" · room {clean(room.code)}"
+        at = content.plain.find(named)
+        if at < 0:
+            return
+        what = "unranked replay" if self.daily_app.config_daily.replay else "today's attempt"
+        status.update(content[:at] + span(f" · {what}", "bold") + content[at + len(named) :])
 
     def show_after(self) -> None:
         """The day's board and the share text, once the attempt is over."""
