@@ -1,7 +1,7 @@
 // The Plot daily pages: /daily (today's board live, the countdown to the day's end, yesterday's
 // board with its reveal checked here), /daily/N and /daily/YYYY-MM-DD (one day's board), and
 // /player/NAME (a claimed player's days). The boards come from the server's JSON API on this
-// origin (docs/protocol.md, "The daily deal"); today's board then follows live over the game
+// origin (docs/daily.md, "The JSON API"); today's board then follows live over the game
 // server's WebSocket as a spectator of the day (watch_daily), like `plot board`. Every string
 // from the server goes into the page as text (textContent / text nodes), never as HTML.
 
