@@ -222,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
            metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
+    add("--daily", default=_env("PLOT_DAILY", "on"), metavar="on|off", help="the daily deal (docs/daily.md): "
+        "each day's deal prepared ahead by the worker pool, daily attempts, the boards [PLOT_DAILY] (on)")  # fmt: skip
     number("--day-seconds", "PLOT_DAY_SECONDS", int, core.day_seconds, 10, "the daily deal's day, in seconds "
            "from the Unix epoch (for tests and events; 86400: days begin at 00:00 UTC) [PLOT_DAY_SECONDS] "
            f"({core.day_seconds})", metavar="S")  # fmt: skip
@@ -381,6 +383,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     resolve_numbers(args)
     if args.log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level / PLOT_LOG_LEVEL {args.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
+    if args.daily not in ("on", "off"):
+        raise ConfigError(f"--daily / PLOT_DAILY {args.daily!r}: expected on or off")
     if args.metrics not in ("on", "off"):
         raise ConfigError(f"--metrics / PLOT_METRICS {args.metrics!r}: expected on or off")
     if args.readback not in ("incremental", "full"):
@@ -418,6 +422,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
         max_queued_moves=args.max_queued_moves,
+        daily=args.daily == "on",
         day_seconds=args.day_seconds,
         daily_time_limit_s=args.daily_time_limit,
         shared_rooms=multi_node(args),

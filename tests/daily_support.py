@@ -18,7 +18,7 @@ from shared import protocol as p
 from shared.engine import View
 
 DAY_SECONDS = 60
-DAILY_CORE: CoreConfig = replace(FAST, day_seconds=DAY_SECONDS, daily_time_limit_s=15, daily_poll_ms=200)
+DAILY_CORE: CoreConfig = replace(FAST, daily=True, day_seconds=DAY_SECONDS, daily_time_limit_s=15, daily_poll_ms=200)
 
 
 def new_secret() -> str:

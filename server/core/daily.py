@@ -165,6 +165,9 @@ class DailyMixin(CoreBase):
     # ------------------------------------------------------------------ client messages
 
     def _daily_client(self, conn: int, player: PlayerState, msg: p.ClientMessage, now: int) -> None:
+        if not self.config.daily:
+            self._error(conn, p.NO_DAY, "this server has no daily deal (plot-server --daily on)", p.message_type(msg))
+            return
         if isinstance(msg, p.Daily):
             self._daily_request(conn, player, msg, now)
         elif isinstance(msg, p.WatchDaily):

@@ -23,8 +23,11 @@ from shared.fairplay import new_salt, random_deal
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
     countdown_ms: int = 3000
-    # The daily deal (docs/daily.md): a day's length from the Unix epoch (--day-seconds), each
-    # attempt's time limit, and how often the day's board is read for its watchers.
+    # The daily deal (docs/daily.md): on or off (plot-server --daily, on there; off for an embedded
+    # server, plot practice, and tests that do not ask for it: its day clock prepares each day's
+    # deal in the worker pool), a day's length from the Unix epoch (--day-seconds), each attempt's
+    # time limit, and how often the day's board is read for its watchers.
+    daily: bool = False
     day_seconds: int = 86400
     daily_time_limit_s: int = 1800
     daily_poll_ms: int = 1000

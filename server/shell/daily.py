@@ -39,8 +39,9 @@ class DailyPart(Part):
         self.stopped = False
 
     def start(self) -> None:
-        """The day clock's first tick: today's record, loaded or prepared."""
-        self.dispatch(DailyTick(now_ms()))
+        """The day clock's first tick: today's record, loaded or prepared (with the daily deal on)."""
+        if self.config.core.daily:
+            self.dispatch(DailyTick(now_ms()))
 
     def stop(self) -> None:
         self.stopped = True

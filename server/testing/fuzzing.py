@@ -154,6 +154,7 @@ def fuzz_config(blocked_budget: int | None = BLOCKED_BUDGET) -> CoreConfig:
         lobby_idle_ms=120_000,
         max_rooms=40,
         room_ttl_s=6 * 3600,
+        daily=True,
     )
 
 
