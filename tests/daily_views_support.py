@@ -20,7 +20,8 @@ from shared import protocol as p
 
 def daily_config(day_seconds: int = 3600, time_limit_s: int = 1800, **overrides: Any) -> ServerConfig:
     """A test server whose days last ``day_seconds`` (the day record is made before the day starts)."""
-    return fast_config(core=replace(FAST, day_seconds=day_seconds, daily_time_limit_s=time_limit_s), **overrides)
+    core = replace(FAST, daily=True, day_seconds=day_seconds, daily_time_limit_s=time_limit_s)
+    return fast_config(core=core, **overrides)
 
 
 def new_secret() -> str:
