@@ -9,9 +9,10 @@ import asyncio
 import math
 import secrets
 import time
+from dataclasses import replace
 
 from openskill.models import PlackettLuce
-from support import Client, fast_config, metric, metrics, running_server, start_race
+from support import FAST, Client, eventually, fast_config, latest, metric, metrics, running_server, start_race
 
 from server.store.redis import RedisStore
 from shared import protocol as p
@@ -198,3 +199,44 @@ async def test_a_flood_of_board_requests_reads_the_store_once_a_second(redis_url
             await asyncio.to_thread(metrics, server.metrics_port), "plot_store_calls_total", op="rating_board"
         )
         assert 1 <= after - before <= 1 + math.ceil(elapsed)  # one read per second at most, not one per request
+
+
+async def test_a_rated_race_in_a_room_shared_by_two_nodes_is_applied_once(redis_url: str) -> None:
+    """``--multi-node``: Ann hosts on node A, Bob races from node B, Sue watches from B. The race's
+    ratings reach every member on both nodes, and each profile counts the race once."""
+    shared = fast_config(core=replace(FAST, shared_rooms=True))
+    async with (
+        running_server(RedisStore(redis_url), shared) as a,
+        running_server(RedisStore(redis_url), shared) as b,
+    ):
+        ann, _ = await claimed(a, "Ann")
+        bob, _ = await claimed(b, "Bob")
+        sue = await unclaimed(b, "Sue")
+        await ann.send(p.CreateRoom())
+        code = (await ann.expect(p.Room)).code
+        await bob.send(p.Join(code=code))
+        await bob.expect(p.Room)
+        await sue.send(p.Join(code=code, role=p.SPECTATOR))
+        await sue.expect(p.Room)
+        await bob.send(p.Ready(ready=True))
+        await eventually(
+            lambda: any(m.name == "Bob" and m.ready for m in latest(ann, p.Room).members), what="Bob ready, seen on A"
+        )
+        await ann.send(p.Start())
+        for client in (ann, bob):
+            await client.expect(p.RaceStart)
+        for client in (ann, bob):
+            await client.send(p.Move(id=1, move="resign"))
+
+        async def rated(client: Client) -> p.Results:
+            results = await client.expect(p.Results)
+            while not results.ratings:
+                results = await client.expect(p.Results)
+            return results
+
+        seen = await asyncio.gather(rated(ann), rated(bob), rated(sue))
+        assert all(r.ratings == seen[0].ratings for r in seen) and set(seen[0].ratings) == {ann.pid, bob.pid}
+        for name in ("Ann", "Bob"):
+            await sue.send(p.GetRating(name=name))
+            history = await sue.expect(p.RatingHistory)
+            assert history.rating.races == 1 and [h.room for h in history.history] == [code]

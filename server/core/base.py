@@ -277,6 +277,9 @@ class CoreBase:
         @abstractmethod  # profiles.py
         def _rate_when_stored(self, room: RoomState, phase: str, race_number: int) -> None: ...
 
+        @abstractmethod  # profiles.py
+        def _ratings_arrived(self, old: RoomState, room: RoomState) -> None: ...
+
         @abstractmethod  # chat.py
         def _announce_finishes(
             self, room: RoomState, race: RaceState, rows: list[p.LeaderboardRow] | None, final: bool = False

@@ -283,3 +283,15 @@ class ProfilesMixin(CoreBase):
         self._note("race_rated", room=ev.code, race=ev.race, racers=len(ev.ratings))
         # The results again, now with the changes: after the save, as the first results went.
         room.after_save.append(Send(room.member_ids(), self._results(room)))
+
+    def _ratings_arrived(self, old: RoomState, room: RoomState) -> None:
+        """Several nodes: the store's room replaced this node's copy and carries the rating changes
+        of its race (another node applied them): the members connected here get the results again."""
+        race, before = room.race, old.race
+        if race is None or room.phase != p.RESULTS or not race.record.ratings:
+            return
+        if before is not None and before.record.number == race.record.number and before.record.ratings:
+            return
+        here = tuple(pid for pid in room.members if self._connected(pid))
+        if here:
+            self._send(here, self._results(room))
