@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "claim": ("client.commands.claim", "claim a name on a server and keep it (rooms mark it; --rename changes it)"),
     "ratings": ("client.commands.ratings", "a server's rating board, or one claimed name's rating and rated races"),
     "identity": ("client.commands.identity", "move the secrets that hold your claimed names: export, import, list"),
+    "daily": ("client.commands.daily", "today's daily deal: one ranked attempt, then the day's board and your result"),
+    "board": ("client.commands.board", "a day's board of the daily deal: plot board [DATE] (today's live)"),
+    "me": ("client.commands.me", "your daily days on a server: streaks, bests, history"),
+    "player": ("client.commands.player", "a claimed player's daily days: plot player NAME"),
 }
 
 

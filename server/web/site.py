@@ -1,11 +1,12 @@
 """A tiny HTTP/1.1 file server for the spectator page, on asyncio streams (no framework).
 
 Only GET is served (anything else: 405), one request per connection (``Connection: close``),
-from a fixed table built at start-up: ``/`` and ``/watch/CODE`` give the page, ``/static/...``
-its files; every other path is 404. A file name never reaches the file system, so no path can
-escape the folder. Every response carries the security headers: a Content-Security-Policy that
-allows this origin's scripts and styles and a WebSocket to the game port only, ``nosniff``, no
-framing, no referrer.
+from a fixed table built at start-up: ``/`` and ``/watch/CODE`` give the page, ``/daily``,
+``/daily/N``, ``/daily/YYYY-MM-DD`` and ``/player/NAME`` the daily pages (which also read this
+origin's JSON API: their CSP allows it), ``/static/...`` their files; every other path is 404.
+A file name never reaches the file system, so no path can escape the folder. Every response
+carries the security headers: a Content-Security-Policy that allows this origin's scripts and
+styles and a WebSocket to the game port only, ``nosniff``, no framing, no referrer.
 
 The request head is parsed by h11 (the maintained HTTP/1.1 parser: request line and header
 grammar, bare-LF lines, one ``Host``); on top of it only HTTP/1.0 and 1.1 are answered and the
@@ -48,6 +49,7 @@ log = logging.getLogger("plot.web")
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
 PAGE_TEMPLATE = HERE / "page.html"
+DAILY_TEMPLATE = HERE / "daily.html"
 WS_URL_SLOT = "__PLOT_WS_URL__"
 
 MAX_HEAD_BYTES = 8192  # request line + headers; the page sends nothing bigger
@@ -80,6 +82,9 @@ REASONS = {
 }
 HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")  # RFC 1123
 HOST_PORT = re.compile(r"^(.+?)(?::([0-9]{1,5}))?$")
+# The daily pages (server/web/static/daily.js): today, one day by number or date, a player.
+DAILY_PAGE = re.compile(r"^/daily(?:/(?:[0-9]{1,9}|[0-9]{4}-[0-9]{2}-[0-9]{2}))?/?$")
+PLAYER_PAGE = re.compile(r"^/player/[^/]{1,1024}$")  # a claimed name, percent-encoded: 72 characters at most
 
 
 @dataclass
@@ -119,8 +124,11 @@ def origin_of(ws_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def content_security_policy(ws_url: str | None) -> str:
+def content_security_policy(ws_url: str | None, *, api: bool = False) -> str:
+    """``api``: the page also reads this origin's JSON API (the daily pages)."""
     connect = origin_of(ws_url) if ws_url else "'none'"
+    if api:
+        connect = f"'self' {connect}" if ws_url else "'self'"
     return (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
         f"connect-src {connect}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -211,6 +219,7 @@ class WebServer:
         self._ssl = ssl_context
         self._static = load_static()
         self._page = PAGE_TEMPLATE.read_text(encoding="utf-8")
+        self._daily_page = DAILY_TEMPLATE.read_text(encoding="utf-8")
         self._server: asyncio.Server | None = None
         self._slots = Slots(config.max_clients, config.conns_per_address)
         self._refusing = 0
@@ -332,13 +341,15 @@ class WebServer:
         if request.method != b"GET":
             return self._error(405, "only GET is served here\n", extra={"Allow": "GET"})
         path = target.split("?", 1)[0].split("#", 1)[0]
-        if path == "/" or (path.startswith("/watch/") and is_room_code(path[len("/watch/") :])):
+        daily = DAILY_PAGE.match(path) is not None or PLAYER_PAGE.match(path) is not None
+        if daily or path == "/" or (path.startswith("/watch/") and is_room_code(path[len("/watch/") :])):
             hosts = [value for name, value in request.headers if name == b"host"]
             ws_url = self._ws_url(hosts[0].decode("latin-1") if hosts else "")
             if ws_url is None:
                 return self._error(400, "missing or malformed Host header\n")
-            page = self._page.replace(WS_URL_SLOT, html.escape(ws_url, quote=True))
-            return self._response(200, page.encode("utf-8"), CONTENT_TYPES[".html"], ws_url)
+            template = self._daily_page if daily else self._page
+            page = template.replace(WS_URL_SLOT, html.escape(ws_url, quote=True))
+            return self._response(200, page.encode("utf-8"), CONTENT_TYPES[".html"], ws_url, api=daily)
         found = self._static.get(path)
         if found is not None:
             return self._response(200, found.body, found.content_type, None)
@@ -373,7 +384,13 @@ class WebServer:
 
     @staticmethod
     def _response(
-        status: int, body: bytes, content_type: str, ws_url: str | None, extra: dict[str, str] | None = None
+        status: int,
+        body: bytes,
+        content_type: str,
+        ws_url: str | None,
+        extra: dict[str, str] | None = None,
+        *,
+        api: bool = False,
     ) -> bytes:
         headers = {
             "Content-Type": content_type,
@@ -381,7 +398,7 @@ class WebServer:
             "Cache-Control": "no-cache",
             "Connection": "close",
             "Server": "plot-server",
-            "Content-Security-Policy": content_security_policy(ws_url),
+            "Content-Security-Policy": content_security_policy(ws_url, api=api),
             "X-Content-Type-Options": "nosniff",
             "X-Frame-Options": "DENY",
             "Referrer-Policy": "no-referrer",
