@@ -239,7 +239,8 @@ class Target:
 @contextlib.contextmanager
 def target_server(kind: str, reply_size: int) -> Iterator[Target]:
     """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it); '-nometrics' after a store
-    kind runs that server with --metrics off, '-shzN' with --spectator-hz N, 'redis-shipped' on a
+    kind runs that server with --metrics off, '-shzN' with --spectator-hz N, '-pure' with the pure-Python
+    engine (PLOT_PURE_PYTHON=1, docs/engine.md "The compiled build"), 'redis-shipped' on a
     Redis with docker-compose.yml's persistence (appendfsync always); '@NAME' at the end
     runs the server of the tree --tree NAME=PATH gave."""
     kind, _, tree = kind.partition("@")
@@ -267,6 +268,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
         # that tree's server, not the installed one; no spectator page (it would take port + 1); its
         # metrics listener on a free port (an older tree ignores the variable: metrics on its game port)
         env = server_environment(PYTHONPATH=str(root), PLOT_METRICS_PORT=str(metrics_port))
+        if variant == "pure":  # memory-pure: the pure-Python engine, though a compiled build is there
+            env["PLOT_PURE_PYTHON"] = "1"
         proc = subprocess.Popen(
             pinned(cmd, SERVER_CORE),
             cwd=root,
