@@ -454,6 +454,20 @@ class Game:
         self.entries.append(entry)
         self._update_status(True)
 
+    def play_answered(
+        self, entry: str, checked: tuple[int, int] | None
+    ) -> tuple[list[PileChange], int | None, tuple[int, int | None] | None]:
+        """Play an entry (``play_checked`` with the piles ``check_move`` gave, else ``play``) and
+        return its :meth:`changes` (what the server's acknowledgement carries), in one call: the
+        piles it touches, their lengths before, the play, the changes. IllegalMove as ``play``."""
+        touched = checked if checked is not None else self.touched(entry)
+        lengths = tuple([self.pile_length(index) for index in touched])
+        if checked is not None:
+            self.play_checked(entry, checked)
+        else:
+            self.play(entry)
+        return self.changes(touched, lengths)
+
     def _move(self, src: int, dst: int) -> None:
         check = self._check_value
         if src == STOCK:

@@ -76,6 +76,7 @@ __all__ = ["CoreConfig", "Entropy", "ServerCore", "summary_from_record"]
 # The phases of a landed save that hold the current race's record.
 RACE_STORED = (p.COUNTDOWN, p.RACING, p.RESULTS)
 ONE_RACER_EVENTS = (MovePersisted, MovePersistFailed, LogReloaded, BlockedChecked, RemoteMoves)
+BATCH_EVENTS = (MovesAnswered, RemoteBatch)  # a tuple: ``A | B`` in isinstance builds a union at each call
 
 
 class ServerCore(
@@ -205,7 +206,7 @@ class ServerCore(
         its move: most events) may change only that racer's, so only it is taken."""
         only: str | None
         code: str | None
-        if isinstance(event, RemoteBatch | MovesAnswered):  # only the racers it names are played on
+        if isinstance(event, BATCH_EVENTS):  # only the racers it names are played on
             batch: dict[str, dict[str, LogSnapshot | None]] = {}
             for run in event.runs if isinstance(event, RemoteBatch) else event.answers:
                 room = self.rooms.get(run.code)

@@ -279,14 +279,9 @@ class RacerLogMixin(CoreBase):
         old = racer.game
         before, status_before = old.foundation_cards, old.status
         checked = racer.checked if len(old.entries) == racer.checked_at else None
-        touched = checked if checked is not None else old.touched(pending.move)
-        lengths = tuple(old.pile_length(index) for index in touched)
         game = old
         try:
-            if checked is not None:
-                game.play_checked(pending.move, checked)
-            else:
-                game.play(pending.move)
+            changes, stock, reserve = game.play_answered(pending.move, checked)
         except IllegalMove:
             # Cannot happen (checked against this very position): were it to, the log holds an
             # entry this game refuses, so rebuild the racer from the log as after a failed write.
@@ -303,7 +298,6 @@ class RacerLogMixin(CoreBase):
             racer.pending_ids.pop(pending.id, None)
             racer.ids[pending.id] = racer.log_length
             racer.id_moves[pending.id] = pending.move
-            changes, stock, reserve = game.changes(touched, lengths)
             ok = p.MoveOk(
                 id=pending.id,
                 seq=racer.log_length,
