@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import hiredis
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
@@ -266,12 +267,14 @@ def milliseconds(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
+# hiredis's packer, in C (redis-py's own serializer when hiredis is installed: the server extra
+# installs it). Its stub types the argument as a one-element tuple and the result not at all.
+_hiredis_pack: Callable[[tuple[bytes, ...]], bytes] = cast(Any, hiredis.pack_command)
+
+
 def pack_command(parts: Sequence[bytes]) -> bytes:
     """One command in Redis's wire format (RESP): an array of bulk strings."""
-    chunks = [b"*%d\r\n" % len(parts)]
-    for part in parts:
-        chunks += (b"$%d\r\n" % len(part), part, b"\r\n")
-    return b"".join(chunks)
+    return _hiredis_pack(tuple(parts))
 
 
 def command_part(part: object) -> bytes:
