@@ -476,6 +476,8 @@ class RedisStore(Store):
         self._retire_token = self._redis.register_script(RETIRE_TOKEN)
         self._take_lease = self._redis.register_script(TAKE_LEASE)
         self._listed_key = f"{namespace}:rooms:listed"
+        # (room, race, player) -> an append's keys and channel, encoded: built once per racer, not per move
+        self._append_keys: dict[tuple[str, int, str], tuple[bytes, bytes, bytes, bytes]] = {}
 
     # Keys --------------------------------------------------------------------
 
@@ -1000,14 +1002,21 @@ class RedisStore(Store):
         which entries landed); otherwise each entry's own result."""
         keys: list[bytes] = []
         args: list[bytes] = []
+        known = self._append_keys
         for request in requests:
             code, race = request.code, request.race
-            keys += (
-                self.room_key(code).encode(),
-                self.log_key(code, race, request.player_id).encode(),
-                self.log_index_key(code).encode(),
-            )
-            channel = self.events_channel(code).encode() if request.notice else b""
+            racer_keys = known.get((code, race, request.player_id))
+            if racer_keys is None:
+                if len(known) >= 65536:  # finished races' racers: forgotten all at once, now and then
+                    known.clear()
+                racer_keys = known[code, race, request.player_id] = (
+                    self.room_key(code).encode(),
+                    self.log_key(code, race, request.player_id).encode(),
+                    self.log_index_key(code).encode(),
+                    self.events_channel(code).encode(),
+                )
+            keys += racer_keys[:3]
+            channel = racer_keys[3] if request.notice else b""
             args += (b"%d" % request.expected_length, request.entry, b"%d" % race, channel, request.notice)
         packed = pack_command([b"EVALSHA", self._append_moves.sha.encode(), b"%d" % len(keys), *keys, *args])
         count = 1
