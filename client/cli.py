@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rooms": ("client.commands.rooms", "list the open rooms on a server"),
     "bot": ("client.commands.bot", "bot racers for a room (they play from their own view)"),
     "solve": ("client.commands.solve", "is a deal winnable? search it with full knowledge (prints a winning line)"),
+    "claim": ("client.commands.claim", "claim a name on a server and keep it (rooms mark it; --rename changes it)"),
+    "ratings": ("client.commands.ratings", "a server's rating board, or one claimed name's rating and rated races"),
+    "identity": ("client.commands.identity", "move the secrets that hold your claimed names: export, import, list"),
 }
 
 

@@ -37,8 +37,10 @@ import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from client.identities import claimed_secret
 from client.state import safe_name, state_dir, write_private
 from shared.protocol import (
+    BAD_IDENTITY,
     BAD_TOKEN,
     BUSY,
     CLOSE_SUPERSEDED,
@@ -194,6 +196,10 @@ class TokenFile:
 # ---------------------------------------------------------------- the connection
 
 
+# Connection's ``identity`` by default: the one kept for the server (None: play unclaimed).
+SAVED_IDENTITY = "saved"
+
+
 @dataclass(slots=True)
 class PendingMove:
     id: int
@@ -216,10 +222,14 @@ class Connection:
         backoff_start: float = 0.2,
         backoff_max: float = 5.0,
         open_timeout: float = 5.0,
+        identity: str | None = SAVED_IDENTITY,
     ) -> None:
         self.url = url
         self.name = name
         self.bot = bot
+        # The secret of the name claimed on this server (client/identities.py): the hello binds the
+        # player to it and the server shows the claimed name. Bots never carry one.
+        self.identity = (claimed_secret(url) if not bot else None) if identity == SAVED_IDENTITY else identity
         self.token_file = token_file
         # ``resume`` False: a new identity, even if the token file holds one (saved over on welcome).
         self.token: str | None = token_file.load() if token_file and resume else None
@@ -358,7 +368,8 @@ class Connection:
     async def _hello(self, ws: ClientConnection) -> None:
         attempt = waits = 0
         while True:
-            await ws.send(encode(Hello(v=PROTOCOL_VERSION, name=self.name, token=self.token, bot=self.bot)))
+            hello = Hello(v=PROTOCOL_VERSION, name=self.name, token=self.token, bot=self.bot, identity=self.identity)
+            await ws.send(encode(hello))
             reply = await self._next_message(ws)
             wait = _retry_after(reply)
             if wait is not None and waits < HELLO_WAITS:
@@ -386,6 +397,12 @@ class Connection:
                     log.exception("error while handling the welcome")
                 await self._resend_pending(ws)
                 return
+            if isinstance(reply, Error) and reply.code == BAD_IDENTITY and self.identity is not None:
+                # This server does not know the saved identity (another server's, or its store was
+                # wiped): play unclaimed; the message says how to forget it (plot identity forget).
+                self.identity = None
+                self.on_message(reply)
+                continue
             if isinstance(reply, Error) and reply.code == BAD_TOKEN and attempt == 0 and self.token:
                 # The server no longer knows us (it forgot, or the token is from elsewhere): start afresh.
                 attempt += 1

@@ -268,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
            "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
            "private codes); 0: no cap "
            f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    number("--claims-per-hour", "PLOT_CLAIMS_PER_HOUR", int, limits.claims_per_hour, 0, "name claims per "
+           f"address and hour (docs/players.md); past it: error claim_limit; 0: no cap "
+           f"[PLOT_CLAIMS_PER_HOUR] ({limits.claims_per_hour})")  # fmt: skip
     number("--answer-bytes-per-s", "PLOT_ANSWER_BYTES_PER_S", int, limits.answer_bytes_per_s, 0, "bytes a second "
            "the server sends in answer to one connection's requests (join, sync, list_rooms, ...; moves not "
            f"counted), bursts of {ANSWER_BURST_S:g} s' worth; past it: error rate_limited with retry_ms; 0: no "
@@ -428,6 +431,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             hellos_per_minute=args.hellos_per_minute,
             rooms_per_minute=args.rooms_per_minute,
             join_failures_per_minute=args.join_failures_per_minute,
+            claims_per_hour=args.claims_per_hour,
             answer_bytes_per_s=args.answer_bytes_per_s,
             address_answer_bytes_per_s=args.answer_bytes_per_address,
             trusted_proxies=trusted_proxies,

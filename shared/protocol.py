@@ -17,6 +17,25 @@ import msgspec
 from shared.deal import MAX_DEAL
 from shared.engine import PileChange, View, apply_changes, view_check
 
+# Profiles and ratings (docs/players.md) live in shared/identity.py; these stay importable from here.
+from shared.identity import BAD_IDENTITY as BAD_IDENTITY
+from shared.identity import CLAIM_LIMIT as CLAIM_LIMIT
+from shared.identity import IDENTITY_ERROR_CODES
+from shared.identity import NAME_CLAIMED as NAME_CLAIMED
+from shared.identity import NOT_CLAIMED as NOT_CLAIMED
+from shared.identity import RENAME_TOO_SOON as RENAME_TOO_SOON
+from shared.identity import Claim as Claim
+from shared.identity import Claimed as Claimed
+from shared.identity import GetRating as GetRating
+from shared.identity import GetRatings as GetRatings
+from shared.identity import RatedRace as RatedRace
+from shared.identity import Rating as Rating
+from shared.identity import RatingBoard as RatingBoard
+from shared.identity import RatingChange as RatingChange
+from shared.identity import RatingHistory as RatingHistory
+from shared.identity import RatingRow as RatingRow
+from shared.identity import Rename as Rename
+
 # The name rule lives in shared/names.py; these stay importable from here.
 from shared.names import NAME_CHARS_MAX as NAME_CHARS_MAX
 from shared.names import NAME_MAX as NAME_MAX
@@ -81,6 +100,7 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     SUPERSEDED,
     MUTED,
     CHAT_LIMITED,
+    *IDENTITY_ERROR_CODES,
 )
 
 CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the same player
@@ -175,6 +195,9 @@ class RoomOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Spectators' chat during a race: "outside_race" keeps it from the racers while a race is on
     # (countdown, racing), so nobody watching can coach them; "always" lets racers read it too.
     spectator_chat: Literal["outside_race", "always"] = "outside_race"
+    # Rated races change the claimed racers' ratings (docs/players.md): True rated, False casual,
+    # None (the default) rated when every racer is claimed and at least two are (bots never are).
+    rated: bool | None = None
 
 
 class RoomRules(msgspec.Struct, kw_only=True):
@@ -188,6 +211,7 @@ class RoomRules(msgspec.Struct, kw_only=True):
     bots_allowed: bool
     winnable_only: bool
     spectator_chat: str = CHAT_OUTSIDE_RACE
+    rated: bool | None = None  # RoomOptions.rated
 
 
 class Member(msgspec.Struct, kw_only=True):
@@ -198,6 +222,7 @@ class Member(msgspec.Struct, kw_only=True):
     bot: bool
     connected: bool
     muted: bool = False  # the host muted this member's chat
+    claimed: bool = False  # the name is a claimed one (a profile's: docs/players.md)
 
 
 class RoomSummary(msgspec.Struct, kw_only=True):
@@ -225,6 +250,7 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     elapsed_ms: int  # time of the racer's last accepted entry, from the start signal
     rank: int  # 1-based, docs/rules.md, "Race ranking"
     connected: bool
+    claimed: bool = False  # the name is a claimed one
 
 
 PACE_AFTER_MS: Final = 10_000  # a pace over less race time than this says little: none is shown
@@ -248,7 +274,7 @@ class ChatLine(msgspec.Struct, kw_only=True):
     text: str  # at most CHAT_MAX characters, no control characters
     at: int  # server ms
     audience: str = TO_ALL  # all | spectators (a spectator's line kept from the racers during a race)
-    claimed: bool = False  # the sender's name is a claimed one (no claimed names yet: always false)
+    claimed: bool = False  # the sender's name is a claimed one (docs/players.md)
 
 
 class GameRecord(msgspec.Struct, kw_only=True):
@@ -267,6 +293,9 @@ class Hello(msgspec.Struct, tag="hello", tag_field="type", kw_only=True):
     name: str
     token: Annotated[str, msgspec.Meta(max_length=128)] | None = None
     bot: bool = False
+    # The client's identity secret for this server (docs/players.md): the player is bound to the
+    # profile it claimed, and shows the claimed name (``name`` is then ignored).
+    identity: Annotated[str, msgspec.Meta(max_length=128)] | None = None
 
 
 class CreateRoom(msgspec.Struct, tag="create_room", tag_field="type", kw_only=True):
@@ -349,6 +378,10 @@ ClientMessage = (
     | Sync
     | Chat
     | Mute
+    | Claim
+    | Rename
+    | GetRatings
+    | GetRating
 )
 
 CLIENT_TYPES: Final[tuple[str, ...]] = (
@@ -367,6 +400,10 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "sync",
     "chat",
     "mute",
+    "claim",
+    "rename",
+    "get_ratings",
+    "get_rating",
 )
 
 # ---------------------------------------------------------------- server -> client
@@ -380,6 +417,8 @@ class Welcome(msgspec.Struct, tag="welcome", tag_field="type", kw_only=True):
     v: int = PROTOCOL_VERSION
     resumed: bool = False
     room: str | None = None  # the room this player is in (resumed), if any
+    profile: str | None = None  # the profile id this player is bound to (a claimed name), if any
+    claimed: bool = False  # ``name`` is a claimed one
 
 
 class Error(msgspec.Struct, tag="error", tag_field="type", kw_only=True):
@@ -516,6 +555,8 @@ class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
     # player id -> the race time (ms from the start signal) each entry of that record was accepted,
     # in order (a later addition to version 1: results without it carry no move times)
     times: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    rated: bool = False  # the race changes ratings (docs/players.md): ``ratings`` follow in a later results
+    ratings: dict[str, RatingChange] = msgspec.field(default_factory=dict)  # player id -> change (rated only)
 
 
 class ChatSaid(msgspec.Struct, tag="chat", tag_field="type", kw_only=True):
@@ -577,6 +618,9 @@ ServerMessage = (
     | ChatSaid
     | ChatHistory
     | Finished
+    | Claimed
+    | RatingBoard
+    | RatingHistory
 )
 
 SERVER_TYPES: Final[tuple[str, ...]] = (
@@ -598,6 +642,9 @@ SERVER_TYPES: Final[tuple[str, ...]] = (
     "chat",
     "chat_history",
     "finished",
+    "claimed",
+    "rating_board",
+    "rating_history",
 )
 
 # ---------------------------------------------------------------- a client's board (v2)

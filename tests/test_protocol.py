@@ -70,6 +70,13 @@ CLIENT_SAMPLES: list[p.ClientMessage] = [
     p.Chat(text="good luck 🍀"),
     p.Mute(player_id="p2"),
     p.Mute(player_id="p2", muted=False),
+    p.Hello(v=2, name="Ann", identity="s" * 43),
+    p.Claim(name="Ann", identity="s" * 43),
+    p.Rename(name="Anna"),
+    p.GetRatings(),
+    p.GetRatings(limit=100),
+    p.GetRating(),
+    p.GetRating(name="Ann"),
 ]
 
 SERVER_SAMPLES: list[p.ServerMessage] = [
@@ -158,6 +165,27 @@ SERVER_SAMPLES: list[p.ServerMessage] = [
         ],
     ),
     p.Finished(race=1, player_id="p1", name="Ann", status="won", place=1, cards=104, elapsed_ms=459_000),
+    p.Welcome(player_id="p1", token="t", name="Ann", server_time=1, profile="pr1", claimed=True),
+    p.Claimed(profile_id="pr1", name="Ann"),
+    p.RatingBoard(rows=[p.RatingRow(rank=1, name="Ann", profile_id="pr1", shown=1012, certainty=8, races=1)]),
+    p.RatingHistory(
+        name="Ann",
+        profile_id="pr1",
+        rating=p.Rating(mu=27.0, sigma=7.9, shown=1132, certainty=5, races=1),
+        history=[p.RatedRace(room="ABCDE", race=1, at=9, place=1, racers=2, before=1000, after=1132)],
+    ),
+    p.Results(
+        race=2,
+        ranking=["p1", "p2"],
+        racers=[_row(), _row("p2")],
+        deal=7,
+        salt="ab" * 32,
+        commitment="c" * 64,
+        chosen_deal=True,
+        records={},
+        rated=True,
+        ratings={"p1": p.RatingChange(before=p.Rating(), after=p.Rating(mu=27.6, sigma=8.0, shown=1144), change=144)},
+    ),
 ]
 
 

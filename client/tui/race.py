@@ -333,7 +333,9 @@ class RaceApp(App[int]):
         if place is None:
             self.screen_.say("race over", sticky=True)
         else:
-            self.screen_.say(f"race over: you placed {ordinal(place)} of {len(results.ranking)}", sticky=True)
+            change = results.ratings.get(self.model.player_id or "")
+            rating = f"; rating {change.after.shown} ({change.change:+d})" if change is not None else ""
+            self.screen_.say(f"race over: you placed {ordinal(place)} of {len(results.ranking)}{rating}", sticky=True)
 
     def _maybe_auto_start(self) -> None:
         """Practice: ready up and start as soon as every racer is ready (once per race)."""

@@ -10,7 +10,7 @@ from textual.geometry import Size
 from textual.widget import Widget
 
 from client.widgets.cards import span
-from client.widgets.leaderboard import clock
+from client.widgets.leaderboard import CLAIMED_MARK, clock
 from client.widgets.plain import clean, plain
 from client.words import ordinal, plural
 from shared.protocol import TO_SPECTATORS, ChatLine, Finished, LeaderboardRow
@@ -35,10 +35,10 @@ def feed_item(item: ChatLine | Finished, me: str | None) -> Text:
         out.append_text(plain(finish_text(item), style="magenta"))
         return out
     out = plain(item.name, style="bold reverse" if item.player_id == me else "bold")
+    if item.claimed:
+        out.append(CLAIMED_MARK, style="green")  # a claimed name, beside it (docs/players.md)
     if item.role == "spectator":
         out.append(" (watching)", style="dim")
-    if item.claimed:
-        out.append(" ✓", style="green")  # a claimed name (none yet: the field is always false)
     out.append(": ")
     out.append_text(plain(item.text))
     if item.audience == TO_SPECTATORS:

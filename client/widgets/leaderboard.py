@@ -55,11 +55,22 @@ def progress_bar(cards: int, width: int) -> Text:
     return out
 
 
+# Beside a claimed name (docs/players.md): the player who claimed it on this server, not a look-alike.
+CLAIMED_MARK = " ✓"
+
+
+def mark_cells(bot: bool, claimed: bool) -> Text:
+    """The two cells after a name in a table: the bot's gear, a claimed name's mark, or blank."""
+    if bot:
+        return span(" ⚙", "dim")
+    return span(CLAIMED_MARK, "green") if claimed else span("  ", "dim")
+
+
 def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
     name = fit_cells(clean(row.name), NAME_WIDTH)  # by terminal cells: a wide character takes 2
     out = span(f"{row.rank:>2} ", "bold")
     out.append_text(plain(name, style="bold reverse" if me else "bold"))
-    out.append(" ⚙" if row.bot else "  ", style="dim")
+    out.append_text(mark_cells(row.bot, row.claimed))
     fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6 + 10
     bar_width = max(width - fixed, 6)
     out.append(" ")

@@ -16,11 +16,11 @@ from client.state import safe_name
 from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
 from client.widgets.chat import podium
-from client.widgets.leaderboard import clock, pace_text
+from client.widgets.leaderboard import CLAIMED_MARK, clock, mark_cells, pace_text
 from client.widgets.plain import clean, plain
 from client.words import ordinal, plot_command, plural, typed_path
 from shared.cards import CARD_COUNT
-from shared.protocol import DEALING, RACER, SPECTATOR, Results, Room
+from shared.protocol import DEALING, RACER, SPECTATOR, RatingChange, Results, Room
 from shared.textwidth import fit_cells
 
 
@@ -101,6 +101,8 @@ class LobbyPanel(Widget):
         for member in racers:
             out.append(" ★ " if member.player_id == room.host else "   ", style="yellow")
             out.append_text(plain(member.name, style="bold reverse" if member.player_id == model.player_id else "bold"))
+            if member.claimed:
+                out.append(CLAIMED_MARK, style="green")  # a claimed name: this is that player (docs/players.md)
             if member.bot:
                 out.append(" ⚙ bot", style="dim")
             out.append("  ready ✓" if member.ready else "  not ready", style="green" if member.ready else "dim")
@@ -225,6 +227,20 @@ def when(value: int, timed: bool) -> str:
 
 
 NAME_WIDTH = 16
+RATING_WIDTH = 12  # " 1138  +138" after a rated race's row (docs/players.md)
+
+
+def rating_cells(change: RatingChange | None) -> Text:
+    """A row's rating after a rated race and its change; blank for an unrated racer, and until
+    the changes come (a second results carries them)."""
+    if change is None:
+        return span(" " * RATING_WIDTH, "dim")
+    style = "green" if change.change > 0 else "red" if change.change < 0 else "dim"
+    out = span(f" {change.after.shown:>5}", "bold")
+    out.append(f" {change.change:>+5}", style=style)
+    return out
+
+
 RESULTS_ROW_WIDTH = 3 + NAME_WIDTH + 2 + 10 + 8 + 11 + 2 + 5 + 10  # a summary row before its line
 
 
@@ -268,7 +284,7 @@ class ResultsPanel(Widget):
         end = progress_end(progress)
         timed = by_time(progress)
         out = span(f"Results of race {results.race}", "bold underline")
-        spark_width = self.content_region.width - RESULTS_ROW_WIDTH - 2
+        spark_width = self.content_region.width - RESULTS_ROW_WIDTH - 2 - (RATING_WIDTH if results.rated else 0)
         if spark_width >= 8:
             axis = f"0:00–{clock(end)}" if timed else f"moves 0–{end}: no move times from the server"
             out.append(f"   the lines: cards home over the race ({axis})", style="dim")
@@ -279,10 +295,12 @@ class ResultsPanel(Widget):
             out.append(f"{place:>2} ", style="bold")
             style = "bold reverse" if row.player_id == model.player_id else "bold"
             out.append_text(plain(fit_cells(clean(row.name), NAME_WIDTH), style=style))  # by terminal cells
-            out.append(" ⚙" if row.bot else "  ", style="dim")
+            out.append_text(mark_cells(row.bot, row.claimed))
             moves = "move " if row.moves == 1 else "moves"
             out.append(f" {clean(row.status):<9} {row.cards:>3}/104 {row.moves:>4} {moves}  {clock(row.elapsed_ms):>5}")
             out.append(f" {pace_text(row.cards, row.elapsed_ms):>9}", style="cyan")
+            if results.rated:
+                out.append_text(rating_cells(results.ratings.get(row.player_id)))
             if spark_width >= 8 and row.player_id in progress:
                 out.append("  ")
                 out.append_text(sparkline(progress[row.player_id], end, spark_width))

@@ -20,6 +20,7 @@ from server.core.events import (
 from server.core.records import (
     LogEntry,
     PlayerRecord,
+    ProfileRecord,
     RaceRecord,
     RacerInfo,
     RoomRecord,
@@ -52,6 +53,13 @@ class CoreBase:
         self._creating: dict[int, int] = {}  # connection -> create attempts (room codes taken)
         self._searches = 0  # deal searches asked for so far (each FindDeal gets the next number)
         self._hellos: dict[int, str] = {}  # connection -> the resume token being looked up
+        # Profiles (profiles.py): hellos whose identity is being looked up; the profile a hello's
+        # token lookup must match; connections whose claim or rename is under way (-> player id);
+        # rated races being applied (room code, race).
+        self._identity_hellos: dict[int, p.Hello] = {}
+        self._hello_profiles: dict[int, ProfileRecord] = {}
+        self._profile_ops: dict[int, str] = {}
+        self._rating: set[tuple[str, int]] = set()
         self._loading: dict[str, Loading] = {}  # room code -> what waits for the room to be loaded
         self._out: list[Effect] = []
         self._touched: set[str] = set()
@@ -115,6 +123,14 @@ class CoreBase:
     def _send(self, players: tuple[str, ...], message: p.ServerMessage, droppable: bool = False) -> None:
         if players:
             self._out.append(Send(players, message, droppable))
+
+    def _forget_conn(self, conn: int) -> None:
+        """What the core kept for a connection's requests under way (it ended, or was superseded)."""
+        self._creating.pop(conn, None)
+        self._hellos.pop(conn, None)
+        self._identity_hellos.pop(conn, None)
+        self._hello_profiles.pop(conn, None)
+        self._profile_ops.pop(conn, None)
 
     def _error(self, conn: int, code: str, message: str, ref: str | None, move_id: int | None = None) -> None:
         """An error reply; ``move_id``: the client's id when it answers a move."""
@@ -201,6 +217,30 @@ class CoreBase:
     # ---- the parts' methods that other parts call (ServerCore mixes them all in)
 
     if TYPE_CHECKING:
+
+        @abstractmethod  # profiles.py
+        def _hello_identity(self, conn: int, msg: p.Hello) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _register_bound(self, conn: int, profile: ProfileRecord, bot: bool, now: int) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _claim(self, conn: int, player: PlayerState, msg: p.Claim, now: int) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _rename(self, conn: int, player: PlayerState, msg: p.Rename) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _get_ratings(self, conn: int, msg: p.GetRatings) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _get_rating(self, conn: int, player: PlayerState, msg: p.GetRating) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _rate_when_stored(self, room: RoomState, phase: str, race_number: int) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _ratings_arrived(self, old: RoomState, room: RoomState) -> None: ...
 
         @abstractmethod  # chat.py
         def _announce_finishes(

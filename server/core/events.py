@@ -10,6 +10,16 @@ from typing import Literal
 
 import msgspec
 
+from server.core.profile_events import ClaimProfile as ClaimProfile
+from server.core.profile_events import LookupProfile as LookupProfile
+from server.core.profile_events import ProfileClaimed as ProfileClaimed
+from server.core.profile_events import ProfileLooked as ProfileLooked
+from server.core.profile_events import ProfileRenamed as ProfileRenamed
+from server.core.profile_events import RaceRated as RaceRated
+from server.core.profile_events import RateRace as RateRace
+from server.core.profile_events import RatingsRead as RatingsRead
+from server.core.profile_events import ReadRatings as ReadRatings
+from server.core.profile_events import RenameProfile as RenameProfile
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
 from shared.protocol import ClientMessage, Hello, ServerMessage
 
@@ -280,6 +290,11 @@ Event = (
     | RemoteMoves
     | RemoteBatch
     | NodesGone
+    | ProfileLooked
+    | ProfileClaimed
+    | ProfileRenamed
+    | RaceRated
+    | RatingsRead
 )
 
 # ---------------------------------------------------------------- effects (core -> shell)
@@ -503,4 +518,9 @@ Effect = (
     | CheckBlocked
     | ReadBack
     | KeepCommand
+    | LookupProfile
+    | ClaimProfile
+    | RenameProfile
+    | RateRace
+    | ReadRatings
 )

@@ -176,6 +176,7 @@ class LoadingMixin(CoreBase):
             return
         self._touched.add(code)
         self._chat_arrived(old, room)
+        self._ratings_arrived(old, room)
         if room.race is not None and room.phase == p.RACING:
             for pid in unread:
                 racer = room.race.racers.get(pid)

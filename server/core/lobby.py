@@ -68,6 +68,14 @@ class LobbyMixin(CoreBase):
         elif isinstance(msg, p.ListRooms):
             # The listed rooms of every process are in the store: the shell reads them (ListRooms).
             self._out.append(ListRooms(ev.conn))
+        elif isinstance(msg, p.Claim):
+            self._claim(ev.conn, player, msg, ev.now)
+        elif isinstance(msg, p.Rename):
+            self._rename(ev.conn, player, msg)
+        elif isinstance(msg, p.GetRatings):
+            self._get_ratings(ev.conn, msg)
+        elif isinstance(msg, p.GetRating):
+            self._get_rating(ev.conn, player, msg)
         else:
             room = self.rooms.get(player.room) if player.room is not None else None
             if room is None:
@@ -113,6 +121,9 @@ class LobbyMixin(CoreBase):
             self._error(conn, p.UNSUPPORTED_VERSION, why, "hello")
             self._out.append(CloseConnection(conn, 1002, "unsupported protocol version"))
             return
+        if msg.identity is not None:  # bound to a claimed name: ``name`` is the profile's (profiles.py)
+            self._hello_identity(conn, msg)
+            return
         try:
             name = display_name(msg.name)
         except NameInvalid as exc:
@@ -132,31 +143,53 @@ class LobbyMixin(CoreBase):
 
     def _token_looked(self, ev: TokenLooked) -> None:
         token = self._hellos.pop(ev.conn, None)
+        profile = self._hello_profiles.pop(ev.conn, None)
         if token is None or ev.conn not in self.conns or self.conns[ev.conn] is not None:
             return
         if ev.failed:
             self._error(ev.conn, p.STORE_UNAVAILABLE, "the store did not answer: say hello again", "hello")
             return
+        if profile is not None and (ev.record is None or ev.record.profile_id != profile.profile_id):
+            # A hello with an identity and a token of another (or no) player of it: a new player of the profile.
+            self._register_bound(ev.conn, profile, False, ev.now)
+            return
         if ev.record is None:
             self._error(ev.conn, p.BAD_TOKEN, "this resume token is unknown or expired: say hello without it", "hello")
             return
-        known = self.players.get(ev.record.player_id)
-        code = known.room if known is not None else ev.record.room
+        record = ev.record
+        known = self.players.get(record.player_id)
+        renamed = profile is not None and record.name != profile.name
+        if profile is not None and renamed and record.room is None and (known is None or known.room is None):
+            # The profile was renamed since this seat was made (on another connection or node).
+            record = msgspec.structs.replace(record, name=profile.name)
+            if known is not None:
+                known.name = profile.name
+        code = known.room if known is not None else record.room
         if code is not None and code not in self.rooms:
             # Its room is not in this process's memory (a restart, another process): load it first.
-            self._park_resume(code, ev.conn, ev.record, token, ev.now)
+            self._park_resume(code, ev.conn, record, token, ev.now)
             return
-        self._resume(ev.conn, ev.record, token, ev.now)
+        self._resume(ev.conn, record, token, ev.now)
 
     def _registered(self, ev: PlayerRegistered) -> None:
         if ev.conn not in self.conns or self.conns[ev.conn] is not None:
             return
         rec = ev.record
-        player = PlayerState(rec.player_id, rec.name, rec.bot, ev.token_hash, None, {ev.conn}, rec.created_ms)
+        player = PlayerState(
+            rec.player_id, rec.name, rec.bot, ev.token_hash, None, {ev.conn}, rec.created_ms, profile_id=rec.profile_id
+        )
         self.players[rec.player_id] = player
         self.conns[ev.conn] = rec.player_id
         self._out.append(Bind(ev.conn, rec.player_id))
-        self._reply(ev.conn, p.Welcome(player_id=rec.player_id, token=ev.token, name=rec.name, server_time=ev.now))
+        welcome = p.Welcome(
+            player_id=rec.player_id,
+            token=ev.token,
+            name=rec.name,
+            server_time=ev.now,
+            profile=rec.profile_id,
+            claimed=rec.profile_id is not None,
+        )
+        self._reply(ev.conn, welcome)
         self._note("player_new", player=rec.player_id, bot=rec.bot)
 
     def _resume(self, conn: int, rec: PlayerRecord, token: str, now: int, keep_room: bool = False) -> None:
@@ -164,7 +197,16 @@ class LobbyMixin(CoreBase):
         store did not answer, the room limit): it stays a member, without the room for now."""
         player = self.players.get(rec.player_id)
         if player is None:
-            player = PlayerState(rec.player_id, rec.name, rec.bot, hash_token(token), rec.room, set(), rec.created_ms)
+            player = PlayerState(
+                rec.player_id,
+                rec.name,
+                rec.bot,
+                hash_token(token),
+                rec.room,
+                set(),
+                rec.created_ms,
+                profile_id=rec.profile_id,
+            )
             self.players[rec.player_id] = player
         self._supersede(player)
         player.conns.add(conn)
@@ -185,6 +227,8 @@ class LobbyMixin(CoreBase):
                 server_time=now,
                 resumed=True,
                 room=None if room is None else room.code,
+                profile=player.profile_id,
+                claimed=player.profile_id is not None,
             ),
         )
         self._note("player_resumed", player=player.player_id, room=None if room is None else room.code)
@@ -229,8 +273,7 @@ class LobbyMixin(CoreBase):
             self._error(old, p.SUPERSEDED, why, "hello")
             self._out.append(CloseConnection(old, p.CLOSE_SUPERSEDED, "superseded by a newer connection"))
             self.conns.pop(old, None)
-            self._creating.pop(old, None)
-            self._hellos.pop(old, None)
+            self._forget_conn(old)
             self._note("connection_superseded", player=player.player_id, conn=old)
         player.conns.clear()
 
@@ -266,6 +309,7 @@ class LobbyMixin(CoreBase):
             ready=False,
             token_hash=player.token_hash,
             node=self.config.node_id,
+            profile_id=player.profile_id,
         )
         return RoomRecord(
             code=code,
@@ -364,7 +408,14 @@ class LobbyMixin(CoreBase):
         room.last_activity_ms = now
         if member is None:
             room.members[pid] = MemberState(
-                pid, player.name, player.bot, msg.role, False, player.token_hash, node=self.config.node_id
+                pid,
+                player.name,
+                player.bot,
+                msg.role,
+                False,
+                player.token_hash,
+                node=self.config.node_id,
+                profile_id=player.profile_id,
             )
             player.room = code
             self._out.append(SavePlayer(player.record(), player.token_hash))
@@ -493,8 +544,7 @@ class LobbyMixin(CoreBase):
 
     def _disconnected(self, ev: Disconnected) -> None:
         pid = self.conns.pop(ev.conn, None)
-        self._creating.pop(ev.conn, None)
-        self._hellos.pop(ev.conn, None)
+        self._forget_conn(ev.conn)
         if pid is None:
             return
         player = self.players.get(pid)

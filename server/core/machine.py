@@ -35,6 +35,11 @@ from server.core.events import (
     MovesAnswered,
     NodesGone,
     PlayerRegistered,
+    ProfileClaimed,
+    ProfileLooked,
+    ProfileRenamed,
+    RaceRated,
+    RatingsRead,
     RegisterFailed,
     RemoteBatch,
     RemoteMoves,
@@ -50,6 +55,7 @@ from server.core.events import (
 )
 from server.core.loading import LoadingMixin
 from server.core.lobby import LobbyMixin
+from server.core.profiles import ProfilesMixin
 from server.core.race import RaceMixin
 from server.core.ranking import RankingMixin
 from server.core.rebuild import RebuildMixin
@@ -89,6 +95,7 @@ class ServerCore(
     DeadlinesMixin,
     RebuildMixin,
     ChatMixin,
+    ProfilesMixin,
 ):
     """Every room and player this process serves. ``handle(event) -> effects``.
 
@@ -182,6 +189,16 @@ class ServerCore(
             self._remote_moves(event)
         elif isinstance(event, NodesGone):
             self._nodes_gone(event)
+        elif isinstance(event, ProfileLooked):
+            self._profile_looked(event)
+        elif isinstance(event, ProfileClaimed):
+            self._profile_claimed(event)
+        elif isinstance(event, ProfileRenamed):
+            self._profile_renamed(event)
+        elif isinstance(event, RaceRated):
+            self._race_rated(event)
+        elif isinstance(event, RatingsRead):
+            self._ratings_read(event)
         else:
             assert_never(event)
 
@@ -193,6 +210,7 @@ class ServerCore(
         if race is not None and race.unstored and event.race == race.record.number and event.phase in RACE_STORED:
             race.unstored = False  # the race record is stored: its start is in the deadline table again
             self._touched.add(room.code)
+        self._rate_when_stored(room, event.phase, event.race)
         if self.config.shared_rooms:
             room.shown = (event.phase, event.race)
             # Its last member here may have just left (the save recorded it): the room's node is
@@ -347,6 +365,11 @@ class ServerCore(
     def knows_player(self, player_id: str) -> bool:
         """Is the player in memory here (connected, or a member of a room held here)?"""
         return player_id in self.players
+
+    def profile_of(self, player_id: str) -> str | None:
+        """The profile (claimed name, docs/players.md) a player in memory here is bound to, or None."""
+        player = self.players.get(player_id)
+        return None if player is None else player.profile_id
 
     def player_connections(self, player_id: str) -> int:
         """The connections bound to the player here (0 for a player not in memory)."""

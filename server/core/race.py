@@ -9,6 +9,7 @@ from server.core.events import (
     FindDeal,
     Send,
 )
+from server.core.ratings import race_is_rated
 from server.core.records import (
     RaceRecord,
     RacerInfo,
@@ -120,7 +121,13 @@ class RaceMixin(CoreBase):
             undo=room.options.undo,
             starts_at=starts_at,
             ends_at=None if limit is None else starts_at + limit * 1000,
-            racers=[RacerInfo(player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash) for m in racers],
+            racers=[
+                RacerInfo(
+                    player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash, profile_id=m.profile_id
+                )
+                for m in racers
+            ],
+            rated=race_is_rated(room.options.rated, [(m.player_id, m.bot, m.profile_id) for m in racers]),
         )
         room.race = self._race_from_record(room, record, {}, now)
         room.race.unstored = True  # until its save lands (RoomSaved): the start waits for it

@@ -35,6 +35,7 @@ class RankingMixin(CoreBase):
                 elapsed_ms=elapsed,
                 rank=0,
                 connected=self._present((race.members or {}).get(pid), pid),
+                claimed=racer.info.profile_id is not None,
             )
             keyed.append((key, row))
         keyed.sort(key=lambda kr: kr[0])
@@ -91,4 +92,6 @@ class RankingMixin(CoreBase):
             chosen_deal=rec.chosen_deal,
             records=records,
             times={pid: list(r.times) for pid, r in race.racers.items()},
+            rated=rec.rated,
+            ratings=dict(rec.ratings),
         )

@@ -115,10 +115,16 @@ class PlayerState:
     conns: set[int] = field(default_factory=set)
     created_ms: int = 0
     chat_times: deque[int] = field(default_factory=deque)  # when its recent chat lines were taken (ms)
+    profile_id: str | None = None  # bound to this profile: ``name`` is its claimed name (docs/players.md)
 
     def record(self) -> PlayerRecord:
         return PlayerRecord(
-            player_id=self.player_id, name=self.name, bot=self.bot, room=self.room, created_ms=self.created_ms
+            player_id=self.player_id,
+            name=self.name,
+            bot=self.bot,
+            room=self.room,
+            created_ms=self.created_ms,
+            profile_id=self.profile_id,
         )
 
 
@@ -134,6 +140,7 @@ class MemberState:
     node: str = ""  # several nodes: the node holding its connection, while connected
     claim: int = 0  # several nodes: its seat's claim count (MemberRecord.claim)
     muted: bool = False  # the host muted its chat
+    profile_id: str | None = None  # a claimed player's profile (its name shows the claimed mark)
 
 
 @dataclass(slots=True)
@@ -397,6 +404,7 @@ def rules_of(options: p.RoomOptions) -> p.RoomRules:
         bots_allowed=options.bots_allowed,
         winnable_only=options.winnable_only,
         spectator_chat=options.spectator_chat,
+        rated=options.rated,
     )
 
 

@@ -75,6 +75,7 @@ class ViewsMixin(CoreBase):
             bot=m.bot,
             connected=self._present(m, m.player_id),
             muted=m.muted,
+            claimed=m.profile_id is not None,
         )
 
     def _room_shared(self, room: RoomState) -> p.Room:

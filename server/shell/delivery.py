@@ -47,6 +47,12 @@ class Conn:
     answers: ByteBudget | None = None  # what its requests may make the server send (server/limits.py)
 
 
+def results_key(results: p.Results) -> str:
+    """What tells one race's results from another's for a connection: the race's commitment, and
+    whether its rating changes are in (a rated race's results go out again with them)."""
+    return results.commitment + (":rated" if results.ratings else "")
+
+
 class Delivery:
     """The open connections (``conns``), each player's (``conns_of``), and every frame out."""
 
@@ -130,9 +136,9 @@ class Delivery:
         if target is None:
             return
         if isinstance(message, p.Results):
-            if target.results_seen == message.commitment:
+            if target.results_seen == results_key(message):
                 return  # it has them (a read-back's fresh snapshot sends them again)
-            target.results_seen = message.commitment
+            target.results_seen = results_key(message)
         self.reply(target, message)
 
     def frame_to_conn(self, conn_id: int, message: p.ServerMessage, frame: bytes) -> None:
@@ -153,14 +159,15 @@ class Delivery:
     def _send_results(self, players: tuple[str, ...], results: p.Results) -> None:
         """A race's results, once per connection: several nodes read a room back after every change
         another node makes, and each read-back sends its local members the results again."""
+        key = results_key(results)
         targets = [
             conn
             for player in players
             for cid in self.player_conns.get(player, ())
-            if (conn := self.conns.get(cid)) is not None and conn.results_seen != results.commitment
+            if (conn := self.conns.get(cid)) is not None and conn.results_seen != key
         ]
         for conn in targets:
-            conn.results_seen = results.commitment
+            conn.results_seen = key
         if targets:
             self.deliver([conn.id for conn in targets], p.encode(results), False)
 

@@ -11,6 +11,7 @@ from server.shell.config import NOTE_LEVELS, Tasks, log_event
 from server.shell.delivery import Delivery
 from server.shell.executor import EffectExecutor
 from server.shell.players import PlayerWrites
+from server.shell.profiles import ProfileSteps
 from server.shell.reads import Reads
 from server.shell.room_writes import RoomWrites
 from server.shell.timers import Timers
@@ -29,6 +30,7 @@ class ShellEffects(EffectExecutor):
     players: PlayerWrites
     workers: Workers
     tasks: Tasks
+    profiles: ProfileSteps
 
     def send_to_players(self, effect: ev.Send) -> None:
         self.delivery.to_players(effect.players, effect.message, effect.droppable)
@@ -102,3 +104,18 @@ class ShellEffects(EffectExecutor):
 
     def keep_command(self, effect: ev.KeepCommand) -> None:
         self.writes.versions.note_command(set(effect.codes), effect.event)
+
+    def lookup_profile(self, effect: ev.LookupProfile) -> None:
+        self.profiles.lookup(effect)
+
+    def claim_profile(self, effect: ev.ClaimProfile) -> None:
+        self.profiles.claim(effect)
+
+    def rename_profile(self, effect: ev.RenameProfile) -> None:
+        self.profiles.rename(effect)
+
+    def rate_race(self, effect: ev.RateRace) -> None:
+        self.profiles.rate(effect)
+
+    def read_ratings(self, effect: ev.ReadRatings) -> None:
+        self.profiles.read(effect)

@@ -14,6 +14,7 @@ from typing import assert_never
 from server.core.events import (
     Bind,
     CheckBlocked,
+    ClaimProfile,
     CloseConnection,
     CreateRoomRecord,
     DropRoom,
@@ -23,12 +24,16 @@ from server.core.events import (
     KeepCommand,
     ListRooms,
     LoadRoom,
+    LookupProfile,
     LookupToken,
     Note,
     PersistMove,
+    RateRace,
     ReadBack,
+    ReadRatings,
     RegisterPlayer,
     ReloadLog,
+    RenameProfile,
     Reply,
     SavePlayer,
     SaveRoom,
@@ -92,6 +97,16 @@ class EffectExecutor(abc.ABC):
             self.read_back(effect)
         elif isinstance(effect, KeepCommand):
             self.keep_command(effect)
+        elif isinstance(effect, LookupProfile):
+            self.lookup_profile(effect)
+        elif isinstance(effect, ClaimProfile):
+            self.claim_profile(effect)
+        elif isinstance(effect, RenameProfile):
+            self.rename_profile(effect)
+        elif isinstance(effect, RateRace):
+            self.rate_race(effect)
+        elif isinstance(effect, ReadRatings):
+            self.read_ratings(effect)
         else:
             assert_never(effect)
 
@@ -179,3 +194,21 @@ class EffectExecutor(abc.ABC):
 
     @abc.abstractmethod
     def keep_command(self, effect: KeepCommand) -> None: ...
+
+    # ------------------------------------------------------------------ profiles and ratings
+    # (server/shell/profile_ops.py holds the store steps every target runs)
+
+    @abc.abstractmethod
+    def lookup_profile(self, effect: LookupProfile) -> None: ...
+
+    @abc.abstractmethod
+    def claim_profile(self, effect: ClaimProfile) -> None: ...
+
+    @abc.abstractmethod
+    def rename_profile(self, effect: RenameProfile) -> None: ...
+
+    @abc.abstractmethod
+    def rate_race(self, effect: RateRace) -> None: ...
+
+    @abc.abstractmethod
+    def read_ratings(self, effect: ReadRatings) -> None: ...

@@ -33,6 +33,7 @@ from server.shell.http import Http, StoreHealth
 from server.shell.link import Link
 from server.shell.part import ShellContext
 from server.shell.players import PlayerWrites
+from server.shell.profiles import ProfileSteps
 from server.shell.reads import Reads
 from server.shell.room_writes import RoomWrites
 from server.shell.timers import Timers
@@ -93,6 +94,7 @@ class RaceServer:
             self.player_writes,
             self.workers,
             self.tasks,
+            ProfileSteps(ctx),
         )
         if self.config.metrics:
             self.metrics = self._make_metrics()
@@ -226,6 +228,7 @@ class RaceServer:
                 "hellos_per_minute": stats.address_limited["hello"],
                 "rooms_per_minute": stats.address_limited["create_room"],
                 "join_failures_per_minute": stats.address_limited["join"],
+                "claims_per_hour": stats.address_limited["claim"],
                 "probe_rate": self.http.probes.refused,
                 "metrics_allow": self.http.probes.forbidden,
                 "answer_bytes": self.answers.refused,

@@ -25,6 +25,7 @@ from server.store.base import (
     check_identifier,
     is_identifier,
 )
+from server.store.memory_profiles import MemoryProfiles
 
 _ROOM = 0
 _PLAYER = 1
@@ -92,7 +93,7 @@ def check_seconds(seconds: object) -> float | None:
     return float(seconds)
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryProfiles, Store):
     """In-process store. ``clock`` must be monotonic; ``player_ttl`` None keeps players forever."""
 
     def __init__(
@@ -110,6 +111,7 @@ class MemoryStore(Store):
         # (deadline, kind, key); stale entries (the deadline changed since) are skipped.
         self._deadlines: list[tuple[float, int, str]] = []
         self._closed = False
+        self._profiles_init()
 
     # Housekeeping ------------------------------------------------------------
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import abc
 import random
 from collections import defaultdict
+from collections.abc import Coroutine
+from typing import Any
 
 import msgspec
 
@@ -22,6 +24,7 @@ from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
     Bind,
     CheckBlocked,
+    ClaimProfile,
     ClientEvent,
     CloseConnection,
     Connected,
@@ -37,6 +40,7 @@ from server.core.events import (
     LeaderboardTick,
     ListRooms,
     LoadRoom,
+    LookupProfile,
     LookupToken,
     MovePersisted,
     MovePersistFailed,
@@ -44,9 +48,12 @@ from server.core.events import (
     Note,
     PersistMove,
     PlayerRegistered,
+    RateRace,
     ReadBack,
+    ReadRatings,
     RegisterPlayer,
     ReloadLog,
+    RenameProfile,
     Reply,
     RoomCreated,
     RoomCreateFailed,
@@ -63,7 +70,9 @@ from server.core.events import (
     WakeLeaderboards,
 )
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
+from server.shell import profile_ops
 from server.shell.executor import EffectExecutor
+from server.store.memory import MemoryStore
 from shared import protocol as p
 
 DEAL = 4242
@@ -212,6 +221,7 @@ class Shell(InProcessExecutor):
         self._to_land: list[SaveRoom] = []
         self._landing = False
         self.store_down = False
+        self.profile_store = MemoryStore()  # profiles and ratings (the real store steps run on it)
         self.dropped: list[int] = []  # droppable frames counted
         self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
         self._next_conn = 0
@@ -355,6 +365,35 @@ class Shell(InProcessExecutor):
 
     def keep_command(self, effect: KeepCommand) -> None:
         pass  # several nodes: a test hands RoomChanged its replay itself
+
+    # Profiles and ratings: the real store steps (server/shell/profile_ops.py) on an in-memory store.
+
+    def _profile_step(self, steps: Coroutine[Any, Any, Event]) -> None:
+        try:
+            steps.send(None)
+        except StopIteration as stop:
+            self.run(stop.value)
+            return
+        steps.close()
+        raise RuntimeError("the in-memory store suspended")
+
+    def _clock(self) -> int:
+        return self.now
+
+    def lookup_profile(self, effect: LookupProfile) -> None:
+        self._profile_step(profile_ops.lookup_profile(self.profile_store, effect, self._clock))
+
+    def claim_profile(self, effect: ClaimProfile) -> None:
+        self._profile_step(profile_ops.claim_profile(self.profile_store, effect, self._clock))
+
+    def rename_profile(self, effect: RenameProfile) -> None:
+        self._profile_step(profile_ops.rename_profile(self.profile_store, effect, self._clock))
+
+    def rate_race(self, effect: RateRace) -> None:
+        self._profile_step(profile_ops.rate_race_profiles(self.profile_store, effect, self._clock))
+
+    def read_ratings(self, effect: ReadRatings) -> None:
+        self._profile_step(profile_ops.read_ratings(self.profile_store, effect, self._clock))
 
     def load(self, code: str) -> None:
         """Answer a LoadRoom from the store's dicts."""

@@ -543,8 +543,11 @@ function renderLeaderboard() {
     const [rankCell, nameCell, cardsCell, movesCell, statusCell, elapsedCell, paceCell] = row.cells;
     rankCell.textContent = String(racer.rank);
     nameCell.replaceChildren(document.createTextNode(racer.name));
+    if (racer.claimed) nameCell.append(claimedMark());
     if (racer.bot) nameCell.append(el("span", { className: "tag" }, "bot"));
     if (!racer.connected) nameCell.append(el("span", { className: "tag away" }, "away"));
+    const change = state.results && state.results.ratings ? state.results.ratings[racer.player_id] : undefined;
+    if (change) nameCell.append(ratingTag(change));
     const cards = num(racer.cards);
     cardsCell.querySelector(".bar-fill").style.width = `${(100 * cards) / 104}%`; // CSSOM: allowed by the CSP
     cardsCell.querySelector(".count").textContent = String(cards);
@@ -606,13 +609,25 @@ function renderChat() {
   else note.textContent = "While a race is on, only spectators read the spectators' lines; the racers read them before and after.";
 }
 
+// Beside a claimed name (docs/players.md): the player who claimed it on this server, not a look-alike.
+function claimedMark() {
+  return el("span", { className: "claimed", title: "a claimed name" }, " ✓");
+}
+
+// A rated race's change for one racer (docs/players.md): its shown rating after, and the change.
+function ratingTag(change) {
+  const delta = num(change.change);
+  return el("span", { className: "tag rating", title: "rating after this race" },
+    `${num(change.after.shown)} (${delta > 0 ? "+" : ""}${delta})`);
+}
+
 function feedItem(item) {
   if (item.finished) return el("li", { className: "finish" }, "» ", finishText(item.finished));
   const line = item.line;
   return el("li", { className: line.player_id === state.playerId ? "chat mine" : "chat", "data-seq": String(line.seq) },
     el("strong", {}, line.name),
+    line.claimed ? claimedMark() : null,
     line.role === "spectator" ? el("span", { className: "muted" }, " (watching)") : null,
-    line.claimed ? el("span", { className: "claimed", title: "a claimed name" }, " ✓") : null,
     ": ", line.text,
     line.audience === "spectators" ? el("span", { className: "muted" }, " (spectators only)") : null);
 }
@@ -634,7 +649,7 @@ function renderPodium() {
     const pace = paceText(cards, num(row.elapsed_ms));
     const figure = (row.status === "won" ? clock(num(row.elapsed_ms)) : `${cards} card${cards === 1 ? "" : "s"}`) + (pace === "-" ? "" : ` · ${pace}`);
     return el("li", { className: `step place-${i + 1}`, "data-player": row.player_id, value: String(i + 1) },
-      el("span", { className: "who" }, row.name),
+      el("span", { className: "who" }, row.name, row.claimed ? claimedMark() : null),
       el("span", { className: "figure" }, figure),
       el("span", { className: "place" }, ordinal(i + 1)));
   }));
@@ -651,6 +666,7 @@ function renderLobby() {
   const racers = room.members.filter((m) => m.role === "racer");
   lobby.replaceChildren(...racers.map((m) => el("li", {},
     el("strong", {}, m.name),
+    m.claimed ? claimedMark() : null,
     m.player_id === room.host ? el("span", { className: "tag" }, "host") : null,
     m.bot ? el("span", { className: "tag" }, "bot") : null,
     el("span", { className: "tag" }, m.ready ? "ready" : "not ready"))));
