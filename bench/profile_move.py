@@ -297,7 +297,7 @@ def serve_under_cprofile(stats_path: str, argv: list[str]) -> int:
 
 @contextlib.contextmanager
 def race_server(
-    store: str, profiler: str, stats_path: str
+    store: str, profiler: str, stats_path: str, pure: bool = False
 ) -> Iterator[tuple[str, subprocess.Popen[bytes], run_load.Target]]:
     """plot-server (memory store, or a fresh redis-server) on a free loopback port, pinned like run_load's."""
     with contextlib.ExitStack() as stack:
@@ -314,7 +314,8 @@ def race_server(
         proc = subprocess.Popen(
             run_load.pinned(cmd, run_load.SERVER_CORE),
             cwd=run_load.ROOT,
-            env=server_environment(),  # no spectator page: it would take port + 1
+            # no spectator page: it would take port + 1; --pure: the engine's pure-Python build
+            env=server_environment(**({"PLOT_PURE_PYTHON": "1"} if pure else {})),
             stdout=subprocess.DEVNULL,
             stderr=log,
             preexec_fn=run_load.raise_fd_limit,
@@ -352,7 +353,7 @@ def profile_in(workdir: str, store: str, opts: argparse.Namespace) -> Window:
         "--seed", str(opts.seed),
         "--workload", opts.workload,
     ]  # fmt: skip
-    with race_server(store, opts.profiler, stats_path) as (url, proc, target):
+    with race_server(store, opts.profiler, stats_path, opts.pure) as (url, proc, target):
         sampler = run_load.ProcSampler(proc.pid)  # taskset execs the server: same pid
         cmd = run_load.pinned(
             [run_load.PYTHON, run_load.LOADGEN, "server", "--url", url, *loadgen_args], run_load.CLIENT_CORE
@@ -566,6 +567,11 @@ def options(arguments: list[str]) -> argparse.Namespace:
         default="play",
         help="what the racers play (bench/loadgen.py --workload): real games, or a card home and undone",
     )
+    parser.add_argument(
+        "--pure",
+        action="store_true",
+        help="the engine's pure-Python build (PLOT_PURE_PYTHON=1): a compiled engine's time counts to its callers",
+    )
     parser.add_argument("--duration", type=float, default=10.0, help="profiled seconds (py-spy: whole seconds)")
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second (it keeps up at 250)")
@@ -606,6 +612,7 @@ def main(argv: Iterable[str] | None = None) -> None:
             else f"paced load: {opts.racers} racers in rooms of 8 x {opts.pace:g} moves/s"
         )
         + ("" if opts.workload == "play" else f", workload {opts.workload}")
+        + (", the pure-Python engine" if opts.pure else "")
         + f", {opts.warmup:g} s warm-up, "
         f"{opts.duration:g} s profiled" + (f", py-spy at {opts.rate} Hz" if opts.profiler == "py-spy" else "")
     )

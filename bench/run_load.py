@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_info import cpu_name
+from peer_load import loadgen_command, server_command
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -238,7 +239,8 @@ class Target:
 @contextlib.contextmanager
 def target_server(kind: str, reply_size: int) -> Iterator[Target]:
     """kind: 'echo' | 'memory' | 'redis' (a fresh redis-server for it); '-nometrics' after a store
-    kind runs that server with --metrics off, '-shzN' with --spectator-hz N, 'redis-shipped' on a
+    kind runs that server with --metrics off, '-shzN' with --spectator-hz N, '-pure' with the pure-Python
+    engine (PLOT_PURE_PYTHON=1, docs/engine.md "The compiled build"), 'redis-shipped' on a
     Redis with docker-compose.yml's persistence (appendfsync always); '@NAME' at the end
     runs the server of the tree --tree NAME=PATH gave."""
     kind, _, tree = kind.partition("@")
@@ -252,6 +254,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
         port, metrics_port = free_port(), free_port()
         if kind == "echo":
             cmd = [PYTHON, str(ROOT / "bench" / "echo_server.py"), "--port", str(port), "--reply-size", str(reply_size)]
+        elif kind == "peer":  # Colyseus on Node (bench/peer/)
+            cmd = server_command(port)
         else:
             cmd = [PYTHON, "-m", "server.cli", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
             cmd += BENCH_SERVER_FLAGS
@@ -264,6 +268,8 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
         # that tree's server, not the installed one; no spectator page (it would take port + 1); its
         # metrics listener on a free port (an older tree ignores the variable: metrics on its game port)
         env = server_environment(PYTHONPATH=str(root), PLOT_METRICS_PORT=str(metrics_port))
+        if variant == "pure":  # memory-pure: the pure-Python engine, though a compiled build is there
+            env["PLOT_PURE_PYTHON"] = "1"
         proc = subprocess.Popen(
             pinned(cmd, SERVER_CORE),
             cwd=root,
@@ -280,14 +286,15 @@ def target_server(kind: str, reply_size: int) -> Iterator[Target]:
             raise RuntimeError(
                 f"{kind} server did not start: {exc}\n{log.read()[-2000:].decode(errors='replace')}"
             ) from None
-        listener = None if kind == "echo" else metrics_port
+        listener = None if kind in ("echo", "peer") else metrics_port
         yield Target(kind, f"ws://127.0.0.1:{port}", ProcSampler(proc.pid), redis_sampler, log, listener)
 
 
 def run_loadgen(mode: str, target: Target, args: list[str], timeout: float) -> dict[str, Any]:
     """One loadgen run; the server's CPU is read at the generator's window marks (stderr)."""
     workload = ["--workload", WORKLOAD] if mode == "server" else []
-    cmd = pinned([PYTHON, LOADGEN, mode, "--url", target.url, *workload, *args], CLIENT_CORE)
+    generator = loadgen_command(target.url, args) if mode == "peer" else [PYTHON, LOADGEN, mode, "--url", target.url]
+    cmd = pinned([*generator, *workload, *args], CLIENT_CORE)
     load_before = loadavg()
     marks: dict[str, tuple[float, float, float, float]] = {}  # mark -> (time, server cpu, redis cpu, server wait)
     rss_at_start = [0]
@@ -412,7 +419,7 @@ def scenarios(
         for kind, mode in kinds:
             with target_server(kind, reply_size) as target:
                 result = run_loadgen(mode, target, loadgen_args, timeout)
-                if kind != "echo":
+                if kind not in ("echo", "peer"):
                     result["server_log_events"] = target.log_events()
             results[kind].append(result)
             brief = {
@@ -443,20 +450,28 @@ def typical_sizes() -> dict[str, float]:
 def saturation(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
     racers = opts.racers or 64
     common = ["--racers", str(racers), "--pace", "0", "--duration", str(opts.duration), "--warmup", str(opts.warmup)]
-    kinds = [(k, "echo" if k == "echo" else "server") for k in kinds_of(opts, "echo,memory,redis")]
+    kinds = [(k, mode_of(k)) for k in kinds_of(opts, "echo,memory,redis")]
     out = scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
     summary = out["summary"]
     echo = summary.get("echo", {}).get("moves_per_second") or 0.0
     echo_cpu = summary.get("echo", {}).get("server_cpu_us_per_move") or 0.0
+    peer_cpu = summary.get("peer", {}).get("server_cpu_us_per_move") or 0.0
     for kind, mode in kinds:  # each server against the echo of the same runs (KIND@TREE too: --tree)
         if mode == "echo":
             continue
-        moves = summary[kind].get("moves_per_second") or 0.0
         cpu = summary[kind].get("server_cpu_us_per_move") or 0.0
+        if peer_cpu and mode == "server":  # CPU per move over the peer's (Colyseus: bench/peer/)
+            out[f"{kind}_over_peer_cpu"] = round(cpu / peer_cpu, 2)
+        moves = summary[kind].get("moves_per_second") or 0.0
         out[f"{kind}_ratio"] = round(moves / echo, 3) if echo else None
         # The same ratio from CPU cost per message (less sensitive to a busy neighbour).
         out[f"{kind}_cpu_ratio"] = round(echo_cpu / cpu, 3) if cpu else None
     return out
+
+
+def mode_of(kind: str) -> str:
+    """The generator a kind is driven by: bench/loadgen.py's echo or server mode, or the peer's own."""
+    return kind if kind in ("echo", "peer") else "server"
 
 
 def kinds_of(opts: argparse.Namespace, default: str) -> list[str]:
@@ -484,7 +499,7 @@ def paced(opts: argparse.Namespace, reply_size: int) -> dict[str, Any]:
         "--warmup",
         str(max(opts.warmup, 5.0)),
     ]
-    kinds = [(k, "echo" if k == "echo" else "server") for k in kinds_of(opts, "echo,memory,redis")]
+    kinds = [(k, mode_of(k)) for k in kinds_of(opts, "echo,memory,redis")]
     return scenarios(kinds, common, opts.runs, reply_size, opts.timeout)
 
 
@@ -864,7 +879,9 @@ def report(path: Path) -> str:
         lines.append("|---" * (len(keys) + 1) + "|")
         for kind, summary in block["summary"].items():
             lines.append(f"| {kind} | " + " | ".join(fmt(summary.get(k)) for k in keys) + " |")
-        for kind in ("memory", "redis"):
+        for kind in block["summary"]:
+            if f"{kind}_over_peer_cpu" in block:
+                lines.append(f"\n{kind}: CPU per move over the peer's {fmt(block[f'{kind}_over_peer_cpu'])}")
             if f"{kind}_ratio" in block:
                 lines.append(
                     f"\n{kind}/echo: throughput ratio {fmt(block[f'{kind}_ratio'])}, "

@@ -91,3 +91,6 @@ if [ "$for_race" = 1 ]; then
 else
     .venv/bin/pip install -q -e '.[server,test]'
 fi
+# The engine's compiled build (docs/engine.md, "The compiled build"): mypyc comes with the test
+# extra; without it or a C compiler this says so and the engine stays pure Python.
+.venv/bin/python scripts/compile_engine.py || echo "setup: the compiled engine was not built; the pure-Python engine is used"

@@ -12,10 +12,11 @@ import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
-import msgspec
-
 from shared.cards import CARD_COUNT, card_name, next_rank, rank
 from shared.deal import FOUNDATION_COUNT, TABLEAU_SIZE, check_deal_number, deal_layout
+from shared.structs import IllegalEntry as IllegalEntry
+from shared.structs import ReplayResult as ReplayResult
+from shared.structs import View as View
 
 STOCK: Final = 0
 WASTE: Final = 1
@@ -47,6 +48,9 @@ STATUSES: Final = (PLAYING, WON, BLOCKED, RESIGNED)
 # needs. Beyond it the answer is "undecided" (``Game.blocked_pending``); the server then runs the
 # exact check in a worker process. None means no budget (the exact check, however long).
 BLOCKED_BUDGET: Final = 150
+# Game(_BLANK): a game with no field set, which copy() and from_view() fill in themselves (a
+# compiled build of the engine, docs/engine.md "The compiled build", has no Game.__new__ to call).
+_BLANK: Final = -1
 
 _FOUNDATION_RANGE: Final = range(F0, F0 + FOUNDATION_COUNT)
 _TABLEAU_RANGE: Final = range(T0, T0 + TABLEAU_SIZE)
@@ -69,42 +73,6 @@ class IllegalMove(ValueError):
         super().__init__(f"{entry}: {reason}")
         self.entry = entry
         self.reason = reason
-
-
-class View(msgspec.Struct, kw_only=True):
-    """What a player may see (docs/rules.md, "Piles, what a player sees, and moves"), and nothing
-    more: no stock order, no deal number."""
-
-    stock: int
-    waste: list[int]
-    reserve_top: int | None
-    reserve_count: int
-    foundations: list[list[int]]
-    tableau: list[list[int]]
-    status: str
-
-    @property
-    def base_rank(self) -> int:
-        return rank(self.foundations[0][0])
-
-    @property
-    def restricted(self) -> bool:
-        return len(self.foundations[0]) < 13
-
-    @property
-    def foundation_cards(self) -> int:
-        return sum(len(f) for f in self.foundations)
-
-    def cards(self) -> list[int]:
-        """Every card id this view shows (for leak checks)."""
-        shown = list(self.waste)
-        if self.reserve_top is not None:
-            shown.append(self.reserve_top)
-        for pile in self.foundations:
-            shown.extend(pile)
-        for pile in self.tableau:
-            shown.extend(pile)
-        return shown
 
 
 def view_hash(view: View) -> str:
@@ -258,6 +226,8 @@ class Game:
     )
 
     def __init__(self, deal: int, *, undo: bool = True, blocked_budget: int | None = BLOCKED_BUDGET) -> None:
+        if deal == _BLANK:
+            return
         layout = deal_layout(check_deal_number(deal))
         self.deal = deal
         self.base = rank(layout.foundation)
@@ -484,6 +454,20 @@ class Game:
         self.entries.append(entry)
         self._update_status(True)
 
+    def play_answered(
+        self, entry: str, checked: tuple[int, int] | None
+    ) -> tuple[list[PileChange], int | None, tuple[int, int | None] | None]:
+        """Play an entry (``play_checked`` with the piles ``check_move`` gave, else ``play``) and
+        return its :meth:`changes` (what the server's acknowledgement carries), in one call: the
+        piles it touches, their lengths before, the play, the changes. IllegalMove as ``play``."""
+        touched = checked if checked is not None else self.touched(entry)
+        lengths = tuple([self.pile_length(index) for index in touched])
+        if checked is not None:
+            self.play_checked(entry, checked)
+        else:
+            self.play(entry)
+        return self.changes(touched, lengths)
+
     def _move(self, src: int, dst: int) -> None:
         check = self._check_value
         if src == STOCK:
@@ -705,7 +689,7 @@ class Game:
         return rec
 
     def copy(self) -> Game:
-        clone = Game.__new__(Game)
+        clone = Game(_BLANK)
         clone.deal = self.deal
         clone.base = self.base
         clone.undo_enabled = self.undo_enabled
@@ -733,7 +717,7 @@ class Game:
         uncover nothing; never ``stock>waste`` or a reserve move (that would turn a
         placeholder up), and its blocked check is left to the server (no budget spent).
         """
-        game = cls.__new__(cls)
+        game = cls(_BLANK)
         game.deal = 0  # unknown to a player, and never needed by the rules
         game.base = rank(view.foundations[0][0])
         game.undo_enabled = undo
@@ -1087,22 +1071,6 @@ class _Dig:
                     return margin
                 slack = margin
         return slack
-
-
-class ReplayResult(msgspec.Struct, kw_only=True):
-    """What replaying a game record gives (the shape of ``plot verify --json``)."""
-
-    ok: bool
-    moves: int
-    foundation_cards: int
-    status: str
-    error: IllegalEntry | None = None
-
-
-class IllegalEntry(msgspec.Struct, kw_only=True):
-    index: int
-    move: str
-    reason: str
 
 
 class NotARecord(ValueError):

@@ -15,7 +15,7 @@ import enum
 from typing import NamedTuple
 
 from server.core.base import CoreBase
-from server.core.state import Audience, LogState, RaceState, RoomState
+from server.core.state import LOG_REREADING, LOG_RETRYING, Audience, RaceState, RoomState
 from shared import protocol as p
 from shared.engine import RESIGN
 
@@ -51,9 +51,9 @@ class DeadlinesMixin(CoreBase):
             table.append(Deadline(race.record.starts_at, Due.START))
         if room.phase == p.RACING and race is not None:
             for pid, racer in race.racers.items():
-                if racer.state is LogState.RETRYING and racer.retry_at is not None:
+                if racer.state is LOG_RETRYING and racer.retry_at is not None:
                     table.append(Deadline(racer.retry_at, Due.RACER_WRITE, pid))
-                elif racer.state is LogState.REREADING and racer.give_up_at is not None:
+                elif racer.state is LOG_REREADING and racer.give_up_at is not None:
                     table.append(Deadline(racer.give_up_at, Due.RACER_WRITE, pid))
                 if racer.forfeit_at is not None and not racer.game.over and not race.ending:
                     table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))

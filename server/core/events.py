@@ -270,6 +270,17 @@ class RemoteBatch(msgspec.Struct, frozen=True):
     now: int
 
 
+class MovesAnswered(msgspec.Struct, frozen=True):
+    """The store's answers to one batch of appends (the shell's group commit), in the batch's
+    order, as one event: the core's per-event work (the error state's snapshot, each touched room's
+    deadline table and wake-up) is done once per batch, not once per move. Each answer is handled
+    as it would be alone; should a handler raise, every room of the batch is rebuilt from the store
+    (the error state)."""
+
+    answers: tuple[MovePersisted | MovePersistFailed, ...]
+    now: int
+
+
 Event = (
     Connected
     | HelloEvent
@@ -283,6 +294,7 @@ Event = (
     | RoomCreateFailed
     | MovePersisted
     | MovePersistFailed
+    | MovesAnswered
     | LogReloaded
     | Tick
     | LeaderboardTick

@@ -37,6 +37,7 @@ from server.core.events import (
     LogReloaded,
     MovePersisted,
     MovePersistFailed,
+    MovesAnswered,
     NodesGone,
     PlayerRegistered,
     ProfileClaimed,
@@ -88,6 +89,7 @@ __all__ = ["CoreConfig", "Entropy", "ServerCore", "summary_from_record"]
 # The phases of a landed save that hold the current race's record.
 RACE_STORED = (p.COUNTDOWN, p.RACING, p.RESULTS)
 ONE_RACER_EVENTS = (MovePersisted, MovePersistFailed, LogReloaded, BlockedChecked, RemoteMoves)
+BATCH_EVENTS = (MovesAnswered, RemoteBatch)  # a tuple: ``A | B`` in isinstance builds a union at each call
 
 
 class ServerCore(
@@ -142,6 +144,12 @@ class ServerCore(
     def _dispatch(self, event: Event) -> None:
         if isinstance(event, ClientEvent):
             self._client(event)
+        elif isinstance(event, MovesAnswered):
+            for answer in event.answers:
+                if isinstance(answer, MovePersisted):
+                    self._move_persisted(answer)
+                else:
+                    self._move_persist_failed(answer)
         elif isinstance(event, MovePersisted):
             self._move_persisted(event)
         elif isinstance(event, Tick):
@@ -237,9 +245,9 @@ class ServerCore(
         its move: most events) may change only that racer's, so only it is taken."""
         only: str | None
         code: str | None
-        if isinstance(event, RemoteBatch):  # only the racers it names are played on
+        if isinstance(event, BATCH_EVENTS):  # only the racers it names are played on
             batch: dict[str, dict[str, LogSnapshot | None]] = {}
-            for run in event.runs:
+            for run in event.runs if isinstance(event, RemoteBatch) else event.answers:
                 room = self.rooms.get(run.code)
                 taken = batch.setdefault(run.code, {})
                 if room is not None and room.race is not None and room.phase == p.RACING:
@@ -313,8 +321,10 @@ class ServerCore(
             return self._finish()
         for code in rooms:
             self._rebuild_room(code, now, why="failed", racers=before.get(code, {}))
-            if isinstance(event, MovePersisted | MovePersistFailed) and event.code == code:
-                self._loading[code].answered.add(event.player_id)  # that answer is lost with the event
+            answers = event.answers if isinstance(event, MovesAnswered) else (event,)
+            for answer in answers:
+                if isinstance(answer, MovePersisted | MovePersistFailed) and answer.code == code:
+                    self._loading[code].answered.add(answer.player_id)  # that answer is lost with the event
         return self._finish()
 
     def load_room(self, record: RoomRecord, logs: dict[str, list[LogEntry]], now: int) -> list[Effect]:

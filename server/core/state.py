@@ -7,6 +7,7 @@ import random
 import secrets
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Final
 
 from server.core.events import Send
 from server.core.records import (
@@ -173,6 +174,14 @@ class LogState(enum.Enum):
     __hash__ = object.__hash__
 
 
+# The members as module names, for the move path: on Python 3.11 a member read through its class
+# (``LogState.IDLE``) goes through EnumType's ``__getattr__`` hook, about 150 ns against 30.
+LOG_IDLE: Final = LogState.IDLE
+LOG_WRITING: Final = LogState.WRITING
+LOG_REREADING: Final = LogState.REREADING
+LOG_RETRYING: Final = LogState.RETRYING
+LOG_OUTAGE: Final = LogState.OUTAGE
+
 # What may follow what, and why. Anything else is a bug (the core raises, and the room is rebuilt).
 LOG_TRANSITIONS: dict[LogState, frozenset[LogState]] = {
     # a queued move passed its checks / another node's entries left a gap (several nodes: re-read)
@@ -223,15 +232,15 @@ class RacerState:
 
     @property
     def busy(self) -> bool:
-        return self.state is not LogState.IDLE or bool(self.queue)
+        return self.state is not LOG_IDLE or bool(self.queue)
 
     @property
     def settled(self) -> bool:
         """The in-memory game matches the store's log: nothing written, in doubt or unread."""
-        return self.state in (LogState.IDLE, LogState.RETRYING)
+        return self.state is LOG_IDLE or self.state is LOG_RETRYING
 
     def log_snapshot(self) -> LogSnapshot | None:
-        if self.state is LogState.IDLE and not self.queue:
+        if self.state is LOG_IDLE and not self.queue:
             return None
         return (
             self.state,

@@ -35,6 +35,9 @@ from server.core.records import (
     LogEntry,
 )
 from server.core.state import (
+    LOG_IDLE,
+    LOG_OUTAGE,
+    LOG_WRITING,
     LogState,
     PendingMove,
     PlayerState,
@@ -131,12 +134,12 @@ class RacerLogMixin(CoreBase):
         if queued is not None:
             if queued != msg.move:
                 self._refuse_reused_id(conn, msg, queued)
-            elif racer.state is LogState.OUTAGE:
+            elif racer.state is LOG_OUTAGE:
                 # The outage's head, answered store_unavailable already and still undecided (only
                 # the log can tell whether it landed): every resend gets that answer again.
                 self._reply(conn, p.MoveRejected(id=msg.id, code=p.STORE_UNAVAILABLE, reason=OUTAGE_REASON))
             return  # else the same move is already on its way to the store; its answer will come
-        if racer.state is LogState.OUTAGE:
+        if racer.state is LOG_OUTAGE:
             self._reply(conn, p.MoveRejected(id=msg.id, code=p.STORE_UNAVAILABLE, reason=OUTAGE_REASON))
             return
         limit = self.config.max_queued_moves
@@ -181,7 +184,7 @@ class RacerLogMixin(CoreBase):
 
     def _pump(self, room: RoomState, racer: RacerState, now: int) -> None:
         """Write the next queued move, if the log has no head."""
-        while racer.state is LogState.IDLE and racer.queue:
+        while racer.state is LOG_IDLE and racer.queue:
             pending = racer.queue.popleft()
             if self._check_head(racer, pending):
                 racer.head = pending
@@ -221,7 +224,7 @@ class RacerLogMixin(CoreBase):
         t_ms = max(0, now - race.record.starts_at)
         if racer.times:
             t_ms = max(t_ms, racer.times[-1])  # times never go backwards in a log
-        racer.move_to(LogState.WRITING)
+        racer.move_to(LOG_WRITING)
         racer.retry_at = None
         racer.head_length = racer.log_length
         racer.head_t = t_ms
@@ -268,7 +271,7 @@ class RacerLogMixin(CoreBase):
         race = room.race
         assert race is not None
         pending = racer.head
-        if racer.state is not LogState.WRITING or pending is None or ev.length != racer.head_length + 1:
+        if racer.state is not LOG_WRITING or pending is None or ev.length != racer.head_length + 1:
             self._note("persist_mismatch", room=ev.code, player=ev.player_id, length=ev.length)
             return
         self._touched.add(room.code)
@@ -279,14 +282,9 @@ class RacerLogMixin(CoreBase):
         old = racer.game
         before, status_before = old.foundation_cards, old.status
         checked = racer.checked if len(old.entries) == racer.checked_at else None
-        touched = checked if checked is not None else old.touched(pending.move)
-        lengths = tuple(old.pile_length(index) for index in touched)
         game = old
         try:
-            if checked is not None:
-                game.play_checked(pending.move, checked)
-            else:
-                game.play(pending.move)
+            changes, stock, reserve = game.play_answered(pending.move, checked)
         except IllegalMove:
             # Cannot happen (checked against this very position): were it to, the log holds an
             # entry this game refuses, so rebuild the racer from the log as after a failed write.
@@ -298,12 +296,11 @@ class RacerLogMixin(CoreBase):
         if game.foundation_cards != before:
             racer.cards_ms = racer.head_t
         self._clear_head(racer)
-        racer.move_to(LogState.IDLE)
+        racer.move_to(LOG_IDLE)
         if pending.id is not None:
             racer.pending_ids.pop(pending.id, None)
             racer.ids[pending.id] = racer.log_length
             racer.id_moves[pending.id] = pending.move
-            changes, stock, reserve = game.changes(touched, lengths)
             ok = p.MoveOk(
                 id=pending.id,
                 seq=racer.log_length,

@@ -117,7 +117,11 @@ class Delivery:
     # ------------------------------------------------------------------ frames out
 
     def to_players(self, players: tuple[str, ...], message: p.ServerMessage, droppable: bool) -> None:
-        if isinstance(message, p.Results):
+        if len(players) == 1 and type(message) is p.MoveOk:  # most frames: a racer's acknowledgement
+            conns_of = self.player_conns.get(players[0])
+            if conns_of:
+                self.deliver(list(conns_of), p.encode(message), droppable)
+        elif isinstance(message, p.Results):
             self._send_results(players, message)
         elif self.reaches(players):  # never encoded for nobody
             conns: list[int] = []

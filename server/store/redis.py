@@ -33,6 +33,7 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import hiredis
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
@@ -269,12 +270,14 @@ def milliseconds(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
+# hiredis's packer, in C (redis-py's own serializer when hiredis is installed: the server extra
+# installs it). Its stub types the argument as a one-element tuple and the result not at all.
+_hiredis_pack: Callable[[tuple[bytes, ...]], bytes] = cast(Any, hiredis.pack_command)
+
+
 def pack_command(parts: Sequence[bytes]) -> bytes:
     """One command in Redis's wire format (RESP): an array of bulk strings."""
-    chunks = [b"*%d\r\n" % len(parts)]
-    for part in parts:
-        chunks += (b"$%d\r\n" % len(part), part, b"\r\n")
-    return b"".join(chunks)
+    return _hiredis_pack(tuple(parts))
 
 
 def command_part(part: object) -> bytes:
@@ -478,6 +481,8 @@ class RedisStore(RedisDaily, RedisProfiles, Store):
         self._profiles_init()
         self._listed_key = f"{namespace}:rooms:listed"
         self._register_daily()
+        # (room, race, player) -> an append's keys and channel, encoded: built once per racer, not per move
+        self._append_keys: dict[tuple[str, int, str], tuple[bytes, bytes, bytes, bytes]] = {}
 
     # Keys --------------------------------------------------------------------
 
@@ -1002,14 +1007,21 @@ class RedisStore(RedisDaily, RedisProfiles, Store):
         which entries landed); otherwise each entry's own result."""
         keys: list[bytes] = []
         args: list[bytes] = []
+        known = self._append_keys
         for request in requests:
             code, race = request.code, request.race
-            keys += (
-                self.room_key(code).encode(),
-                self.log_key(code, race, request.player_id).encode(),
-                self.log_index_key(code).encode(),
-            )
-            channel = self.events_channel(code).encode() if request.notice else b""
+            racer_keys = known.get((code, race, request.player_id))
+            if racer_keys is None:
+                if len(known) >= 65536:  # finished races' racers: forgotten all at once, now and then
+                    known.clear()
+                racer_keys = known[code, race, request.player_id] = (
+                    self.room_key(code).encode(),
+                    self.log_key(code, race, request.player_id).encode(),
+                    self.log_index_key(code).encode(),
+                    self.events_channel(code).encode(),
+                )
+            keys += racer_keys[:3]
+            channel = racer_keys[3] if request.notice else b""
             args += (b"%d" % request.expected_length, request.entry, b"%d" % race, channel, request.notice)
         packed = pack_command([b"EVALSHA", self._append_moves.sha.encode(), b"%d" % len(keys), *keys, *args])
         count = 1

@@ -45,6 +45,7 @@ from server.core.events import (
     LookupToken,
     MovePersisted,
     MovePersistFailed,
+    MovesAnswered,
     Note,
     PersistMove,
     PlayerRegistered,
@@ -421,20 +422,29 @@ class Shell(InProcessExecutor):
         self.run(RoomLoaded(code, record, logs, self.now))
 
     def persist(self, effect: PersistMove) -> None:
+        self.run(self.answer_write(effect))
+
+    def answer_write(self, effect: PersistMove) -> MovePersisted | MovePersistFailed:
+        """The store's compare-and-set of one entry, and its answer."""
         if effect.code not in self.rooms:
-            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", self.now))
-            return
+            return MovePersistFailed(effect.code, effect.race, effect.player_id, "gone", self.now)
         log = self.logs[(effect.code, effect.race, effect.player_id)]
         if len(log) != effect.expected_length:
-            self.run(MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", self.now))
-            return
+            return MovePersistFailed(effect.code, effect.race, effect.player_id, "conflict", self.now)
         log.append(effect.entry)
-        self.run(MovePersisted(effect.code, effect.race, effect.player_id, len(log), self.now))
+        return MovePersisted(effect.code, effect.race, effect.player_id, len(log), self.now)
 
     def release(self) -> None:
         held, self.held = self.held, []
         for effect in held:
             self.persist(effect)
+
+    def release_batch(self) -> None:
+        """Answer the held writes as the shell's group commit does: one batch, its answers in one
+        ``MovesAnswered``."""
+        held, self.held = self.held, []
+        if held:
+            self.run(MovesAnswered(tuple(self.answer_write(effect) for effect in held), self.now))
 
     def advance(self, ms: int) -> None:
         """Let time pass, firing room wakes in order, as the shell's timers would."""
