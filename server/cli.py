@@ -222,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
            metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
-    add("--daily", default=_env("PLOT_DAILY", "off"), metavar="on|off", help="the daily deal (docs/daily.md): "
-        "each day's deal prepared ahead by the worker pool, daily attempts, the boards [PLOT_DAILY] (off)")  # fmt: skip
+    add("--daily", default=_env("PLOT_DAILY", "on"), metavar="on|off", help="the daily deal (docs/daily.md): "
+        "each day's deal prepared ahead by the worker pool, daily attempts, the boards [PLOT_DAILY] (on)")  # fmt: skip
     number("--day-seconds", "PLOT_DAY_SECONDS", int, core.day_seconds, 10, "the daily deal's day, in seconds "
            "from the Unix epoch (for tests and events; 86400: days begin at 00:00 UTC) [PLOT_DAY_SECONDS] "
            f"({core.day_seconds})", metavar="S")  # fmt: skip

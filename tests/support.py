@@ -410,13 +410,16 @@ TLS = Path(__file__).parent / "tls"
 
 def server_environment(**extra: str) -> dict[str, str]:
     """The environment of a plot-server process a test or a bench starts: none of this shell's
-    ``PLOT_*`` settings or ``REDIS_URL``, and no spectator page or metrics listener unless asked
+    ``PLOT_*`` settings or ``REDIS_URL``, no daily deal, and no spectator page or metrics listener unless asked
     (``--web-port``, ``--metrics-port``): by default they take the game port + 1 and + 2, which
     may be another process's free ports, so two runs at once would clash. Works for older
     checkouts too (``bench/run_load.py --tree``): a server without them ignores the variables."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PLOT_") and k != "REDIS_URL"}
     environment["PLOT_WEB_PORT"] = "0"
     environment["PLOT_METRICS_PORT"] = "0"
+    # The day's deal search takes a worker core for seconds at boot: only the daily's own tests
+    # (which pass --daily on) pay for it.
+    environment["PLOT_DAILY"] = "off"
     environment.update(extra)
     return environment
 

@@ -134,6 +134,16 @@ def test_leaderboard_rates_become_the_cores_intervals(monkeypatch: pytest.Monkey
         config_from_args(build_parser().parse_args(["--spectator-hz", "101"]))
 
 
+def test_the_daily_deal_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PLOT_DAILY", raising=False)
+    assert config_from_args(build_parser().parse_args([])).core.daily is True
+    assert config_from_args(build_parser().parse_args(["--daily", "off"])).core.daily is False
+    monkeypatch.setenv("PLOT_DAILY", "off")
+    assert config_from_args(build_parser().parse_args([])).core.daily is False
+    with pytest.raises(ConfigError, match="expected on or off"):
+        config_from_args(build_parser().parse_args(["--daily", "yes"]))
+
+
 def test_the_queue_bound_becomes_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config_from_args(build_parser().parse_args([])).core.max_queued_moves == 32
     monkeypatch.setenv("PLOT_MAX_QUEUED_MOVES", "8")
