@@ -53,6 +53,8 @@ INTERNAL: Final = "internal"  # a server bug; nothing happened
 SUPERSEDED: Final = "superseded"  # a newer connection resumed this player: this one is closed (4001)
 MUTED: Final = "muted"  # chat: the host muted you in this room
 CHAT_LIMITED: Final = "chat_limited"  # chat: too many lines in a short time (the connection stays open)
+BAD_GHOST: Final = "bad_ghost"  # add_ghost: not a legal game, times that do not fit, a part out of step
+GHOST_WRONG_DEAL: Final = "ghost_wrong_deal"  # add_ghost: the record is of another deal than the room's
 
 ERROR_CODES: Final[tuple[str, ...]] = (
     MALFORMED,
@@ -81,6 +83,8 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     SUPERSEDED,
     MUTED,
     CHAT_LIMITED,
+    BAD_GHOST,
+    GHOST_WRONG_DEAL,
 )
 
 CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the same player
@@ -106,6 +110,20 @@ CHAT_OUTSIDE_RACE: Final = "outside_race"  # spectators only during a race; ever
 # A line's audience: everyone in the room, or only its spectators (kept from the racers).
 TO_ALL: Final = "all"
 TO_SPECTATORS: Final = "spectators"
+
+# Ghosts (docs/ghosts.md): recorded games racing beside the live racers, replayed on their times.
+GHOST_PREFIX: Final = "ghost:"  # every ghost's player id starts with this
+MAX_GHOSTS: Final = 8  # ghosts a room races at once
+GHOST_ENTRIES_MAX: Final = 4000  # entries of one ghost's record
+GHOST_CHUNK_MAX: Final = 1000  # entries one add_ghost frame carries (a longer record comes in several)
+# A record without move times is paced evenly: one entry every GHOST_PACE_MS from the start signal
+# (the medium bot's pace, 1.5 moves a second).
+GHOST_PACE_MS: Final = 667
+
+
+def is_ghost(player_id: str) -> bool:
+    return player_id.startswith(GHOST_PREFIX)
+
 
 # Phases of a room. "dealing": the host started a winnable_only room's race and the server is
 # finding a deal the solver proves winnable; the countdown follows (or, failing that, the lobby).
@@ -225,6 +243,9 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     elapsed_ms: int  # time of the racer's last accepted entry, from the start signal
     rank: int  # 1-based, docs/rules.md, "Race ranking"
     connected: bool
+    # A ghost's row (docs/ghosts.md): its rank is 1 + the live racers ahead of it (a ghost never
+    # takes a live racer's place); it comes before the live racer of the same rank.
+    ghost: bool = False
 
 
 PACE_AFTER_MS: Final = 10_000  # a pace over less race time than this says little: none is shown
@@ -249,6 +270,19 @@ class ChatLine(msgspec.Struct, kw_only=True):
     at: int  # server ms
     audience: str = TO_ALL  # all | spectators (a spectator's line kept from the racers during a race)
     claimed: bool = False  # the sender's name is a claimed one (no claimed names yet: always false)
+
+
+class GhostEntry(msgspec.Struct, kw_only=True):
+    """A ghost in a room's snapshot: who, never its record (that is the deal's stock order)."""
+
+    player_id: str  # starts with "ghost:"
+    name: str
+    timed: bool  # raced on its recorded times (false: paced evenly, GHOST_PACE_MS an entry)
+
+
+def row_order(row: LeaderboardRow) -> tuple[int, bool]:
+    """Where a row goes in a leaderboard: by rank, a ghost before the live racer of its rank."""
+    return (row.rank, not row.ghost)
 
 
 class GameRecord(msgspec.Struct, kw_only=True):
@@ -304,6 +338,34 @@ class EndRace(msgspec.Struct, tag="end_race", tag_field="type", kw_only=True):
 
 class Rematch(msgspec.Struct, tag="rematch", tag_field="type", kw_only=True):
     deal: DealNumber | None = None  # a chosen deal for the next race; default: a fresh random one
+    # The same deal again, the last race's racers as ghosts (their games on their times). Excludes deal.
+    ghosts: bool = False
+
+
+GhostMove = Annotated[str, msgspec.Meta(max_length=32)]
+GhostTime = Annotated[int, msgspec.Meta(ge=0, le=TIME_LIMIT_MAX * 1000)]
+
+
+class AddGhost(msgspec.Struct, tag="add_ghost", tag_field="type", kw_only=True):
+    """Host only, in the lobby: a recorded game to race as a ghost (docs/ghosts.md). A record
+    longer than GHOST_CHUNK_MAX entries comes in several frames: each ``offset`` the entries sent
+    before it, ``more`` true on all but the last; the ghost is checked and added with the last."""
+
+    name: Annotated[str, msgspec.Meta(max_length=128)]
+    deal: DealNumber  # must be the room's deal (ghost_wrong_deal otherwise)
+    undo: bool = True
+    moves: Annotated[list[GhostMove], msgspec.Meta(max_length=GHOST_CHUNK_MAX)]
+    # The race time (ms from the start signal) of each entry, as Results.times has them; None:
+    # paced evenly (GHOST_PACE_MS an entry). All the frames of one record have them, or none.
+    times: Annotated[list[GhostTime], msgspec.Meta(max_length=GHOST_CHUNK_MAX)] | None = None
+    offset: Annotated[int, msgspec.Meta(ge=0, le=GHOST_ENTRIES_MAX)] = 0
+    more: bool = False
+
+
+class RemoveGhost(msgspec.Struct, tag="remove_ghost", tag_field="type", kw_only=True):
+    """Host only, in the lobby: take a ghost out of the room."""
+
+    player_id: Annotated[str, msgspec.Meta(max_length=64)]
 
 
 class Move(msgspec.Struct, tag="move", tag_field="type", kw_only=True):
@@ -349,6 +411,8 @@ ClientMessage = (
     | Sync
     | Chat
     | Mute
+    | AddGhost
+    | RemoveGhost
 )
 
 CLIENT_TYPES: Final[tuple[str, ...]] = (
@@ -367,6 +431,8 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "sync",
     "chat",
     "mute",
+    "add_ghost",
+    "remove_ghost",
 )
 
 # ---------------------------------------------------------------- server -> client
@@ -404,6 +470,7 @@ class Room(msgspec.Struct, tag="room", tag_field="type", kw_only=True):
     starts_at: int | None = None  # countdown/racing: when the race starts (server ms)
     ends_at: int | None = None  # racing with a time limit: when it ends (server ms)
     spectators: int = 0  # spectators in the room, the recipient included if it watches
+    ghosts: list[GhostEntry] = msgspec.field(default_factory=list)  # racing beside the racers next race
 
 
 class RoomList(msgspec.Struct, tag="room_list", tag_field="type", kw_only=True):
@@ -491,7 +558,7 @@ class Leaderboard(msgspec.Struct, tag="leaderboard", tag_field="type", kw_only=T
             return None
         rows = {row.player_id: row for row in held.racers}
         rows.update((row.player_id, row) for row in self.racers)
-        racers = sorted(rows.values(), key=lambda row: row.rank)
+        racers = sorted(rows.values(), key=row_order)
         return Leaderboard(race=self.race, version=max(self.version, held.version), racers=racers)
 
 
@@ -516,6 +583,11 @@ class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
     # player id -> the race time (ms from the start signal) each entry of that record was accepted,
     # in order (a later addition to version 1: results without it carry no move times)
     times: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # The race's ghosts (docs/ghosts.md), never in ranking or racers: each one's final row (its
+    # whole record's result, ranked against the racers' final rows), record and move times.
+    ghosts: list[LeaderboardRow] = msgspec.field(default_factory=list)
+    ghost_records: dict[str, GameRecord] = msgspec.field(default_factory=dict)
+    ghost_times: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
 
 class ChatSaid(msgspec.Struct, tag="chat", tag_field="type", kw_only=True):

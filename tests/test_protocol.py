@@ -69,6 +69,10 @@ CLIENT_SAMPLES: list[p.ClientMessage] = [
     p.Sync(),
     p.Chat(text="good luck 🍀"),
     p.Mute(player_id="p2"),
+    p.Rematch(ghosts=True),
+    p.AddGhost(name="Ann", deal=7, moves=["stock>waste", "waste>t3"], times=[900, 2100]),
+    p.AddGhost(name="Ann", deal=7, undo=False, moves=["undo"], offset=1000, more=True),
+    p.RemoveGhost(player_id="ghost:p1"),
     p.Mute(player_id="p2", muted=False),
 ]
 

@@ -26,6 +26,7 @@ class Due(enum.Enum):
     START = "start"  # the countdown is over: the race begins
     RACER_WRITE = "racer_write"  # a racer's failed write: retry after the back-off, or give up
     FORFEIT = "forfeit"  # a racer disconnected past the grace period resigns
+    GHOST = "ghost"  # a ghost's next recorded entry is due (ghosts.py)
     TIME_LIMIT = "time_limit"  # the race's time limit
     BOARDS = "boards"  # spectators' delayed boards reveal the next entries
     MEMBER_GONE = "member_gone"  # a disconnected member (not racing) is removed
@@ -57,6 +58,10 @@ class DeadlinesMixin(CoreBase):
                     table.append(Deadline(racer.give_up_at, Due.RACER_WRITE, pid))
                 if racer.forfeit_at is not None and not racer.game.over and not race.ending:
                     table.append(Deadline(racer.forfeit_at, Due.FORFEIT, pid))
+            if race.ghosts and not race.ending:
+                ghost_at = self._next_ghost_entry(race)
+                if ghost_at is not None:
+                    table.append(Deadline(ghost_at, Due.GHOST))
             if race.record.ends_at is not None and not race.ending:
                 table.append(Deadline(race.record.ends_at, Due.TIME_LIMIT))
             reveal = self._next_reveal(room)
@@ -209,6 +214,8 @@ class DeadlinesMixin(CoreBase):
                 racer.forfeit_at = None
                 self._note("forfeit", room=room.code, player=pid)
                 self._system_entry(room, racer, RESIGN, now)
+        elif due is Due.GHOST:
+            self._advance_ghosts(room, now)
         elif due is Due.TIME_LIMIT:
             if room.phase == p.RACING and race is not None:
                 self._end_race(room, now, "time")

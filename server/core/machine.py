@@ -47,6 +47,7 @@ from server.core.events import (
     Tick,
     TokenLooked,
 )
+from server.core.ghosts import GhostsMixin
 from server.core.loading import LoadingMixin
 from server.core.lobby import LobbyMixin
 from server.core.race import RaceMixin
@@ -87,6 +88,7 @@ class ServerCore(
     DeadlinesMixin,
     RebuildMixin,
     ChatMixin,
+    GhostsMixin,
 ):
     """Every room and player this process serves. ``handle(event) -> effects``.
 
