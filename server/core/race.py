@@ -217,9 +217,7 @@ class RaceMixin(CoreBase):
         elif all(r.game.over and not r.busy for r in race.racers.values()):
             self._end_race(room, now, "all_done")
 
-    def _rematch(
-        self, conn: int, room: RoomState, pid: str, deal: int | None, now: int, ghosts: bool = False
-    ) -> None:
+    def _rematch(self, conn: int, room: RoomState, pid: str, deal: int | None, now: int, ghosts: bool = False) -> None:
         if room.host != pid:
             self._error(conn, p.NOT_HOST, "only the host may call a rematch", "rematch")
             return
