@@ -13,7 +13,16 @@ from client.commands._race_args import add_level_argument, deal_number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bots", type=int, default=2, metavar="N", help="how many bots to race (1-15, default 2)")
+    parser.add_argument(
+        "--bots", type=int, default=None, metavar="N", help="how many bots to race (1-15; default 2, none with --ghost)"
+    )
+    parser.add_argument(
+        "--ghost",
+        action="append",
+        default=[],
+        metavar="RECORD",
+        help="race a saved record as a ghost, on its deal and its move times (repeatable): docs/ghosts.md",
+    )
     parser.add_argument("--deal", type=deal_number, help="the deal to race on (default: a random one)")
     add_level_argument(parser)
     parser.add_argument(
@@ -26,9 +35,17 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from client.commands._race_args import check_name_or_exit, display_name
+    from client.ghosts import GhostFileError, ghosts_for_room
 
-    if not 1 <= args.bots <= 15 or (args.speed is not None and args.speed <= 0):
-        print("plot practice: --bots must be 1..15 and --speed above 0")
+    try:
+        ghosts, deal = ghosts_for_room(args.ghost, args.deal)
+    except GhostFileError as exc:
+        print(f"plot practice: {exc}")
+        return 2
+    bots = args.bots if args.bots is not None else 0 if ghosts else 2
+    least = 0 if ghosts else 1
+    if not least <= bots <= 15 or (args.speed is not None and args.speed <= 0):
+        print(f"plot practice: --bots must be {least}..15 and --speed above 0")
         return 2
     name = display_name(args)
     problem = check_name_or_exit(name, "practice")
@@ -38,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from client.tui.practice import run_practice
 
     try:
-        return asyncio.run(run_practice(name=name, bots=args.bots, deal=args.deal, speed=args.speed, levels=args.level))
+        return asyncio.run(
+            run_practice(name=name, bots=bots, deal=deal, speed=args.speed, levels=args.level, ghosts=ghosts)
+        )
     except KeyboardInterrupt:
         return 130

@@ -15,6 +15,7 @@ import contextlib
 from textual.app import App
 
 from client.connection import CONNECTED, RECONNECTING, Connection, ConnectionFailed, TokenFile
+from client.ghosts import GhostFile, ghost_frames
 from client.state import safe_name, state_dir
 from client.tui.play import CSS_PATH
 from client.tui.race_config import (
@@ -227,6 +228,8 @@ class RaceApp(App[int]):
                 self.screen_.say(f"Room {reply.code} is open: share the invite above")
             else:
                 self.screen_.say("Practice: the race starts once the bots are ready")
+            for ghost in config.ghosts:
+                await self.add_ghost(ghost)
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
             self._maybe_auto_start()
@@ -277,6 +280,25 @@ class RaceApp(App[int]):
         name = bot_name(f"bot-{number}", level)
         bot = Bot(self.config.url, code, name=name, speed=self.config.bot_speed, level=level)
         self.bot_tasks.append(asyncio.create_task(bot.run(), name=name))
+
+    async def add_ghost(self, ghost: GhostFile) -> bool:
+        """Send a ghost's record (in frames that fit the server's limit); True once it is in the room."""
+        connection = self.connection
+        if connection is None:
+            self.screen_.say("not connected: try again in a moment", error=True)
+            return False
+        *parts, last = ghost_frames(ghost)
+        for part in parts:
+            if not await connection.send(part):
+                self.screen_.say("not connected: the ghost was not added", error=True)
+                return False
+        reply = await connection.request(last, Room)
+        if isinstance(reply, Error):
+            self.screen_.say(f"the ghost {ghost.name} was not added: {describe_error(reply)}", error=True)
+            return False
+        paced = "on its recorded times" if ghost.times is not None else "paced evenly (its record has no times)"
+        self.screen_.say(f"ghost {ghost.name} races beside you, {paced}")
+        return True
 
     def send(self, message: Start | Ready | Rematch | EndRace | Leave | Chat | Mute) -> None:
         async def go() -> None:
