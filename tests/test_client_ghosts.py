@@ -55,7 +55,7 @@ def test_a_long_record_goes_in_frames_under_the_servers_limit() -> None:
     frames = ghost_frames(ghost)
     assert len(frames) > 1 and [f.more for f in frames] == [True] * (len(frames) - 1) + [False]
     assert [f.offset for f in frames] == [sum(len(g.moves) for g in frames[:i]) for i in range(len(frames))]
-    assert sum((f.moves for f in frames), []) == list(moves)
+    assert [m for f in frames for m in f.moves] == list(moves)
     assert all(len(p.encode(f)) < 4096 and sum(len(m) + 6 for m in f.moves) <= FRAME_BUDGET + 16 for f in frames)
 
 
