@@ -25,6 +25,7 @@ from support import (
 )
 
 from server.store.memory import MemoryStore
+from server.store.redis import RedisStore
 from shared import protocol as p
 from shared.engine import Game
 
@@ -320,3 +321,51 @@ async def test_a_ghost_without_times_is_paced_evenly_and_survives_a_new_server()
         await again.send(p.Move(id=1, move="resign"))
         results = await again.expect(p.Results)
     assert results.ghost_times[ghost] == [(i + 1) * p.GHOST_PACE_MS for i in range(len(moves))]
+
+
+async def test_a_ghost_races_on_two_nodes_and_follows_its_host_to_the_other(redis_url: str) -> None:
+    """Several nodes: the ghost is in the room record, so the node that loads the room races it
+    too (each node plays it on the race's clock), and a host that resumes on the other node finds
+    it where the record's times put it."""
+    moves = greedy_record(entries=60)
+    times = [300 + 100 * i for i in range(len(moves))]
+    shared = fast_config(core=replace(FAST, shared_rooms=True, leaderboard_interval_ms=INTERVAL))
+    async with (
+        running_server(RedisStore(redis_url), shared) as a,
+        running_server(RedisStore(redis_url), shared) as b,
+    ):
+        (host,), code = await make_room(a, ["Ann"], deal=DEAL)
+        await add_ghost(host, moves, times)
+        await eventually(lambda: bool(latest(host, p.Room).ghosts), what="the ghost in the room")
+        ghost = latest(host, p.Room).ghosts[0].player_id
+        bob = await Client.open(b, "Bob")
+        await bob.hello("Bob")
+        await bob.send(p.Join(code=code))  # node B loads the room, its ghost with it
+        await bob.expect(p.Room)
+        await bob.send(p.Ready(ready=True))
+        await eventually(lambda: all(m.ready for m in latest(host, p.Room).members if m.player_id != host.pid))
+        await start_race([host, bob])
+
+        def ghost_moves(client: Client) -> int:
+            board = client.leaderboard
+            row = next((r for r in board.racers if r.player_id == ghost), None) if board else None
+            return row.moves if row else -1
+
+        await eventually(lambda: ghost_moves(bob) >= 5, what="node B races the ghost")
+        token = host.welcome.token if host.welcome else None
+        await host.close()
+        moved = await Client.open(b, "Ann")
+        assert (await moved.hello("Ann", token=token)).resumed
+        await eventually(lambda: ghost_moves(moved) > 10, what="the ghost on the host's new node")
+        for msg in [*bob.messages, *moved.messages]:
+            if isinstance(msg, p.Leaderboard):
+                for row in msg.racers:
+                    if row.player_id == ghost:
+                        assert row.elapsed_ms == (times[row.moves - 1] if row.moves else 0)
+                        assert row.cards == cards_after(moves, row.moves)
+        for client, move_id in ((moved, 1), (bob, 1)):
+            await client.send(p.Move(id=move_id, move="resign"))
+        results = await bob.expect(p.Results)
+    assert [r.player_id for r in results.ghosts] == [ghost]
+    for client in (bob, moved):
+        await client.close()

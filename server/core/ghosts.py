@@ -2,8 +2,9 @@
 
 A ghost is a :class:`GhostRecord` in the room record (the next race's ghosts) and in the race
 record (this race's), so any node rebuilds it. Its progress is a function of the race's clock:
-the deadline table (deadlines.py, ``Due.GHOST``) wakes the room at its next entry's time, and
-the entries whose time has come are played on the ghost's game by the engine. Nothing of it is
+the room's leaderboard due (deadlines.py) is the slot edge at or after its next entry, and that
+leaderboard tick plays the entries whose time has come on the ghost's game (the engine's) before
+it ranks the rows: one shared tick for every ghost of the node, never a wake-up per entry. Nothing of it is
 ever written while the race runs. What others see of it is what a live racer's row shows (cards
 home, moves, status, time), marked ``ghost``; its board only where a live racer's board would be
 shown (spectators' delayed boards, the results).
@@ -223,7 +224,8 @@ class GhostsMixin(CoreBase):
         return ghosts
 
     def _advance_ghosts(self, room: RoomState, now: int) -> None:
-        """The deadline table's ghost wake-up: every ghost's entries whose time has come."""
+        """On the room's leaderboard tick (deadlines.py: due at the slot edge of their next entry):
+        every ghost's entries whose time has come, so that the tick shows them."""
         race = room.race
         if race is None or room.phase != p.RACING or race.ending:
             return
@@ -231,8 +233,6 @@ class GhostsMixin(CoreBase):
         for ghost in race.ghosts.values():
             if advance_ghost(ghost, race_ms):
                 race.lb_dirty = True
-        if race.lb_dirty:
-            self._touched.add(room.code)
 
     def _next_ghost_entry(self, race: RaceState) -> int | None:
         """Server ms of the next ghost entry due (the deadline table), None when none is left."""
