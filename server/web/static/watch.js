@@ -318,7 +318,8 @@ function onMessage(msg) {
         if (!held || held.race !== msg.race) break; // a whole one comes with the next snapshot
         const rows = new Map(held.racers.map((r) => [r.player_id, r]));
         for (const r of msg.racers) rows.set(r.player_id, r);
-        const racers = [...rows.values()].sort((a, b) => num(a.rank) - num(b.rank));
+        // By rank, a ghost before the live racer of its rank (docs/ghosts.md).
+        const racers = [...rows.values()].sort((a, b) => num(a.rank) - num(b.rank) || !!b.ghost - !!a.ghost);
         state.leaderboard = { race: msg.race, version: Math.max(num(msg.version), num(held.version)), racers };
         break;
       }
@@ -544,6 +545,7 @@ function renderLeaderboard() {
     rankCell.textContent = String(racer.rank);
     nameCell.replaceChildren(document.createTextNode(racer.name));
     if (racer.bot) nameCell.append(el("span", { className: "tag" }, "bot"));
+    if (racer.ghost) nameCell.append(el("span", { className: "tag" }, "ghost"));
     if (!racer.connected) nameCell.append(el("span", { className: "tag away" }, "away"));
     const cards = num(racer.cards);
     cardsCell.querySelector(".bar-fill").style.width = `${(100 * cards) / 104}%`; // CSSOM: allowed by the CSP
