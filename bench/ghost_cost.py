@@ -126,7 +126,7 @@ def main() -> None:
     }
 
     def median(n: int, key: str) -> float:
-        return statistics.median(run[key] for run in runs[n])
+        return float(statistics.median(run[key] for run in runs[n]))
 
     base = 0 if 0 in runs else None
     rows: dict[str, Any] = {}

@@ -32,6 +32,7 @@ from server.store.base import Store
 from server.store.urls import shown_url
 from server.supervisor import supervise
 from server.web import WebConfig, WebServer
+from server.web.api import DailyApi
 from server.web.site import check_public_ws_url
 from server.winnable import (
     DEFAULT_BLOCKED_QUEUE,
@@ -221,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
            metavar="HZ")  # fmt: skip
     number("--grace", "PLOT_GRACE", float, 60, 0,
            "seconds a disconnected racer has to come back before forfeiting [PLOT_GRACE] (60)")  # fmt: skip
+    number("--day-seconds", "PLOT_DAY_SECONDS", int, core.day_seconds, 10, "the daily deal's day, in seconds "
+           "from the Unix epoch (for tests and events; 86400: days begin at 00:00 UTC) [PLOT_DAY_SECONDS] "
+           f"({core.day_seconds})", metavar="S")  # fmt: skip
+    number("--daily-time-limit", "PLOT_DAILY_TIME_LIMIT", int, core.daily_time_limit_s, 10, "seconds each daily "
+           f"attempt may take, from its board [PLOT_DAILY_TIME_LIMIT] ({core.daily_time_limit_s})",
+           metavar="S")  # fmt: skip
     number("--room-ttl", "PLOT_ROOM_TTL", float, 24 * 3600, 0,
            "seconds finished rooms (logs, results) are kept [PLOT_ROOM_TTL] (86400)", low_open=True)  # fmt: skip
     number("--winnable-budget", "PLOT_WINNABLE_BUDGET", int, DEFAULT_BUDGET, 1, "winnable-only rooms: the "
@@ -268,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
            "joins of rooms that do not exist per address and minute, then joins wait (against guessing "
            "private codes); 0: no cap "
            f"[PLOT_JOIN_FAILURES_PER_MINUTE] ({limits.join_failures_per_minute})")  # fmt: skip
+    number("--claims-per-hour", "PLOT_CLAIMS_PER_HOUR", int, limits.claims_per_hour, 0, "name claims per "
+           f"address and hour (docs/players.md); past it: error claim_limit; 0: no cap "
+           f"[PLOT_CLAIMS_PER_HOUR] ({limits.claims_per_hour})")  # fmt: skip
     number("--answer-bytes-per-s", "PLOT_ANSWER_BYTES_PER_S", int, limits.answer_bytes_per_s, 0, "bytes a second "
            "the server sends in answer to one connection's requests (join, sync, list_rooms, ...; moves not "
            f"counted), bursts of {ANSWER_BURST_S:g} s' worth; past it: error rate_limited with retry_ms; 0: no "
@@ -408,6 +418,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_rooms=args.max_rooms,
         room_ttl_s=args.room_ttl,
         max_queued_moves=args.max_queued_moves,
+        day_seconds=args.day_seconds,
+        daily_time_limit_s=args.daily_time_limit,
         shared_rooms=multi_node(args),
     )
     return ServerConfig(
@@ -428,6 +440,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             hellos_per_minute=args.hellos_per_minute,
             rooms_per_minute=args.rooms_per_minute,
             join_failures_per_minute=args.join_failures_per_minute,
+            claims_per_hour=args.claims_per_hour,
             answer_bytes_per_s=args.answer_bytes_per_s,
             address_answer_bytes_per_s=args.answer_bytes_per_address,
             trusted_proxies=trusted_proxies,
@@ -564,6 +577,7 @@ def make_web_server(args: argparse.Namespace, config: ServerConfig, server: Race
             game_port=game_port,
             game_tls=bool(config.tls_cert),
             ssl_context=web_ssl,
+            api=DailyApi(server.store, day_seconds=config.core.day_seconds),
         )
     except ValueError as exc:
         raise ConfigError(f"--web-ws-url / PLOT_WEB_WS_URL: {exc}") from None

@@ -34,6 +34,7 @@ from typing import Protocol
 from server.core.events import ClientEvent, Event, RoomLoaded, RoomsListed
 from server.proxy import TrustedProxies
 from shared import protocol as p
+from shared.identity import CLAIMS_PER_HOUR
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class LimitsConfig:
     hellos_per_minute: int = 60  # hellos per address (a burst of that many, refilled per minute)
     rooms_per_minute: int = 10  # create_room per address
     join_failures_per_minute: int = 10  # joins that fail (unknown_room, ...) per address; then joins wait
+    claims_per_hour: int = CLAIMS_PER_HOUR  # name claims per address (docs/players.md); then claim_limit
     # Bytes the server may send in answer to one connection's requests, per second (bursts of
     # ANSWER_BURST_S seconds' worth); past it a request is answered rate_limited. 0: no budget.
     answer_bytes_per_s: int = 4 * 1024
@@ -62,6 +64,7 @@ class LimitsConfig:
             hellos_per_minute=0,
             rooms_per_minute=0,
             join_failures_per_minute=0,
+            claims_per_hour=0,
             answer_bytes_per_s=0,
             address_answer_bytes_per_s=0,
         )
@@ -175,6 +178,7 @@ class _Address:
     rooms: TokenBucket | None
     joins: TokenBucket | None
     answers: ByteBudget | None = None
+    claims: TokenBucket | None = None
 
 
 class AddressLimits:
@@ -211,7 +215,9 @@ class AddressLimits:
             key
             for key, entry in self._addresses.items()
             if entry.conns == 0
-            and all(b is None or b.full(now) for b in (entry.hellos, entry.rooms, entry.joins, entry.answers))
+            and all(
+                b is None or b.full(now) for b in (entry.hellos, entry.rooms, entry.joins, entry.answers, entry.claims)
+            )
         ]
         for key in idle:
             del self._addresses[key]
@@ -256,6 +262,16 @@ class AddressLimits:
         connections cannot overdraw it); ``join_succeeded`` gives it back."""
         budget = self._entry(key).joins
         return 0.0 if budget is None else budget.take(self.clock())
+
+    def take_claim(self, key: str) -> float:
+        """A claim (taken or not: probing names costs the same) from the address's hourly budget."""
+        cap = self.config.claims_per_hour
+        if not cap:
+            return 0.0
+        entry = self._entry(key)
+        if entry.claims is None:
+            entry.claims = TokenBucket(cap / 3600.0, cap, self.clock())
+        return entry.claims.take(self.clock())
 
     def answer_budget(self, key: str) -> ByteBudget | None:
         """The address's budget of bytes sent in answer to its requests (AnswerBudgets)."""

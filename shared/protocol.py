@@ -14,8 +14,40 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+# The daily deal's messages live in shared/daily_protocol.py; they join the unions below.
+from shared.daily_protocol import Daily as Daily
+from shared.daily_protocol import DailyBoard as DailyBoard
+from shared.daily_protocol import DailyDay as DailyDay
+from shared.daily_protocol import DailyResult as DailyResult
+from shared.daily_protocol import DailyRow as DailyRow
+from shared.daily_protocol import GetBoard as GetBoard
+from shared.daily_protocol import GetPlayer as GetPlayer
+from shared.daily_protocol import GetStanding as GetStanding
+from shared.daily_protocol import PlayerProfile as PlayerProfile
+from shared.daily_protocol import Standing as Standing
+from shared.daily_protocol import StandingRow as StandingRow
+from shared.daily_protocol import WatchDaily as WatchDaily
 from shared.deal import MAX_DEAL
 from shared.engine import PileChange, View, apply_changes, view_check
+
+# Profiles and ratings (docs/players.md) live in shared/identity.py; these stay importable from here.
+from shared.identity import BAD_IDENTITY as BAD_IDENTITY
+from shared.identity import CLAIM_LIMIT as CLAIM_LIMIT
+from shared.identity import IDENTITY_ERROR_CODES
+from shared.identity import NAME_CLAIMED as NAME_CLAIMED
+from shared.identity import NOT_CLAIMED as NOT_CLAIMED
+from shared.identity import RENAME_TOO_SOON as RENAME_TOO_SOON
+from shared.identity import Claim as Claim
+from shared.identity import Claimed as Claimed
+from shared.identity import GetRating as GetRating
+from shared.identity import GetRatings as GetRatings
+from shared.identity import RatedRace as RatedRace
+from shared.identity import Rating as Rating
+from shared.identity import RatingBoard as RatingBoard
+from shared.identity import RatingChange as RatingChange
+from shared.identity import RatingHistory as RatingHistory
+from shared.identity import RatingRow as RatingRow
+from shared.identity import Rename as Rename
 
 # The name rule lives in shared/names.py; these stay importable from here.
 from shared.names import NAME_CHARS_MAX as NAME_CHARS_MAX
@@ -55,6 +87,12 @@ MUTED: Final = "muted"  # chat: the host muted you in this room
 CHAT_LIMITED: Final = "chat_limited"  # chat: too many lines in a short time (the connection stays open)
 BAD_GHOST: Final = "bad_ghost"  # add_ghost: not a legal game, times that do not fit, a part out of step
 GHOST_WRONG_DEAL: Final = "ghost_wrong_deal"  # add_ghost: the record is of another deal than the room's
+# The daily deal (docs/daily.md).
+DAILY_DONE: Final = "daily_done"  # daily: today's ranked attempt is used (a finished player may replay unranked)
+DAY_OVER: Final = "day_over"  # daily: that day has ended; attempts are for today only
+NOT_YOUR_RECORD: Final = "not_your_record"  # a record or attempt that belongs to another player
+NO_BOARDS: Final = "no_boards"  # a spectator of the daily board never sees anyone's board
+NO_DAY: Final = "no_day"  # daily: the server has no record of that day (never played, or not yet committed)
 
 ERROR_CODES: Final[tuple[str, ...]] = (
     MALFORMED,
@@ -85,6 +123,12 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     CHAT_LIMITED,
     BAD_GHOST,
     GHOST_WRONG_DEAL,
+    DAILY_DONE,
+    DAY_OVER,
+    NOT_YOUR_RECORD,
+    NO_BOARDS,
+    NO_DAY,
+    *IDENTITY_ERROR_CODES,
 )
 
 CLOSE_SUPERSEDED: Final = 4001  # close code: a newer connection resumed the same player
@@ -193,6 +237,9 @@ class RoomOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Spectators' chat during a race: "outside_race" keeps it from the racers while a race is on
     # (countdown, racing), so nobody watching can coach them; "always" lets racers read it too.
     spectator_chat: Literal["outside_race", "always"] = "outside_race"
+    # Rated races change the claimed racers' ratings (docs/players.md): True rated, False casual,
+    # None (the default) rated when every racer is claimed and at least two are (bots never are).
+    rated: bool | None = None
 
 
 class RoomRules(msgspec.Struct, kw_only=True):
@@ -206,6 +253,7 @@ class RoomRules(msgspec.Struct, kw_only=True):
     bots_allowed: bool
     winnable_only: bool
     spectator_chat: str = CHAT_OUTSIDE_RACE
+    rated: bool | None = None  # RoomOptions.rated
 
 
 class Member(msgspec.Struct, kw_only=True):
@@ -216,6 +264,7 @@ class Member(msgspec.Struct, kw_only=True):
     bot: bool
     connected: bool
     muted: bool = False  # the host muted this member's chat
+    claimed: bool = False  # the name is a claimed one (a profile's: docs/players.md)
 
 
 class RoomSummary(msgspec.Struct, kw_only=True):
@@ -246,6 +295,7 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     # A ghost's row (docs/ghosts.md): its rank is 1 + the live racers ahead of it (a ghost never
     # takes a live racer's place); it comes before the live racer of the same rank.
     ghost: bool = False
+    claimed: bool = False  # the name is a claimed one
 
 
 PACE_AFTER_MS: Final = 10_000  # a pace over less race time than this says little: none is shown
@@ -269,7 +319,7 @@ class ChatLine(msgspec.Struct, kw_only=True):
     text: str  # at most CHAT_MAX characters, no control characters
     at: int  # server ms
     audience: str = TO_ALL  # all | spectators (a spectator's line kept from the racers during a race)
-    claimed: bool = False  # the sender's name is a claimed one (no claimed names yet: always false)
+    claimed: bool = False  # the sender's name is a claimed one (docs/players.md)
 
 
 class GhostEntry(msgspec.Struct, kw_only=True):
@@ -301,6 +351,9 @@ class Hello(msgspec.Struct, tag="hello", tag_field="type", kw_only=True):
     name: str
     token: Annotated[str, msgspec.Meta(max_length=128)] | None = None
     bot: bool = False
+    # The client's identity secret for this server (docs/players.md): the player is bound to the
+    # profile it claimed, and shows the claimed name (``name`` is then ignored).
+    identity: Annotated[str, msgspec.Meta(max_length=128)] | None = None
 
 
 class CreateRoom(msgspec.Struct, tag="create_room", tag_field="type", kw_only=True):
@@ -413,6 +466,15 @@ ClientMessage = (
     | Mute
     | AddGhost
     | RemoveGhost
+    | Daily
+    | WatchDaily
+    | GetBoard
+    | GetPlayer
+    | GetStanding
+    | Claim
+    | Rename
+    | GetRatings
+    | GetRating
 )
 
 CLIENT_TYPES: Final[tuple[str, ...]] = (
@@ -433,6 +495,15 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "mute",
     "add_ghost",
     "remove_ghost",
+    "daily",
+    "watch_daily",
+    "get_board",
+    "get_player",
+    "get_standing",
+    "claim",
+    "rename",
+    "get_ratings",
+    "get_rating",
 )
 
 # ---------------------------------------------------------------- server -> client
@@ -446,6 +517,8 @@ class Welcome(msgspec.Struct, tag="welcome", tag_field="type", kw_only=True):
     v: int = PROTOCOL_VERSION
     resumed: bool = False
     room: str | None = None  # the room this player is in (resumed), if any
+    profile: str | None = None  # the profile id this player is bound to (a claimed name), if any
+    claimed: bool = False  # ``name`` is a claimed one
 
 
 class Error(msgspec.Struct, tag="error", tag_field="type", kw_only=True):
@@ -588,6 +661,8 @@ class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
     ghosts: list[LeaderboardRow] = msgspec.field(default_factory=list)
     ghost_records: dict[str, GameRecord] = msgspec.field(default_factory=dict)
     ghost_times: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    rated: bool = False  # the race changes ratings (docs/players.md): ``ratings`` follow in a later results
+    ratings: dict[str, RatingChange] = msgspec.field(default_factory=dict)  # player id -> change (rated only)
 
 
 class ChatSaid(msgspec.Struct, tag="chat", tag_field="type", kw_only=True):
@@ -649,6 +724,13 @@ ServerMessage = (
     | ChatSaid
     | ChatHistory
     | Finished
+    | DailyDay
+    | DailyBoard
+    | PlayerProfile
+    | Standing
+    | Claimed
+    | RatingBoard
+    | RatingHistory
 )
 
 SERVER_TYPES: Final[tuple[str, ...]] = (
@@ -670,6 +752,13 @@ SERVER_TYPES: Final[tuple[str, ...]] = (
     "chat",
     "chat_history",
     "finished",
+    "daily_day",
+    "daily_board",
+    "player_profile",
+    "standing",
+    "claimed",
+    "rating_board",
+    "rating_history",
 )
 
 # ---------------------------------------------------------------- a client's board (v2)

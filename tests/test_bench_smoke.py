@@ -574,3 +574,19 @@ def test_bench_servers_listen_on_their_game_port_only(run_load: ModuleType) -> N
         assert listening_ports(process.pid) == {port_of(url)}
     with load("attacks").plot_server(BENCH.parent) as (process, port):
         assert listening_ports(process.pid) == {port}
+
+
+def test_the_daily_bench_submits_reads_and_serves_the_api() -> None:
+    """bench/daily_bench.py, small (its figures at 100,000 players: docs/benchmarks.md, "The daily deal")."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "daily_bench.py"), "--players", "300", "--reads", "20", "--api-seconds", "0.5"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout)
+    assert figures["submit"]["players"] == 300 and figures["memory"]["used_memory_per_player_day"] > 0
+    assert figures["read"]["board_page_ms"]["p99"] > 0
+    assert figures["api_cached"]["answers_per_s"] > 0 and figures["api_cached"]["store_reads_per_s"] <= 2

@@ -74,6 +74,21 @@ CLIENT_SAMPLES: list[p.ClientMessage] = [
     p.AddGhost(name="Ann", deal=7, undo=False, moves=["undo"], offset=1000, more=True),
     p.RemoveGhost(player_id="ghost:p1"),
     p.Mute(player_id="p2", muted=False),
+    p.Hello(v=2, name="Ann", identity="s" * 43),
+    p.Claim(name="Ann", identity="s" * 43),
+    p.Rename(name="Anna"),
+    p.GetRatings(),
+    p.GetRatings(limit=100),
+    p.GetRating(),
+    p.GetRating(name="Ann"),
+    p.Daily(),
+    p.Daily(replay=True, day=20424),
+    p.WatchDaily(),
+    p.WatchDaily(watch=False),
+    p.GetBoard(),
+    p.GetBoard(day=20424, offset=100),
+    p.GetPlayer(name="Ann"),
+    p.GetStanding(offset=0),
 ]
 
 SERVER_SAMPLES: list[p.ServerMessage] = [
@@ -162,6 +177,71 @@ SERVER_SAMPLES: list[p.ServerMessage] = [
         ],
     ),
     p.Finished(race=1, player_id="p1", name="Ann", status="won", place=1, cards=104, elapsed_ms=459_000),
+    p.Welcome(player_id="p1", token="t", name="Ann", server_time=1, profile="pr1", claimed=True),
+    p.Claimed(profile_id="pr1", name="Ann"),
+    p.DailyDay(day=20424, date="2025-12-02", starts_at=0, ends_at=86_400_000, commitment="ab" * 32, time_limit_s=1800),
+    p.DailyBoard(
+        day=20424,
+        rows=[
+            p.DailyRow(
+                name="Ann",
+                claimed=True,
+                profile_id="pr1",
+                status="won",
+                cards=104,
+                moves=213,
+                elapsed_ms=372_000,
+                rank=1,
+            )
+        ],
+        final=True,
+        total=1,
+        deal=7,
+        salt="s" * 32,
+        records={"Ann": ["stock>waste"]},
+    ),
+    p.PlayerProfile(
+        name="Ann",
+        profile_id="pr1",
+        created_ms=1,
+        days_played=3,
+        days_won=2,
+        streak=2,
+        best_streak=2,
+        best_ms=372_000,
+        best_cards=104,
+        points=500,
+        history=[
+            p.DailyResult(
+                day=20424, date="2025-12-02", status="won", cards=104, moves=213, elapsed_ms=372_000, rank=1, players=41
+            )
+        ],
+    ),
+    p.Standing(
+        rows=[
+            p.StandingRow(name="Ann", profile_id="pr1", points=500, days_played=3, days_won=2, best_streak=2, rank=1)
+        ],
+        total=1,
+    ),
+    p.RatingBoard(rows=[p.RatingRow(rank=1, name="Ann", profile_id="pr1", shown=1012, certainty=8, races=1)]),
+    p.RatingHistory(
+        name="Ann",
+        profile_id="pr1",
+        rating=p.Rating(mu=27.0, sigma=7.9, shown=1132, certainty=5, races=1),
+        history=[p.RatedRace(room="ABCDE", race=1, at=9, place=1, racers=2, before=1000, after=1132)],
+    ),
+    p.Results(
+        race=2,
+        ranking=["p1", "p2"],
+        racers=[_row(), _row("p2")],
+        deal=7,
+        salt="ab" * 32,
+        commitment="c" * 64,
+        chosen_deal=True,
+        records={},
+        rated=True,
+        ratings={"p1": p.RatingChange(before=p.Rating(), after=p.Rating(mu=27.6, sigma=8.0, shown=1144), change=144)},
+    ),
 ]
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Literal
 
+from server.core.daily_state import DailyState
 from server.core.events import (
     ClientEvent,
     Effect,
     ExpireRoom,
     Note,
     Reply,
+    RoomCreated,
+    RoomCreateFailed,
     SavePlayer,
     SaveRoom,
     Send,
@@ -21,6 +24,7 @@ from server.core.records import (
     GhostRecord,
     LogEntry,
     PlayerRecord,
+    ProfileRecord,
     RaceRecord,
     RacerInfo,
     RoomRecord,
@@ -55,6 +59,13 @@ class CoreBase:
         self._creating: dict[int, int] = {}  # connection -> create attempts (room codes taken)
         self._searches = 0  # deal searches asked for so far (each FindDeal gets the next number)
         self._hellos: dict[int, str] = {}  # connection -> the resume token being looked up
+        # Profiles (profiles.py): hellos whose identity is being looked up; the profile a hello's
+        # token lookup must match; connections whose claim or rename is under way (-> player id);
+        # rated races being applied (room code, race).
+        self._identity_hellos: dict[int, p.Hello] = {}
+        self._hello_profiles: dict[int, ProfileRecord] = {}
+        self._profile_ops: dict[int, str] = {}
+        self._rating: set[tuple[str, int]] = set()
         self._loading: dict[str, Loading] = {}  # room code -> what waits for the room to be loaded
         self._out: list[Effect] = []
         self._touched: set[str] = set()
@@ -66,6 +77,7 @@ class CoreBase:
         self._leaderboard_wake: int | None = None
         self._shared_tick_at: int | None = None
         self._ticked: set[str] = set()
+        self.daily = DailyState()  # the daily deal's (server/core/daily.py)
 
     def _finish(self) -> list[Effect]:
         leaderboards = self._leaderboard_wake
@@ -118,6 +130,14 @@ class CoreBase:
     def _send(self, players: tuple[str, ...], message: p.ServerMessage, droppable: bool = False) -> None:
         if players:
             self._out.append(Send(players, message, droppable))
+
+    def _forget_conn(self, conn: int) -> None:
+        """What the core kept for a connection's requests under way (it ended, or was superseded)."""
+        self._creating.pop(conn, None)
+        self._hellos.pop(conn, None)
+        self._identity_hellos.pop(conn, None)
+        self._hello_profiles.pop(conn, None)
+        self._profile_ops.pop(conn, None)
 
     def _error(self, conn: int, code: str, message: str, ref: str | None, move_id: int | None = None) -> None:
         """An error reply; ``move_id``: the client's id when it answers a move."""
@@ -204,6 +224,61 @@ class CoreBase:
     # ---- the parts' methods that other parts call (ServerCore mixes them all in)
 
     if TYPE_CHECKING:
+
+        @abstractmethod  # daily.py
+        def _daily_client(self, conn: int, player: PlayerState, msg: p.ClientMessage, now: int) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_created(self, ev: RoomCreated) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_create_failed(self, ev: RoomCreateFailed) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_finalized(self, room: RoomState) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_leave(self, conn: int, room: RoomState, player: PlayerState, now: int) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_loaded(
+            self, code: str, record: RoomRecord | None, dailies: list[tuple[int, p.Daily]], now: int
+        ) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _daily_progress(self, room: RoomState) -> None: ...
+
+        @abstractmethod  # daily.py
+        def _end_message(self, room: RoomState) -> p.ServerMessage: ...
+
+        @abstractmethod  # loading.py
+        def _load(self, code: str, once: bool = True) -> Loading: ...
+
+        @abstractmethod  # lobby.py
+        def _seat_back(self, conn: int, room: RoomState, player: PlayerState, now: int) -> None: ...
+
+        @abstractmethod  # race.py
+        def _set_phase(self, room: RoomState, phase: str) -> None: ...
+        @abstractmethod  # profiles.py
+        def _hello_identity(self, conn: int, msg: p.Hello) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _register_bound(self, conn: int, profile: ProfileRecord, bot: bool, now: int) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _claim(self, conn: int, player: PlayerState, msg: p.Claim, now: int) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _rename(self, conn: int, player: PlayerState, msg: p.Rename) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _get_ratings(self, conn: int, msg: p.GetRatings) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _get_rating(self, conn: int, player: PlayerState, msg: p.GetRating) -> None: ...
+
+        @abstractmethod  # profiles.py
+        def _rate_when_stored(self, room: RoomState, phase: str, race_number: int) -> None: ...
 
         @abstractmethod  # chat.py
         def _announce_finishes(

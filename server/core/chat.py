@@ -62,6 +62,7 @@ class ChatMixin(CoreBase):
             text=text.strip(),
             at=now,
             audience=p.TO_SPECTATORS if kept else p.TO_ALL,
+            claimed=member.profile_id is not None,
         )
         room.chat.append(line)
         del room.chat[: -self.config.chat_history]

@@ -203,6 +203,7 @@ class DeadlinesMixin(CoreBase):
             race.lb_dirty = False
             race.lb_checked_ms = now
             self._announce_finishes(room, race, rows)
+            self._daily_progress(room)
 
     def _fire(self, room: RoomState, deadline: Deadline, now: int) -> None:
         race = room.race

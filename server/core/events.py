@@ -10,7 +10,26 @@ from typing import Literal
 
 import msgspec
 
-from server.core.records import LogEntry, PlayerRecord, RoomRecord
+from server.core.daily_events import BoardRead as BoardRead
+from server.core.daily_events import CreateDay as CreateDay
+from server.core.daily_events import DailyDealFound as DailyDealFound
+
+# The daily deal's events and effects live in server/core/daily_events.py; they join the unions here.
+from server.core.daily_events import DailyTick as DailyTick
+from server.core.daily_events import DayLoaded as DayLoaded
+from server.core.daily_events import FindDailyDeal as FindDailyDeal
+from server.core.daily_events import FinishDaily as FinishDaily
+from server.core.daily_events import LoadDay as LoadDay
+from server.core.daily_events import ProfileRead as ProfileRead
+from server.core.daily_events import PutDailyRow as PutDailyRow
+from server.core.daily_events import ReadBoard as ReadBoard
+from server.core.daily_events import ReadProfile as ReadProfile
+from server.core.daily_events import ReadStanding as ReadStanding
+from server.core.daily_events import StandingRead as StandingRead
+from server.core.daily_events import WakeDaily as WakeDaily
+from server.core.ratings import RatedRacer
+from server.core.records import LogEntry, PlayerRecord, ProfileRecord, RoomRecord
+from shared.identity import RatingChange, RatingRow
 from shared.protocol import ClientMessage, Hello, ServerMessage
 
 # ---------------------------------------------------------------- events (shell -> core)
@@ -243,6 +262,63 @@ class RemoteBatch(msgspec.Struct, frozen=True):
     now: int
 
 
+class ProfileLooked(msgspec.Struct, frozen=True):
+    """The answer to LookupProfile: the profile the hello's secret is bound to (None: no such
+    profile), or ``failed`` (the store did not answer)."""
+
+    conn: int
+    record: ProfileRecord | None
+    now: int
+    failed: bool = False
+
+
+class ProfileClaimed(msgspec.Struct, frozen=True):
+    """The answer to ClaimProfile. ``created``: the profile is stored; ``taken``: the name (or a
+    look-alike) is another profile's, or the secret is bound already (``existing``: its profile);
+    ``failed``: the store did not answer (the claim may have landed: claiming again with the same
+    secret and name answers ``existing``)."""
+
+    conn: int
+    record: ProfileRecord
+    outcome: Literal["created", "taken", "failed"]
+    now: int
+    existing: ProfileRecord | None = None
+
+
+class ProfileRenamed(msgspec.Struct, frozen=True):
+    """The answer to RenameProfile: ``record`` is the profile as stored after it (renamed), or as
+    read. ``refused``: the core's rule said no (``code`` and ``reason``: too soon, the same name);
+    ``taken``: the new name is another's; ``gone``: no such profile; ``failed``: no answer."""
+
+    conn: int
+    outcome: Literal["renamed", "refused", "taken", "gone", "failed"]
+    record: ProfileRecord | None
+    now: int
+    code: str = ""
+    reason: str = ""
+
+
+class RaceRated(msgspec.Struct, frozen=True):
+    """The answer to RateRace: each rated racer's change (player id -> change), as stored in its
+    profile; ``failed``: the store did not answer (no change is shown)."""
+
+    code: str
+    race: int
+    ratings: dict[str, RatingChange]
+    now: int
+    failed: bool = False
+
+
+class RatingsRead(msgspec.Struct, frozen=True):
+    """The answer to ReadRatings: the board's rows, or the profile asked for (None: no such name)."""
+
+    conn: int
+    now: int
+    board: list[RatingRow] | None = None
+    profile: ProfileRecord | None = None
+    failed: bool = False
+
+
 Event = (
     Connected
     | HelloEvent
@@ -268,6 +344,17 @@ Event = (
     | RemoteMoves
     | RemoteBatch
     | NodesGone
+    | DailyTick
+    | DayLoaded
+    | DailyDealFound
+    | BoardRead
+    | ProfileRead
+    | StandingRead
+    | ProfileLooked
+    | ProfileClaimed
+    | ProfileRenamed
+    | RaceRated
+    | RatingsRead
 )
 
 # ---------------------------------------------------------------- effects (core -> shell)
@@ -459,6 +546,52 @@ class KeepCommand(msgspec.Struct, frozen=True):
     event: ClientEvent
 
 
+class LookupProfile(msgspec.Struct, frozen=True):
+    """Find the profile bound to this secret hash, then hand the core ProfileLooked."""
+
+    conn: int
+    secret_hash: str
+
+
+class ClaimProfile(msgspec.Struct, frozen=True):
+    """Store a new profile under its name key and secret hash (Store.create_profile), then hand the
+    core ProfileClaimed (when refused, with the profile the secret is bound to, if any)."""
+
+    conn: int
+    secret_hash: str
+    record: ProfileRecord
+
+
+class RenameProfile(msgspec.Struct, frozen=True):
+    """Rename a profile to ``name``: read it, ask server/core/profiles.py's ``plan_rename``
+    whether and how (the core's rule), store it by compare-and-set (read again on a refused
+    version), then hand the core ProfileRenamed."""
+
+    conn: int
+    profile_id: str
+    name: str
+
+
+class RateRace(msgspec.Struct, frozen=True):
+    """Apply a rated race to its racers' profiles (server/core/ratings.py decides each change;
+    compare-and-set per profile, recomputed on a refused version), then hand the core RaceRated."""
+
+    code: str
+    race: int
+    ended_at: int
+    racers: tuple[RatedRacer, ...]
+
+
+class ReadRatings(msgspec.Struct, frozen=True):
+    """Read the rating board (``limit`` rows) or, with ``name_key`` or ``profile_id``, one
+    profile; then hand the core RatingsRead."""
+
+    conn: int
+    limit: int = 0
+    name_key: str | None = None
+    profile_id: str | None = None
+
+
 class Note(msgspec.Struct, frozen=True):
     """Something worth a structured log line (the core has no logger: it is pure)."""
 
@@ -491,4 +624,18 @@ Effect = (
     | CheckBlocked
     | ReadBack
     | KeepCommand
+    | WakeDaily
+    | LoadDay
+    | FindDailyDeal
+    | CreateDay
+    | PutDailyRow
+    | FinishDaily
+    | ReadBoard
+    | ReadProfile
+    | ReadStanding
+    | LookupProfile
+    | ClaimProfile
+    | RenameProfile
+    | RateRace
+    | ReadRatings
 )

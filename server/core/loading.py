@@ -115,6 +115,8 @@ class LoadingMixin(CoreBase):
             player = self.players.get(pid) if pid is not None else None
             if player is not None:
                 self._join(conn, player, msg, ev.now, loaded=True)
+        if loading.dailies:
+            self._daily_loaded(code, record, loading.dailies, ev.now)
 
     def _room_stale(self, ev: RoomStale) -> None:
         room = self.rooms.get(ev.code)
@@ -317,6 +319,9 @@ class LoadingMixin(CoreBase):
         for conn, _msg in loading.joins:
             if conn in self.conns:
                 self._error(conn, code, why, "join")
+        for conn, _daily in loading.dailies:
+            if conn in self.conns:
+                self._error(conn, code, why, "daily")
 
     def _room_gone(self, code: str, loading: Loading, now: int) -> None:
         """A dropped room the store no longer has: its members are told, and it is forgotten."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from server.core.base import CoreBase
+from server.core.daily_rules import daily_room
 from server.core.events import (
     Bind,
     ClientEvent,
@@ -41,6 +42,9 @@ from shared import protocol as p
 from shared.engine import RESIGN
 from shared.names import NameInvalid, display_name, name_key
 
+# The daily deal's client messages (server/core/daily.py): none needs a room.
+DAILY_MESSAGES = (p.Daily, p.WatchDaily, p.GetBoard, p.GetPlayer, p.GetStanding)
+
 
 class LobbyMixin(CoreBase):
     def _client(self, ev: ClientEvent) -> None:
@@ -68,6 +72,16 @@ class LobbyMixin(CoreBase):
         elif isinstance(msg, p.ListRooms):
             # The listed rooms of every process are in the store: the shell reads them (ListRooms).
             self._out.append(ListRooms(ev.conn))
+        elif isinstance(msg, DAILY_MESSAGES):
+            self._daily_client(ev.conn, player, msg, ev.now)
+        elif isinstance(msg, p.Claim):
+            self._claim(ev.conn, player, msg, ev.now)
+        elif isinstance(msg, p.Rename):
+            self._rename(ev.conn, player, msg)
+        elif isinstance(msg, p.GetRatings):
+            self._get_ratings(ev.conn, msg)
+        elif isinstance(msg, p.GetRating):
+            self._get_rating(ev.conn, player, msg)
         else:
             room = self.rooms.get(player.room) if player.room is not None else None
             if room is None:
@@ -79,7 +93,9 @@ class LobbyMixin(CoreBase):
                 return
             room.last_activity_ms = ev.now
             self._touched.add(room.code)
-            if isinstance(msg, p.Leave):
+            if isinstance(msg, p.Leave) and daily_room(room.code) is not None:
+                self._daily_leave(ev.conn, room, player, ev.now)
+            elif isinstance(msg, p.Leave):
                 self._remove_member(room, pid, ev.now)
                 self._reply(ev.conn, p.Left(room=room.code))
             elif isinstance(msg, p.Ready):
@@ -117,6 +133,9 @@ class LobbyMixin(CoreBase):
             self._error(conn, p.UNSUPPORTED_VERSION, why, "hello")
             self._out.append(CloseConnection(conn, 1002, "unsupported protocol version"))
             return
+        if msg.identity is not None:  # bound to a claimed name: ``name`` is the profile's (profiles.py)
+            self._hello_identity(conn, msg)
+            return
         try:
             name = display_name(msg.name)
         except NameInvalid as exc:
@@ -136,10 +155,15 @@ class LobbyMixin(CoreBase):
 
     def _token_looked(self, ev: TokenLooked) -> None:
         token = self._hellos.pop(ev.conn, None)
+        profile = self._hello_profiles.pop(ev.conn, None)
         if token is None or ev.conn not in self.conns or self.conns[ev.conn] is not None:
             return
         if ev.failed:
             self._error(ev.conn, p.STORE_UNAVAILABLE, "the store did not answer: say hello again", "hello")
+            return
+        if profile is not None and (ev.record is None or ev.record.profile_id != profile.profile_id):
+            # A hello with an identity and a token of another (or no) player of it: a new player of the profile.
+            self._register_bound(ev.conn, profile, ev.record.bot if ev.record is not None else False, ev.now)
             return
         if ev.record is None:
             self._error(ev.conn, p.BAD_TOKEN, "this resume token is unknown or expired: say hello without it", "hello")
@@ -156,11 +180,21 @@ class LobbyMixin(CoreBase):
         if ev.conn not in self.conns or self.conns[ev.conn] is not None:
             return
         rec = ev.record
-        player = PlayerState(rec.player_id, rec.name, rec.bot, ev.token_hash, None, {ev.conn}, rec.created_ms)
+        player = PlayerState(
+            rec.player_id, rec.name, rec.bot, ev.token_hash, None, {ev.conn}, rec.created_ms, profile_id=rec.profile_id
+        )
         self.players[rec.player_id] = player
         self.conns[ev.conn] = rec.player_id
         self._out.append(Bind(ev.conn, rec.player_id))
-        self._reply(ev.conn, p.Welcome(player_id=rec.player_id, token=ev.token, name=rec.name, server_time=ev.now))
+        welcome = p.Welcome(
+            player_id=rec.player_id,
+            token=ev.token,
+            name=rec.name,
+            server_time=ev.now,
+            profile=rec.profile_id,
+            claimed=rec.profile_id is not None,
+        )
+        self._reply(ev.conn, welcome)
         self._note("player_new", player=rec.player_id, bot=rec.bot)
 
     def _resume(self, conn: int, rec: PlayerRecord, token: str, now: int, keep_room: bool = False) -> None:
@@ -168,7 +202,16 @@ class LobbyMixin(CoreBase):
         store did not answer, the room limit): it stays a member, without the room for now."""
         player = self.players.get(rec.player_id)
         if player is None:
-            player = PlayerState(rec.player_id, rec.name, rec.bot, hash_token(token), rec.room, set(), rec.created_ms)
+            player = PlayerState(
+                rec.player_id,
+                rec.name,
+                rec.bot,
+                hash_token(token),
+                rec.room,
+                set(),
+                rec.created_ms,
+                profile_id=rec.profile_id,
+            )
             self.players[rec.player_id] = player
         self._supersede(player)
         player.conns.add(conn)
@@ -189,6 +232,8 @@ class LobbyMixin(CoreBase):
                 server_time=now,
                 resumed=True,
                 room=None if room is None else room.code,
+                profile=player.profile_id,
+                claimed=player.profile_id is not None,
             ),
         )
         self._note("player_resumed", player=player.player_id, room=None if room is None else room.code)
@@ -233,8 +278,7 @@ class LobbyMixin(CoreBase):
             self._error(old, p.SUPERSEDED, why, "hello")
             self._out.append(CloseConnection(old, p.CLOSE_SUPERSEDED, "superseded by a newer connection"))
             self.conns.pop(old, None)
-            self._creating.pop(old, None)
-            self._hellos.pop(old, None)
+            self._forget_conn(old)
             self._note("connection_superseded", player=player.player_id, conn=old)
         player.conns.clear()
 
@@ -270,6 +314,7 @@ class LobbyMixin(CoreBase):
             ready=False,
             token_hash=player.token_hash,
             node=self.config.node_id,
+            profile_id=player.profile_id,
         )
         return RoomRecord(
             code=code,
@@ -286,6 +331,9 @@ class LobbyMixin(CoreBase):
         )
 
     def _room_created(self, ev: RoomCreated) -> None:
+        if daily_room(ev.record.code) is not None:
+            self._daily_created(ev)
+            return
         self._creating.pop(ev.conn, None)
         code = ev.record.code
         pid = self.conns.get(ev.conn)
@@ -307,6 +355,9 @@ class LobbyMixin(CoreBase):
         self._changed(room)
 
     def _room_create_failed(self, ev: RoomCreateFailed) -> None:
+        if daily_room(ev.record.code) is not None:
+            self._daily_create_failed(ev)
+            return
         attempts = self._creating.get(ev.conn)
         pid = self.conns.get(ev.conn)
         if attempts is None or pid is None:
@@ -368,7 +419,14 @@ class LobbyMixin(CoreBase):
         room.last_activity_ms = now
         if member is None:
             room.members[pid] = MemberState(
-                pid, player.name, player.bot, msg.role, False, player.token_hash, node=self.config.node_id
+                pid,
+                player.name,
+                player.bot,
+                msg.role,
+                False,
+                player.token_hash,
+                node=self.config.node_id,
+                profile_id=player.profile_id,
             )
             player.room = code
             self._out.append(SavePlayer(player.record(), player.token_hash))
@@ -497,8 +555,7 @@ class LobbyMixin(CoreBase):
 
     def _disconnected(self, ev: Disconnected) -> None:
         pid = self.conns.pop(ev.conn, None)
-        self._creating.pop(ev.conn, None)
-        self._hellos.pop(ev.conn, None)
+        self._forget_conn(ev.conn)
         if pid is None:
             return
         player = self.players.get(pid)
@@ -528,7 +585,7 @@ class LobbyMixin(CoreBase):
         race = room.race
         if race is not None and pid in race.racers and room.phase in (p.COUNTDOWN, p.RACING):
             racer = race.racers[pid]
-            if not racer.game.over:
+            if not racer.game.over and daily_room(room.code) is None:  # an attempt's clock just runs on
                 racer.forfeit_at = now + self.config.grace_ms
             race.lb_dirty = True
         if self._shown(room, room.members[pid]):

@@ -17,11 +17,16 @@ import traceback
 from typing import assert_never
 
 from server.core.chat import ChatMixin
+from server.core.daily import DailyMixin
 from server.core.deadlines import DeadlinesMixin
 from server.core.events import (
     BlockedChecked,
+    BoardRead,
     ClientEvent,
     Connected,
+    DailyDealFound,
+    DailyTick,
+    DayLoaded,
     DealFound,
     Disconnected,
     DropRoom,
@@ -34,6 +39,12 @@ from server.core.events import (
     MovePersistFailed,
     NodesGone,
     PlayerRegistered,
+    ProfileClaimed,
+    ProfileLooked,
+    ProfileRead,
+    ProfileRenamed,
+    RaceRated,
+    RatingsRead,
     RegisterFailed,
     RemoteBatch,
     RemoteMoves,
@@ -44,12 +55,14 @@ from server.core.events import (
     RoomSaved,
     RoomsListed,
     RoomStale,
+    StandingRead,
     Tick,
     TokenLooked,
 )
 from server.core.ghosts import GhostsMixin
 from server.core.loading import LoadingMixin
 from server.core.lobby import LobbyMixin
+from server.core.profiles import ProfilesMixin
 from server.core.race import RaceMixin
 from server.core.ranking import RankingMixin
 from server.core.rebuild import RebuildMixin
@@ -89,6 +102,8 @@ class ServerCore(
     RebuildMixin,
     ChatMixin,
     GhostsMixin,
+    DailyMixin,
+    ProfilesMixin,
 ):
     """Every room and player this process serves. ``handle(event) -> effects``.
 
@@ -162,6 +177,7 @@ class ServerCore(
             self._log_reloaded(event)
         elif isinstance(event, Disconnected):
             self._disconnected(event)
+            self._daily_forget(event.conn)
         elif isinstance(event, DealFound):
             self._deal_found(event)
         elif isinstance(event, BlockedChecked):
@@ -176,6 +192,28 @@ class ServerCore(
             self._remote_moves(event)
         elif isinstance(event, NodesGone):
             self._nodes_gone(event)
+        elif isinstance(event, DailyTick):
+            self._daily_tick(event)
+        elif isinstance(event, DayLoaded):
+            self._day_loaded(event)
+        elif isinstance(event, DailyDealFound):
+            self._daily_deal_found(event)
+        elif isinstance(event, BoardRead):
+            self._board_read(event)
+        elif isinstance(event, ProfileRead):
+            self._profile_read(event)
+        elif isinstance(event, StandingRead):
+            self._standing_read(event)
+        elif isinstance(event, ProfileLooked):
+            self._profile_looked(event)
+        elif isinstance(event, ProfileClaimed):
+            self._profile_claimed(event)
+        elif isinstance(event, ProfileRenamed):
+            self._profile_renamed(event)
+        elif isinstance(event, RaceRated):
+            self._race_rated(event)
+        elif isinstance(event, RatingsRead):
+            self._ratings_read(event)
         else:
             assert_never(event)
 
@@ -187,6 +225,7 @@ class ServerCore(
         if race is not None and race.unstored and event.race == race.record.number and event.phase in RACE_STORED:
             race.unstored = False  # the race record is stored: its start is in the deadline table again
             self._touched.add(room.code)
+        self._rate_when_stored(room, event.phase, event.race)
         if self.config.shared_rooms:
             room.shown = (event.phase, event.race)
             # Its last member here may have just left (the save recorded it): the room's node is

@@ -4,11 +4,13 @@ explicit table of the allowed phase transitions (:data:`PHASE_TRANSITIONS`)."""
 from __future__ import annotations
 
 from server.core.base import CoreBase
+from server.core.daily_rules import daily_room
 from server.core.events import (
     DealFound,
     FindDeal,
     Send,
 )
+from server.core.ratings import race_is_rated
 from server.core.records import (
     RaceRecord,
     RacerInfo,
@@ -120,9 +122,15 @@ class RaceMixin(CoreBase):
             undo=room.options.undo,
             starts_at=starts_at,
             ends_at=None if limit is None else starts_at + limit * 1000,
-            racers=[RacerInfo(player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash) for m in racers],
             # The room's ghosts are of its chosen deal (ghosts.py refuses any other), so of this one.
             ghosts=list(room.ghosts) if chosen and deal == room.pending_deal else [],
+            racers=[
+                RacerInfo(
+                    player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash, profile_id=m.profile_id
+                )
+                for m in racers
+            ],
+            rated=race_is_rated(room.options.rated, [(m.player_id, m.bot, m.profile_id) for m in racers]),
         )
         room.race = self._race_from_record(room, record, {}, now)
         room.race.unstored = True  # until its save lands (RoomSaved): the start waits for it
@@ -144,7 +152,8 @@ class RaceMixin(CoreBase):
         race.lb_dirty = True
         for racer in race.racers.values():
             member = room.members.get(racer.info.player_id)
-            if member is not None and member.left_ms is not None and racer.forfeit_at is None:
+            away = member is not None and member.left_ms is not None
+            if away and racer.forfeit_at is None and daily_room(room.code) is None:
                 racer.forfeit_at = now + self.config.grace_ms
         self._note("race_start", room=room.code, race=race.record.number, commitment=race.record.commitment)
         self._changed(room)
@@ -206,7 +215,10 @@ class RaceMixin(CoreBase):
         # Sent once the save that ends the race has landed: on several nodes another node may end it
         # too, and only the copy the store keeps is announced (a lost save's node reads it back and
         # sends the stored results instead; docs/scaling.md, "Room changes").
-        room.after_save.append(Send(room.member_ids(), self._results(room)))
+        if daily_room(room.code) is not None:
+            self._daily_finalized(room)  # never the results: the day's deal stays hidden until its reveal
+        else:
+            room.after_save.append(Send(room.member_ids(), self._results(room)))
 
     def _check_race_over(self, room: RoomState, now: int) -> None:
         race = room.race

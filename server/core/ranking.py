@@ -48,6 +48,7 @@ class RankingMixin(CoreBase):
                 elapsed_ms=elapsed,
                 rank=0,
                 connected=self._present((race.members or {}).get(pid), pid),
+                claimed=racer.info.profile_id is not None,
             )
             keyed.append((key, row))
         keyed.sort(key=lambda kr: kr[0])
@@ -109,4 +110,6 @@ class RankingMixin(CoreBase):
                 for pid, g in race.ghosts.items()
             },
             ghost_times={pid: list(g.record.times) for pid, g in race.ghosts.items()},
+            rated=rec.rated,
+            ratings=dict(rec.ratings),
         )

@@ -41,6 +41,7 @@ class RebuildMixin(CoreBase):
                     node=m.node,
                     claim=m.claim,
                     muted=m.muted,
+                    profile_id=m.profile_id,
                 )
                 for m in room.members.values()
             ],
@@ -76,6 +77,7 @@ class RebuildMixin(CoreBase):
                 m.node,
                 m.claim,
                 m.muted,
+                m.profile_id,
             )
             for m in record.members
         }

@@ -11,6 +11,7 @@ import hashlib
 
 import msgspec
 
+from shared.identity import RatedRace, Rating, RatingChange
 from shared.protocol import COUNTDOWN, RACING, ChatLine, RoomOptions
 
 
@@ -20,6 +21,7 @@ class PlayerRecord(msgspec.Struct, kw_only=True):
     bot: bool = False
     room: str | None = None  # the room this player is a member of, for resumption
     created_ms: int = 0
+    profile_id: str | None = None  # the profile (claimed name) this player is bound to, if any
 
 
 class MemberRecord(msgspec.Struct, kw_only=True):
@@ -33,6 +35,7 @@ class MemberRecord(msgspec.Struct, kw_only=True):
     node: str = ""  # several nodes: the node holding its connection (its death makes the member away)
     claim: int = 0  # several nodes: +1 at each resume that moves it or brings it back; the highest holds the seat
     muted: bool = False  # the host muted this member's chat
+    profile_id: str | None = None  # a claimed player's profile
 
 
 class RacerInfo(msgspec.Struct, kw_only=True):
@@ -40,6 +43,7 @@ class RacerInfo(msgspec.Struct, kw_only=True):
     name: str
     bot: bool
     token_hash: str
+    profile_id: str | None = None  # a claimed racer's profile (its rating changes in a rated race)
 
 
 class GhostRecord(msgspec.Struct, kw_only=True):
@@ -72,6 +76,8 @@ class RaceRecord(msgspec.Struct, kw_only=True):
     # ends the race lands only if the logs hold exactly these (Store.save_room's ``logs``).
     log_lengths: dict[str, int] | None = None
     ghosts: list[GhostRecord] = msgspec.field(default_factory=list)  # racing beside the racers
+    rated: bool = False  # decided at the start (docs/players.md, "Which races are rated")
+    ratings: dict[str, RatingChange] = msgspec.field(default_factory=dict)  # player id -> change, once applied
 
 
 class RoomRecord(msgspec.Struct, kw_only=True):
@@ -94,6 +100,22 @@ class RoomRecord(msgspec.Struct, kw_only=True):
     ghosts: list[GhostRecord] = msgspec.field(default_factory=list)
 
 
+class ProfileRecord(msgspec.Struct, kw_only=True):
+    """A claimed name bound to a secret (docs/players.md). Never expires. The store indexes it by
+    the secret's SHA-256 and by its name key (shared/names.py's ``name_key``); the daily deal's
+    figures live in keys of their own, never here, so the two never race on one value."""
+
+    profile_id: str
+    name: str
+    name_key: str
+    created_ms: int
+    renamed_ms: int | None = None
+    # Names this profile held before, each (name key, until ms): reserved for it alone until then.
+    previous: list[tuple[str, int]] = msgspec.field(default_factory=list)
+    rating: Rating | None = None  # None: never rated
+    history: list[RatedRace] = msgspec.field(default_factory=list)  # newest first (RATING_HISTORY_MAX)
+
+
 class LogEntry(msgspec.Struct, array_like=True):
     """One accepted entry of a racer's move log: the move text, when the server accepted it
     (ms from the start signal) and the client's move id (None for server-made entries, such as
@@ -108,9 +130,10 @@ _encoder = msgspec.msgpack.Encoder()
 _player_decoder = msgspec.msgpack.Decoder(PlayerRecord)
 _room_decoder = msgspec.msgpack.Decoder(RoomRecord)
 _entry_decoder = msgspec.msgpack.Decoder(LogEntry)
+_profile_decoder = msgspec.msgpack.Decoder(ProfileRecord)
 
 
-def encode_record(record: PlayerRecord | RoomRecord | LogEntry) -> bytes:
+def encode_record(record: PlayerRecord | RoomRecord | LogEntry | ProfileRecord) -> bytes:
     return _encoder.encode(record)
 
 
@@ -124,6 +147,10 @@ def decode_room(data: bytes) -> RoomRecord:
 
 def decode_entry(data: bytes) -> LogEntry:
     return _entry_decoder.decode(data)
+
+
+def decode_profile(data: bytes) -> ProfileRecord:
+    return _profile_decoder.decode(data)
 
 
 def hash_token(token: str) -> str:

@@ -24,6 +24,11 @@ from shared.fairplay import new_salt, random_deal
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
     countdown_ms: int = 3000
+    # The daily deal (docs/daily.md): a day's length from the Unix epoch (--day-seconds), each
+    # attempt's time limit, and how often the day's board is read for its watchers.
+    day_seconds: int = 86400
+    daily_time_limit_s: int = 1800
+    daily_poll_ms: int = 1000
     grace_ms: int = 60_000  # a racer disconnected this long forfeits (resigned)
     member_grace_ms: int = 120_000  # a disconnected lobby (or results) racer is removed after this
     # A disconnected spectator holds nothing worth keeping (no ready mark, no game): its seat goes
@@ -115,10 +120,16 @@ class PlayerState:
     conns: set[int] = field(default_factory=set)
     created_ms: int = 0
     chat_times: deque[int] = field(default_factory=deque)  # when its recent chat lines were taken (ms)
+    profile_id: str | None = None  # bound to this profile: ``name`` is its claimed name (docs/players.md)
 
     def record(self) -> PlayerRecord:
         return PlayerRecord(
-            player_id=self.player_id, name=self.name, bot=self.bot, room=self.room, created_ms=self.created_ms
+            player_id=self.player_id,
+            name=self.name,
+            bot=self.bot,
+            room=self.room,
+            created_ms=self.created_ms,
+            profile_id=self.profile_id,
         )
 
 
@@ -134,6 +145,7 @@ class MemberState:
     node: str = ""  # several nodes: the node holding its connection, while connected
     claim: int = 0  # several nodes: its seat's claim count (MemberRecord.claim)
     muted: bool = False  # the host muted its chat
+    profile_id: str | None = None  # a claimed player's profile (its name shows the claimed mark)
 
 
 @dataclass(slots=True)
@@ -255,6 +267,7 @@ class Loading:
     """A room being read from the store (LoadRoom), and what waits for it."""
 
     joins: list[tuple[int, p.Join]] = field(default_factory=list)  # connection, its join
+    dailies: list[tuple[int, p.Daily]] = field(default_factory=list)  # connection, its daily (server/core/daily.py)
     resumes: list[tuple[int, PlayerRecord, str]] = field(default_factory=list)  # connection, player, token
     rebuild: str | None = None  # why it was dropped from memory (then its members are resynchronised)
     members: list[str] = field(default_factory=list)  # members when dropped (told if the store has nothing)
@@ -425,6 +438,7 @@ def rules_of(options: p.RoomOptions) -> p.RoomRules:
         bots_allowed=options.bots_allowed,
         winnable_only=options.winnable_only,
         spectator_chat=options.spectator_chat,
+        rated=options.rated,
     )
 
 

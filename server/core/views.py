@@ -37,7 +37,7 @@ class ViewsMixin(CoreBase):
                 if boards is not None:
                     self._reply(conn, boards)
         elif room.phase == p.RESULTS:
-            self._reply(conn, self._results(room))
+            self._reply(conn, self._end_message(room))
 
     def _sync(self, conn: int, room: RoomState, player_id: str, now: int) -> None:
         """A racer's board diverged (docs/protocol.md, "Small acknowledgements"): its whole board again."""
@@ -75,6 +75,7 @@ class ViewsMixin(CoreBase):
             bot=m.bot,
             connected=self._present(m, m.player_id),
             muted=m.muted,
+            claimed=m.profile_id is not None,
         )
 
     def _room_shared(self, room: RoomState) -> p.Room:

@@ -114,8 +114,11 @@ class ServerStats:
     rate_limited: int = 0
     refused_per_address: int = 0  # upgrades refused with 429: the address holds its cap of connections
     hello_timeouts: int = 0
-    # Hellos, room creations and joins refused rate_limited for their address, by message type.
-    address_limited: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("hello", "create_room", "join"), 0))
+    # Hellos, room creations and joins refused rate_limited for their address, and claims refused
+    # claim_limit, by message type.
+    address_limited: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("hello", "create_room", "join", "claim"), 0)
+    )
 
 
 class Tasks:

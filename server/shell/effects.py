@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from server.core import events as ev
 from server.shell.appends import AppendPipeline
 from server.shell.config import NOTE_LEVELS, Tasks, log_event
+from server.shell.daily import DailyPart
 from server.shell.delivery import Delivery
 from server.shell.executor import EffectExecutor
 from server.shell.players import PlayerWrites
+from server.shell.profiles import ProfileSteps
 from server.shell.reads import Reads
 from server.shell.room_writes import RoomWrites
 from server.shell.timers import Timers
@@ -29,6 +31,8 @@ class ShellEffects(EffectExecutor):
     players: PlayerWrites
     workers: Workers
     tasks: Tasks
+    daily: DailyPart
+    profiles: ProfileSteps
 
     def send_to_players(self, effect: ev.Send) -> None:
         self.delivery.to_players(effect.players, effect.message, effect.droppable)
@@ -102,3 +106,47 @@ class ShellEffects(EffectExecutor):
 
     def keep_command(self, effect: ev.KeepCommand) -> None:
         self.writes.versions.note_command(set(effect.codes), effect.event)
+
+    # The daily deal (docs/daily.md): the daily part carries each out.
+
+    def wake_daily(self, effect: ev.WakeDaily) -> None:
+        self.daily.wake(effect)
+
+    def load_day(self, effect: ev.LoadDay) -> None:
+        self.daily.load_day(effect)
+
+    def create_day(self, effect: ev.CreateDay) -> None:
+        self.daily.create_day(effect)
+
+    def find_daily_deal(self, effect: ev.FindDailyDeal) -> None:
+        self.daily.find_daily_deal(effect)
+
+    def put_daily_row(self, effect: ev.PutDailyRow) -> None:
+        self.daily.put_row(effect)
+
+    def finish_daily(self, effect: ev.FinishDaily) -> None:
+        self.daily.finish(effect)
+
+    def read_board(self, effect: ev.ReadBoard) -> None:
+        self.daily.read_board(effect)
+
+    def read_profile(self, effect: ev.ReadProfile) -> None:
+        self.daily.read_profile(effect)
+
+    def read_standing(self, effect: ev.ReadStanding) -> None:
+        self.daily.read_standing(effect)
+
+    def lookup_profile(self, effect: ev.LookupProfile) -> None:
+        self.profiles.lookup(effect)
+
+    def claim_profile(self, effect: ev.ClaimProfile) -> None:
+        self.profiles.claim(effect)
+
+    def rename_profile(self, effect: ev.RenameProfile) -> None:
+        self.profiles.rename(effect)
+
+    def rate_race(self, effect: ev.RateRace) -> None:
+        self.profiles.rate(effect)
+
+    def read_ratings(self, effect: ev.ReadRatings) -> None:
+        self.profiles.read(effect)

@@ -14,27 +14,41 @@ from typing import assert_never
 from server.core.events import (
     Bind,
     CheckBlocked,
+    ClaimProfile,
     CloseConnection,
+    CreateDay,
     CreateRoomRecord,
     DropRoom,
     Effect,
     ExpireRoom,
+    FindDailyDeal,
     FindDeal,
+    FinishDaily,
     KeepCommand,
     ListRooms,
+    LoadDay,
     LoadRoom,
+    LookupProfile,
     LookupToken,
     Note,
     PersistMove,
+    PutDailyRow,
+    RateRace,
     ReadBack,
+    ReadBoard,
+    ReadProfile,
+    ReadRatings,
+    ReadStanding,
     RegisterPlayer,
     ReloadLog,
+    RenameProfile,
     Reply,
     SavePlayer,
     SaveRoom,
     Send,
     SetListed,
     Wake,
+    WakeDaily,
     WakeLeaderboards,
 )
 
@@ -92,6 +106,34 @@ class EffectExecutor(abc.ABC):
             self.read_back(effect)
         elif isinstance(effect, KeepCommand):
             self.keep_command(effect)
+        elif isinstance(effect, PutDailyRow):
+            self.put_daily_row(effect)
+        elif isinstance(effect, ReadBoard):
+            self.read_board(effect)
+        elif isinstance(effect, WakeDaily):
+            self.wake_daily(effect)
+        elif isinstance(effect, FinishDaily):
+            self.finish_daily(effect)
+        elif isinstance(effect, LoadDay):
+            self.load_day(effect)
+        elif isinstance(effect, CreateDay):
+            self.create_day(effect)
+        elif isinstance(effect, FindDailyDeal):
+            self.find_daily_deal(effect)
+        elif isinstance(effect, ReadProfile):
+            self.read_profile(effect)
+        elif isinstance(effect, ReadStanding):
+            self.read_standing(effect)
+        elif isinstance(effect, LookupProfile):
+            self.lookup_profile(effect)
+        elif isinstance(effect, ClaimProfile):
+            self.claim_profile(effect)
+        elif isinstance(effect, RenameProfile):
+            self.rename_profile(effect)
+        elif isinstance(effect, RateRace):
+            self.rate_race(effect)
+        elif isinstance(effect, ReadRatings):
+            self.read_ratings(effect)
         else:
             assert_never(effect)
 
@@ -179,3 +221,51 @@ class EffectExecutor(abc.ABC):
 
     @abc.abstractmethod
     def keep_command(self, effect: KeepCommand) -> None: ...
+
+    # ------------------------------------------------------------------ the daily deal (docs/daily.md)
+
+    @abc.abstractmethod
+    def wake_daily(self, effect: WakeDaily) -> None:
+        """Hand the core DailyTick at the time (replacing the earlier one)."""
+
+    @abc.abstractmethod
+    def load_day(self, effect: LoadDay) -> None: ...
+
+    @abc.abstractmethod
+    def create_day(self, effect: CreateDay) -> None: ...
+
+    @abc.abstractmethod
+    def find_daily_deal(self, effect: FindDailyDeal) -> None: ...
+
+    @abc.abstractmethod
+    def put_daily_row(self, effect: PutDailyRow) -> None: ...
+
+    @abc.abstractmethod
+    def finish_daily(self, effect: FinishDaily) -> None: ...
+
+    @abc.abstractmethod
+    def read_board(self, effect: ReadBoard) -> None: ...
+
+    @abc.abstractmethod
+    def read_profile(self, effect: ReadProfile) -> None: ...
+
+    @abc.abstractmethod
+    def read_standing(self, effect: ReadStanding) -> None: ...
+
+    # ------------------------------------------------------------------ profiles and ratings
+    # (server/shell/profile_ops.py holds the store steps every target runs)
+
+    @abc.abstractmethod
+    def lookup_profile(self, effect: LookupProfile) -> None: ...
+
+    @abc.abstractmethod
+    def claim_profile(self, effect: ClaimProfile) -> None: ...
+
+    @abc.abstractmethod
+    def rename_profile(self, effect: RenameProfile) -> None: ...
+
+    @abc.abstractmethod
+    def rate_race(self, effect: RateRace) -> None: ...
+
+    @abc.abstractmethod
+    def read_ratings(self, effect: ReadRatings) -> None: ...

@@ -181,6 +181,19 @@ class Gate(Part):
         """The per-address budgets (server/limits.py): a hello, a room creation or a join past
         its address's budget is answered rate_limited with a retry hint, and never reaches the core."""
         limits = self.config.limits
+        if isinstance(msg, p.Claim) and conn.player is not None:
+            wait = self.limits.take_claim(conn.address)
+            if wait == 0.0:
+                return None
+            self.stats.address_limited["claim"] += 1
+            log_event(logging.WARNING, "address_limited", conn=conn.id, address=conn.address, what="claims")
+            retry_ms = max(1, round(wait * 1000))
+            return p.Error(
+                code=p.CLAIM_LIMIT,
+                message=f"too many name claims from your address (limit {limits.claims_per_hour} an hour): "
+                f"try again in {wait / 60:.0f} min; retry_ms={retry_ms}",
+                ref="claim",
+            )
         if isinstance(msg, p.Hello):
             wait, what, per = self.limits.take_hello(conn.address), "hellos", limits.hellos_per_minute
         elif isinstance(msg, p.CreateRoom):

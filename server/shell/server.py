@@ -26,6 +26,7 @@ from server.limits import AddressLimits, AnswerBudgets
 from server.proxy import trusting
 from server.shell.appends import AppendPipeline
 from server.shell.config import ServerConfig, ServerStats, Tasks, log, log_event
+from server.shell.daily import DailyPart
 from server.shell.delivery import Delivery
 from server.shell.effects import ShellEffects
 from server.shell.gate import Gate, PlotConnection
@@ -33,6 +34,7 @@ from server.shell.http import Http, StoreHealth
 from server.shell.link import Link
 from server.shell.part import ShellContext
 from server.shell.players import PlayerWrites
+from server.shell.profiles import ProfileSteps
 from server.shell.reads import Reads
 from server.shell.room_writes import RoomWrites
 from server.shell.timers import Timers
@@ -82,6 +84,7 @@ class RaceServer:
         self.reads = Reads(ctx, self.room_writes)
         self.player_writes = PlayerWrites(ctx)
         self.workers = Workers(ctx)
+        self.daily = DailyPart(ctx, self.workers)
         self.health = StoreHealth(store, store_name)
         self.http = Http(self.config, self.health, None, self._status)
         self.effects = ShellEffects(
@@ -93,6 +96,8 @@ class RaceServer:
             self.player_writes,
             self.workers,
             self.tasks,
+            self.daily,
+            ProfileSteps(ctx),
         )
         if self.config.metrics:
             self.metrics = self._make_metrics()
@@ -226,6 +231,7 @@ class RaceServer:
                 "hellos_per_minute": stats.address_limited["hello"],
                 "rooms_per_minute": stats.address_limited["create_room"],
                 "join_failures_per_minute": stats.address_limited["join"],
+                "claims_per_hour": stats.address_limited["claim"],
                 "probe_rate": self.http.probes.refused,
                 "metrics_allow": self.http.probes.forbidden,
                 "answer_bytes": self.answers.refused,
@@ -261,6 +267,7 @@ class RaceServer:
         )
         self.delivery.start()
         self.health.start()
+        self.daily.start()
         await self.http.start()
         log_event(
             logging.INFO,
@@ -308,6 +315,7 @@ class RaceServer:
         log_event(logging.INFO, "server_stopping", reason=reason, connections=len(self.delivery.conns))
         self.delivery.broadcast_all(p.encode(p.Shutdown(reason=reason, retry_after_ms=self.config.shutdown_retry_ms)))
         self.timers.stop()
+        self.daily.stop()
         self.delivery.stop()
         self.health.stop()
         self.workers.stop()

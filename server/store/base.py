@@ -8,7 +8,8 @@ by token, a listing of open rooms, and expiry. Every implementation must pass
 
 Keys (for the Redis implementation; docs/store.md lists each with type, writer, lifetime):
 rooms by code, players by id, token hashes to player ids, one move log per
-(room, race, player), the set of listed rooms.
+(room, race, player), the set of listed rooms; profiles by id, indexed by secret hash and by
+name key, and the rating board (docs/players.md).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 
 import msgspec
+
+from server.store.daily import DailyStore
 
 # A player record (and its token index) lives this long after its last put_player.
 DEFAULT_PLAYER_TTL = 7 * 24 * 3600.0
@@ -61,6 +64,14 @@ class AppendResult(enum.Enum):
     NO_SUCH_RACE = "no such race"
 
 
+class RenameResult(enum.Enum):
+    """What a rename did (Store.rename_profile)."""
+
+    RENAMED = "renamed"
+    NAME_TAKEN = "name taken"  # the new name key is another profile's (claimed or reserved): nothing written
+    CONFLICT = "conflict"  # no such profile, or its version is not the expected one: reload, then decide
+
+
 # Told of each call a store makes to its server (Redis): the store operation, how long it took
 # in seconds, and whether it failed (StoreUnavailable). The node's metrics (server/metrics.py)
 # set one; the in-memory store makes no calls to tell of.
@@ -88,8 +99,9 @@ class AppendRequest(msgspec.Struct, frozen=True):  # a struct: one per move, che
     notice: bytes = b""
 
 
-class Store(abc.ABC):
-    """Async storage for the race server. All methods may raise :class:`StoreUnavailable`."""
+class Store(DailyStore, abc.ABC):
+    """Async storage for the race server. All methods may raise :class:`StoreUnavailable`. The
+    daily deal's calls are declared in server/store/daily.py (``DailyStore``)."""
 
     observer: StoreObserver | None = None  # see StoreObserver
 
@@ -113,6 +125,59 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def player_by_token(self, token_hash: str) -> str | None:
         """The player id whose token hashes to ``token_hash``, or None."""
+
+    # Profiles (docs/players.md): never expire ------------------------------
+    # ``name_key`` is shared/names.py's name_key of the claimed name (any text: the store never
+    # puts it in a key as it is); ``secret_hash`` the SHA-256 (hex) of the client's secret.
+
+    @abc.abstractmethod
+    async def create_profile(self, profile_id: str, secret_hash: str, name_key: str, data: bytes) -> bool:
+        """In one atomic step: if no profile holds ``name_key`` (as its name or a reserved old one)
+        and no profile has ``secret_hash``, store the profile at version 1 and index it by both.
+        False (nothing written) if either is taken."""
+
+    @abc.abstractmethod
+    async def profile_by_secret(self, secret_hash: str) -> str | None:
+        """The profile id bound to this secret hash, or None."""
+
+    @abc.abstractmethod
+    async def get_profile(self, profile_id: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    async def load_profile(self, profile_id: str) -> tuple[bytes, int] | None:
+        """(data, version) of a profile, or None."""
+
+    @abc.abstractmethod
+    async def profile_by_name(self, name_key: str) -> str | None:
+        """The profile holding this name key (its name, or an old name still reserved), or None."""
+
+    @abc.abstractmethod
+    async def put_profile(
+        self, profile_id: str, data: bytes, *, expected_version: int | None = None, score: float | None = None
+    ) -> int | None:
+        """Replace an existing profile's data: the new version, or None (no such profile, or with
+        ``expected_version`` given, the stored version is another: compare-and-set). ``score``: the
+        profile's place on the rating board (the shown figure), set in the same step (None: left)."""
+
+    @abc.abstractmethod
+    async def rename_profile(
+        self,
+        profile_id: str,
+        old_key: str,
+        new_key: str,
+        data: bytes,
+        expected_version: int,
+        reserve_s: float,
+    ) -> RenameResult:
+        """In one atomic step: if the profile is at ``expected_version`` and ``new_key`` is free or
+        already this profile's (an old name of its own coming back), index the profile by
+        ``new_key`` for good, keep ``old_key`` its own for ``reserve_s`` seconds more (then free),
+        and store ``data`` (version + 1)."""
+
+    @abc.abstractmethod
+    async def rating_board(self, limit: int) -> list[tuple[str, float]]:
+        """The ``limit`` profiles with the highest scores (put_profile's ``score``), (profile id,
+        score), highest first (equal scores in the order the store keeps)."""
 
     # Rooms -----------------------------------------------------------------
 

@@ -25,6 +25,8 @@ from server.store.base import (
     check_identifier,
     is_identifier,
 )
+from server.store.memory_daily import MemoryDaily
+from server.store.memory_profiles import MemoryProfiles
 
 _ROOM = 0
 _PLAYER = 1
@@ -92,7 +94,7 @@ def check_seconds(seconds: object) -> float | None:
     return float(seconds)
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryDaily, MemoryProfiles, Store):
     """In-process store. ``clock`` must be monotonic; ``player_ttl`` None keeps players forever."""
 
     def __init__(
@@ -101,6 +103,7 @@ class MemoryStore(Store):
         clock: Callable[[], float] | None = None,
         player_ttl: float | None = DEFAULT_PLAYER_TTL,
     ) -> None:
+        MemoryDaily.__init__(self)
         self._clock = clock or time.monotonic
         self._player_ttl = check_seconds(player_ttl)
         self._rooms: dict[str, _Room] = {}
@@ -110,6 +113,7 @@ class MemoryStore(Store):
         # (deadline, kind, key); stale entries (the deadline changed since) are skipped.
         self._deadlines: list[tuple[float, int, str]] = []
         self._closed = False
+        self._profiles_init()
 
     # Housekeeping ------------------------------------------------------------
 

@@ -17,6 +17,7 @@ Keys (``ns`` is the namespace, ``{code}`` a Redis Cluster hash tag, so one room'
 - ``ns:rooms:listed``           zset  listed room codes, scored by listing time (one slot of its own)
 - ``ns:player:id``              hash  data, token (the token hash): the record of which token is current
 - ``ns:token:hash``             string player id (a token is valid only while the player's ``token`` is it)
+- profiles, their indexes and the rating board: server/store/redis_profiles.py (hash tag ``{profiles}``)
 - ``ns:fence:{code}``           string a throwaway write in the room's slot (``replicas_ack``: a read confirmed
                                        on the replicas, docs/store.md "Replicas")
 """
@@ -59,6 +60,8 @@ from server.store.memory import (
     check_request,
     check_seconds,
 )
+from server.store.redis_daily import RedisDaily
+from server.store.redis_profiles import RedisProfiles
 from server.store.urls import shown_url
 
 # One append, as a Lua function: (room, log, log index keys; expected length, entry, race, and
@@ -372,7 +375,7 @@ class IsolatingCluster(RedisCluster):
         await super().aclose()
 
 
-class RedisStore(Store):
+class RedisStore(RedisDaily, RedisProfiles, Store):
     """A store on one Redis (or Valkey) server, or on a Redis Cluster (a ``redis+cluster://`` URL).
     Connects lazily; ``await ping()`` to check it answers.
 
@@ -472,7 +475,9 @@ class RedisStore(Store):
         self._put_player = self._redis.register_script(PUT_PLAYER)
         self._retire_token = self._redis.register_script(RETIRE_TOKEN)
         self._take_lease = self._redis.register_script(TAKE_LEASE)
+        self._profiles_init()
         self._listed_key = f"{namespace}:rooms:listed"
+        self._register_daily()
 
     # Keys --------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ import msgspec
 from server.core.events import (
     BlockedChecked,
     CheckBlocked,
+    ClaimProfile,
     ClientEvent,
     CloseConnection,
     Connected,
@@ -63,16 +64,22 @@ from server.core.events import (
     ListRooms,
     LoadRoom,
     LogReloaded,
+    LookupProfile,
     LookupToken,
     MovePersisted,
     MovePersistFailed,
     Note,
     PersistMove,
     PlayerRegistered,
+    ProfileLooked,
+    RateRace,
+    RatingsRead,
     ReadBack,
+    ReadRatings,
     RegisterFailed,
     RegisterPlayer,
     ReloadLog,
+    RenameProfile,
     Reply,
     RoomCreated,
     RoomCreateFailed,
@@ -97,6 +104,7 @@ from server.core.records import (
     open_race_of,
 )
 from server.core.state import RacerState
+from server.shell import profile_ops
 from server.shell.room_versions import (
     Drop,
     Lost,
@@ -279,6 +287,12 @@ class EffectRunner(InProcessExecutor):
 
     # -------------------------------------------------------------- helpers
 
+    def daily_answer(self, event: Event) -> None:
+        self.events.append(event)
+
+    def daily_now(self) -> int:
+        return self.now
+
     def _fault(self, name: str) -> bool:
         """Does the store misbehave this way now? (``name``: a StoreFaults field; counted.)"""
         chance: float = getattr(self.faults, name)
@@ -326,6 +340,34 @@ class EffectRunner(InProcessExecutor):
     def save_player(self, effect: SavePlayer) -> None:
         record = encode_record(effect.record)
         run_now(self.store.put_player(effect.record.player_id, effect.token_hash, record, effect.ttl_s))
+
+    def _profile_step(self, steps: Callable[[], Coroutine[Any, Any, Event]]) -> None:
+        """A profile effect's store steps (server/shell/profile_ops.py), now or held back."""
+        self._later(lambda: self.events.append(run_now(steps())))
+
+    def _clock(self) -> int:
+        return self.now
+
+    def lookup_profile(self, effect: LookupProfile) -> None:
+        if self._fault("read_fails"):
+            self.events.append(ProfileLooked(effect.conn, None, self.now, failed=True))
+            return
+        self._profile_step(lambda: profile_ops.lookup_profile(self.store, effect, self._clock))
+
+    def claim_profile(self, effect: ClaimProfile) -> None:
+        self._profile_step(lambda: profile_ops.claim_profile(self.store, effect, self._clock))
+
+    def rename_profile(self, effect: RenameProfile) -> None:
+        self._profile_step(lambda: profile_ops.rename_profile(self.store, effect, self._clock))
+
+    def rate_race(self, effect: RateRace) -> None:
+        self._profile_step(lambda: profile_ops.rate_race_profiles(self.store, effect, self._clock))
+
+    def read_ratings(self, effect: ReadRatings) -> None:
+        if self._fault("read_fails"):
+            self.events.append(RatingsRead(effect.conn, self.now, failed=True))
+            return
+        self._profile_step(lambda: profile_ops.read_ratings(self.store, effect, self._clock))
 
     def register_player(self, effect: RegisterPlayer) -> None:
         self._later(partial(self._register, effect))
@@ -866,6 +908,11 @@ NASTY_BYTES: Final[tuple[bytes, ...]] = (
     b"\xa4type",
 )
 
+# Identity secrets the fake clients share (claims, hellos bound to them) and names they claim,
+# look-alikes among them (Cyrillic А, full-width letters).
+FUZZ_SECRETS: Final = tuple(ch * 43 for ch in "abcd") + ("short",)
+CLAIM_NAMES: Final = ("Ann", "Аnn", "ＡＮＮ", "Bob", "Zed", "")
+
 PILES: Final = ("stock", "waste", "reserve", *(f"f{i}" for i in range(8)), *(f"t{i}" for i in range(12)))
 
 
@@ -915,8 +962,21 @@ class FrameGenerator:
         if room is None:
             lobbies = any(r.phase == p.LOBBY for r in core.rooms.values())
             kind = rng.choices(
-                ("create_room", "join", "list_rooms", "ping", "hello", "ready", "move", "leave"),
-                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1),
+                (
+                    "create_room",
+                    "join",
+                    "list_rooms",
+                    "ping",
+                    "hello",
+                    "ready",
+                    "move",
+                    "leave",
+                    "claim",
+                    "rename",
+                    "get_ratings",
+                    "get_rating",
+                ),
+                (10 if lobbies else 40, 60, 5, 3, 2, 2, 2, 1, 4, 3, 2, 2),
             )[0]
         else:
             member = room.members.get(pid)
@@ -958,6 +1018,8 @@ class FrameGenerator:
             hello["token"] = f"t{rng.getrandbits(64):x}"
         if rng.random() < 0.1:
             hello["bot"] = True
+        if rng.random() < 0.3:  # a claimed player (once one of these secrets has claimed a name)
+            hello["identity"] = rng.choice(FUZZ_SECRETS)
         return hello
 
     def _build(self, kind: str, slot: Slot, core: ServerCore, codes: list[str], pid: str) -> dict[str, object]:
@@ -983,6 +1045,8 @@ class FrameGenerator:
                 options["bots_allowed"] = False
             if rng.random() < 0.15:
                 options["winnable_only"] = True
+            if rng.random() < 0.2:
+                options["rated"] = rng.choice((True, False))
             msg["options"] = options
         elif kind == "join":
             lobbies = [c for c, r in core.rooms.items() if r.phase == p.LOBBY]
@@ -998,6 +1062,14 @@ class FrameGenerator:
             msg["role"] = "racer" if rng.random() < 0.7 else "spectator"
         elif kind == "ready":
             msg["ready"] = rng.random() < 0.9
+        elif kind in ("claim", "rename"):
+            msg["name"] = rng.choice(CLAIM_NAMES)
+            if kind == "claim":
+                msg["identity"] = rng.choice(FUZZ_SECRETS)
+        elif kind == "get_ratings" and rng.random() < 0.5:
+            msg["limit"] = rng.randint(1, 100)
+        elif kind == "get_rating" and rng.random() < 0.7:
+            msg["name"] = rng.choice(CLAIM_NAMES)
         elif kind == "chat":
             msg["text"] = rng.choice(CHAT_TEXTS)
         elif kind in ("kick", "mute"):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import abc
 import random
 from collections import defaultdict
+from collections.abc import Coroutine
+from typing import Any
 
 import msgspec
 
@@ -22,10 +24,12 @@ from server.core import CoreConfig, Entropy, ServerCore
 from server.core.events import (
     Bind,
     CheckBlocked,
+    ClaimProfile,
     ClientEvent,
     CloseConnection,
     Connected,
     CreateRoomRecord,
+    DailyTick,
     Disconnected,
     DropRoom,
     Effect,
@@ -37,15 +41,19 @@ from server.core.events import (
     LeaderboardTick,
     ListRooms,
     LoadRoom,
+    LookupProfile,
     LookupToken,
     MovePersisted,
     MovePersistFailed,
     Note,
     PersistMove,
     PlayerRegistered,
+    RateRace,
     ReadBack,
+    ReadRatings,
     RegisterPlayer,
     ReloadLog,
+    RenameProfile,
     Reply,
     RoomCreated,
     RoomCreateFailed,
@@ -62,7 +70,10 @@ from server.core.events import (
     WakeLeaderboards,
 )
 from server.core.records import LogEntry, PlayerRecord, RoomRecord
+from server.shell import profile_ops
 from server.shell.executor import EffectExecutor
+from server.store.memory import MemoryStore
+from server.testing.daily_target import InProcessDaily
 from shared import protocol as p
 
 DEAL = 4242
@@ -95,7 +106,7 @@ class SeededEntropy(Entropy):
         return self.rng.randrange(n)
 
 
-class InProcessExecutor(EffectExecutor):
+class InProcessExecutor(InProcessDaily, EffectExecutor):
     """The connections' and timers' part of the dispatch for the in-process targets (:class:`Shell`
     and the fuzzer's runner); the store's part is each target's own.
 
@@ -107,6 +118,7 @@ class InProcessExecutor(EffectExecutor):
     leaderboard tick (a LeaderboardTick): :meth:`next_wake`."""
 
     def __init__(self) -> None:
+        self.daily_store = MemoryStore()
         self.live_conns: set[int] = set()
         self.conns_of: dict[str, list[int]] = {}
         self.wakes: dict[str, int] = {}
@@ -157,16 +169,21 @@ class InProcessExecutor(EffectExecutor):
     def drop_room(self, effect: DropRoom) -> None:
         self.wakes.pop(effect.code, None)
 
-    def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | None:
+    def next_wake(self, until: int, clock: int) -> Tick | LeaderboardTick | DailyTick | None:
         """The earliest wake due by ``until``, taken off the schedule, as the event that fires it at
         its time (``clock``, the owner's, if later). At one time a room's own deadlines come first."""
         due = [(at, 0, code) for code, at in self.wakes.items() if at <= until]
         if self.leaderboard_wake is not None and self.leaderboard_wake <= until:
             due.append((self.leaderboard_wake, 1, ""))
+        if self.daily_wake is not None and self.daily_wake <= until:
+            due.append((self.daily_wake, 2, ""))
         if not due:
             return None
         at, shared, code = min(due)
         at = max(at, clock)
+        if shared == 2:
+            self.daily_wake = None
+            return DailyTick(at)
         if shared:
             self.leaderboard_wake = None
             return LeaderboardTick(at)
@@ -211,6 +228,7 @@ class Shell(InProcessExecutor):
         self._to_land: list[SaveRoom] = []
         self._landing = False
         self.store_down = False
+        self.profile_store = MemoryStore()  # profiles and ratings (the real store steps run on it)
         self.dropped: list[int] = []  # droppable frames counted
         self.closed: dict[int, tuple[int, str]] = {}  # conn -> the close code and reason the core asked for
         self._next_conn = 0
@@ -252,6 +270,12 @@ class Shell(InProcessExecutor):
             finally:
                 self._landing = False
         return effects
+
+    def daily_answer(self, event: Event) -> None:
+        self.run(event)
+
+    def daily_now(self) -> int:
+        return self.now
 
     def apply(self, effects: list[Effect]) -> None:
         for effect in effects:
@@ -354,6 +378,35 @@ class Shell(InProcessExecutor):
 
     def keep_command(self, effect: KeepCommand) -> None:
         pass  # several nodes: a test hands RoomChanged its replay itself
+
+    # Profiles and ratings: the real store steps (server/shell/profile_ops.py) on an in-memory store.
+
+    def _profile_step(self, steps: Coroutine[Any, Any, Event]) -> None:
+        try:
+            steps.send(None)
+        except StopIteration as stop:
+            self.run(stop.value)
+            return
+        steps.close()
+        raise RuntimeError("the in-memory store suspended")
+
+    def _clock(self) -> int:
+        return self.now
+
+    def lookup_profile(self, effect: LookupProfile) -> None:
+        self._profile_step(profile_ops.lookup_profile(self.profile_store, effect, self._clock))
+
+    def claim_profile(self, effect: ClaimProfile) -> None:
+        self._profile_step(profile_ops.claim_profile(self.profile_store, effect, self._clock))
+
+    def rename_profile(self, effect: RenameProfile) -> None:
+        self._profile_step(profile_ops.rename_profile(self.profile_store, effect, self._clock))
+
+    def rate_race(self, effect: RateRace) -> None:
+        self._profile_step(profile_ops.rate_race_profiles(self.profile_store, effect, self._clock))
+
+    def read_ratings(self, effect: ReadRatings) -> None:
+        self._profile_step(profile_ops.read_ratings(self.profile_store, effect, self._clock))
 
     def load(self, code: str) -> None:
         """Answer a LoadRoom from the store's dicts."""

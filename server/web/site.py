@@ -39,6 +39,7 @@ import h11
 
 from server.limits import address_key
 from server.proxy import ProxyHeaderRefused, TrustedProxies, log_refused, read_header
+from server.web.api import DailyApi
 from server.web.slots import Refusal, Slots
 from shared.protocol import is_room_code
 
@@ -65,6 +66,7 @@ CONTENT_TYPES = {
     ".txt": "text/plain; charset=utf-8",
 }
 PLAIN = "text/plain; charset=utf-8"
+JSON_TYPE = "application/json"
 REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -200,8 +202,10 @@ class WebServer:
         game_port: Callable[[], int],
         game_tls: bool = False,
         ssl_context: ssl.SSLContext | None = None,
+        api: DailyApi | None = None,
     ) -> None:
         self.config = config
+        self.api = api  # the daily deal's JSON API (server/web/api.py), when the server has a store
         self._game_port = game_port
         self._game_scheme = "wss" if game_tls else "ws"
         self._ssl = ssl_context
@@ -277,7 +281,7 @@ class WebServer:
                 if request is None:
                     return  # it hung up before a whole head
                 self._slots.busy(slot)
-                response = self.respond(request)
+                response = await self._api_response(request) or self.respond(request)
             writer.write(response)
             with contextlib.suppress(TimeoutError, ConnectionError):
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
@@ -339,6 +343,17 @@ class WebServer:
         if found is not None:
             return self._response(200, found.body, found.content_type, None)
         return self._error(404, "not found\n")
+
+    async def _api_response(self, request: h11.Request) -> bytes | None:
+        """A GET of the JSON API's paths (server/web/api.py); None: not one of them."""
+        if self.api is None or request.method != b"GET" or request.http_version not in (b"1.0", b"1.1"):
+            return None
+        target = request.target.decode("ascii", "replace")
+        if not self.api.handles(target.split("?", 1)[0]):
+            return None
+        status, body = await self.api.answer(target)
+        extra = {"Access-Control-Allow-Origin": "*", "Cache-Control": "max-age=1"}
+        return self._response(status, body, JSON_TYPE, None, extra)
 
     def _ws_url(self, host_header: str) -> str | None:
         if self.config.public_ws_url is not None:
