@@ -8,8 +8,12 @@ room is a chosen-deal room), which is what lets the hint key work: a hint knows 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from client.commands._race_args import add_level_argument, deal_number
+
+if TYPE_CHECKING:
+    from client.ghosts import GhostFile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +33,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--speed", type=float, default=None, metavar="MOVES_PER_S", help="bots' pace (default: their level's)"
     )
     parser.add_argument("--name", default=None, help="your name on the leaderboard (default: $PLOT_NAME or your login)")
+    parser.add_argument(
+        "--daily",
+        metavar="DAY",
+        help="a past daily deal (its number, or its date YYYY-MM-DD) against its top attempts and your own, "
+        "as ghosts (read from --server once the day is over): docs/ghosts.md",
+    )
+    parser.add_argument("--top", type=int, default=3, metavar="K", help="with --daily: the day's best K (default 3)")
+    parser.add_argument(
+        "--server", default=None, help="with --daily: the server of the daily deal (default: $PLOT_SERVER)"
+    )
+
+
+def _daily(args: argparse.Namespace) -> tuple[int, tuple[GhostFile, ...]]:
+    """The past day's deal and its ghosts, from the server (--server)."""
+    import asyncio
+
+    from client.commands._race_args import display_name, server_url
+    from client.daily_ghosts import daily_ghosts, day_number
+    from client.ghosts import GhostFileError
+
+    if not 1 <= args.top <= 7:
+        raise GhostFileError("--top must be 1..7 (a room races 8 ghosts: the best K and yours)")
+    return asyncio.run(daily_ghosts(server_url(args), display_name(args), day_number(args.daily), args.top))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         ghosts, deal = ghosts_for_room(args.ghost, args.deal)
+        if args.daily is not None:
+            daily_deal, daily = _daily(args)
+            if deal is not None and deal != daily_deal:
+                raise GhostFileError(f"day {args.daily} was deal {daily_deal}: leave out --deal (and --ghost)")
+            deal, ghosts = daily_deal, (*ghosts, *daily)
     except GhostFileError as exc:
         print(f"plot practice: {exc}")
         return 2

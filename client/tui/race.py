@@ -88,6 +88,7 @@ class RaceApp(App[int]):
         self.connection: Connection | None = None
         self.connection_state = "connecting"
         self.screen_: RaceScreen = RaceScreen(self)
+        self.adding_ghosts = False  # the host's ghosts are being sent (practice waits to start)
         self.entered = False  # a room was created or joined (re-entering after a lost session joins it again)
         self.started_for_race: int | None = None  # auto-start: the race we asked to start
         self.readied_for_race: int | None = None  # auto-start: the race we readied up for
@@ -214,8 +215,10 @@ class RaceApp(App[int]):
             await self._join(self.model.room.code, role)
             return
         if config.mode == HOST:
+            self.adding_ghosts = bool(config.ghosts)  # practice starts once they are all in
             reply = await connection.request(CreateRoom(options=config.options), Room)
             if isinstance(reply, Error):
+                self.adding_ghosts = False
                 self.fail(f"cannot create the room: {describe_error(reply)}")
                 return
             self.entered = True
@@ -228,8 +231,11 @@ class RaceApp(App[int]):
                 self.screen_.say(f"Room {reply.code} is open: share the invite above")
             else:
                 self.screen_.say("Practice: the race starts once the bots are ready")
-            for ghost in config.ghosts:
-                await self.add_ghost(ghost)
+            try:
+                for ghost in config.ghosts:
+                    await self.add_ghost(ghost)
+            finally:
+                self.adding_ghosts = False
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
             self._maybe_auto_start()
@@ -362,6 +368,8 @@ class RaceApp(App[int]):
         model = self.model
         room = model.room
         if not self.config.auto_start or room is None or room.phase != LOBBY or not model.is_host:
+            return
+        if self.adding_ghosts:
             return
         me = model.me
         if me is not None and me.role == RACER and not me.ready:
