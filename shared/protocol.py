@@ -30,6 +30,18 @@ from shared.daily_protocol import WatchDaily as WatchDaily
 from shared.deal import MAX_DEAL
 from shared.engine import PileChange, View, apply_changes, view_check
 
+# Ghosts (docs/ghosts.md) live in shared/ghost_protocol.py; these stay importable from here.
+from shared.ghost_protocol import BAD_GHOST as BAD_GHOST
+from shared.ghost_protocol import GHOST_CHUNK_MAX as GHOST_CHUNK_MAX
+from shared.ghost_protocol import GHOST_ENTRIES_MAX as GHOST_ENTRIES_MAX
+from shared.ghost_protocol import GHOST_PACE_MS as GHOST_PACE_MS
+from shared.ghost_protocol import GHOST_PREFIX as GHOST_PREFIX
+from shared.ghost_protocol import GHOST_WRONG_DEAL as GHOST_WRONG_DEAL
+from shared.ghost_protocol import MAX_GHOSTS as MAX_GHOSTS
+from shared.ghost_protocol import AddGhost as AddGhost
+from shared.ghost_protocol import GhostEntry as GhostEntry
+from shared.ghost_protocol import RemoveGhost as RemoveGhost
+
 # Profiles and ratings (docs/players.md) live in shared/identity.py; these stay importable from here.
 from shared.identity import BAD_IDENTITY as BAD_IDENTITY
 from shared.identity import CLAIM_LIMIT as CLAIM_LIMIT
@@ -85,8 +97,6 @@ INTERNAL: Final = "internal"  # a server bug; nothing happened
 SUPERSEDED: Final = "superseded"  # a newer connection resumed this player: this one is closed (4001)
 MUTED: Final = "muted"  # chat: the host muted you in this room
 CHAT_LIMITED: Final = "chat_limited"  # chat: too many lines in a short time (the connection stays open)
-BAD_GHOST: Final = "bad_ghost"  # add_ghost: not a legal game, times that do not fit, a part out of step
-GHOST_WRONG_DEAL: Final = "ghost_wrong_deal"  # add_ghost: the record is of another deal than the room's
 # The daily deal (docs/daily.md).
 DAILY_DONE: Final = "daily_done"  # daily: today's ranked attempt is used (a finished player may replay unranked)
 DAY_OVER: Final = "day_over"  # daily: that day has ended; attempts are for today only
@@ -154,20 +164,6 @@ CHAT_OUTSIDE_RACE: Final = "outside_race"  # spectators only during a race; ever
 # A line's audience: everyone in the room, or only its spectators (kept from the racers).
 TO_ALL: Final = "all"
 TO_SPECTATORS: Final = "spectators"
-
-# Ghosts (docs/ghosts.md): recorded games racing beside the live racers, replayed on their times.
-GHOST_PREFIX: Final = "ghost:"  # every ghost's player id starts with this
-MAX_GHOSTS: Final = 8  # ghosts a room races at once
-GHOST_ENTRIES_MAX: Final = 4000  # entries of one ghost's record
-GHOST_CHUNK_MAX: Final = 1000  # entries one add_ghost frame carries (a longer record comes in several)
-# A record without move times is paced evenly: one entry every GHOST_PACE_MS from the start signal
-# (the medium bot's pace, 1.5 moves a second).
-GHOST_PACE_MS: Final = 667
-
-
-def is_ghost(player_id: str) -> bool:
-    return player_id.startswith(GHOST_PREFIX)
-
 
 # Phases of a room. "dealing": the host started a winnable_only room's race and the server is
 # finding a deal the solver proves winnable; the countdown follows (or, failing that, the lobby).
@@ -322,14 +318,6 @@ class ChatLine(msgspec.Struct, kw_only=True):
     claimed: bool = False  # the sender's name is a claimed one (docs/players.md)
 
 
-class GhostEntry(msgspec.Struct, kw_only=True):
-    """A ghost in a room's snapshot: who, never its record (that is the deal's stock order)."""
-
-    player_id: str  # starts with "ghost:"
-    name: str
-    timed: bool  # raced on its recorded times (false: paced evenly, GHOST_PACE_MS an entry)
-
-
 def row_order(row: LeaderboardRow) -> tuple[int, bool]:
     """Where a row goes in a leaderboard: by rank, a ghost before the live racer of its rank."""
     return (row.rank, not row.ghost)
@@ -393,32 +381,6 @@ class Rematch(msgspec.Struct, tag="rematch", tag_field="type", kw_only=True):
     deal: DealNumber | None = None  # a chosen deal for the next race; default: a fresh random one
     # The same deal again, the last race's racers as ghosts (their games on their times). Excludes deal.
     ghosts: bool = False
-
-
-GhostMove = Annotated[str, msgspec.Meta(max_length=32)]
-GhostTime = Annotated[int, msgspec.Meta(ge=0, le=TIME_LIMIT_MAX * 1000)]
-
-
-class AddGhost(msgspec.Struct, tag="add_ghost", tag_field="type", kw_only=True):
-    """Host only, in the lobby: a recorded game to race as a ghost (docs/ghosts.md). A record
-    longer than GHOST_CHUNK_MAX entries comes in several frames: each ``offset`` the entries sent
-    before it, ``more`` true on all but the last; the ghost is checked and added with the last."""
-
-    name: Annotated[str, msgspec.Meta(max_length=128)]
-    deal: DealNumber  # must be the room's deal (ghost_wrong_deal otherwise)
-    undo: bool = True
-    moves: Annotated[list[GhostMove], msgspec.Meta(max_length=GHOST_CHUNK_MAX)]
-    # The race time (ms from the start signal) of each entry, as Results.times has them; None:
-    # paced evenly (GHOST_PACE_MS an entry). All the frames of one record have them, or none.
-    times: Annotated[list[GhostTime], msgspec.Meta(max_length=GHOST_CHUNK_MAX)] | None = None
-    offset: Annotated[int, msgspec.Meta(ge=0, le=GHOST_ENTRIES_MAX)] = 0
-    more: bool = False
-
-
-class RemoveGhost(msgspec.Struct, tag="remove_ghost", tag_field="type", kw_only=True):
-    """Host only, in the lobby: take a ghost out of the room."""
-
-    player_id: Annotated[str, msgspec.Meta(max_length=64)]
 
 
 class Move(msgspec.Struct, tag="move", tag_field="type", kw_only=True):
