@@ -343,7 +343,11 @@ async def test_a_ghost_races_on_two_nodes_and_follows_its_host_to_the_other(redi
         await bob.send(p.Join(code=code))  # node B loads the room, its ghost with it
         await bob.expect(p.Room)
         await bob.send(p.Ready(ready=True))
-        await eventually(lambda: all(m.ready for m in latest(host, p.Room).members if m.player_id != host.pid))
+        await eventually(
+            lambda: any(m.player_id == bob.pid and m.ready for m in latest(host, p.Room).members),
+            timeout=40,
+            what="bob (on node B) ready, as node A shows him",
+        )
         await start_race([host, bob])
 
         def ghost_moves(client: Client) -> int:
