@@ -5,8 +5,10 @@ refused with clear errors; a ghost that survives the server being replaced mid-r
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -373,3 +375,16 @@ async def test_a_ghost_races_on_two_nodes_and_follows_its_host_to_the_other(redi
     assert [r.player_id for r in results.ghosts] == [ghost]
     for client in (bob, moved):
         await client.close()
+
+
+def test_the_ghost_cost_bench_runs() -> None:
+    """bench/ghost_cost.py, small: ghosts raced on the simulated clock carry leaderboard frames."""
+    path = Path(__file__).resolve().parent.parent / "bench" / "ghost_cost.py"
+    spec = importlib.util.spec_from_file_location("bench_ghost_cost", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    none = bench.simulate(rooms=2, ghosts=0, pace=4.0, seconds=5.0, seed=1)
+    two = bench.simulate(rooms=2, ghosts=2, pace=4.0, seconds=5.0, seed=1)
+    assert two["leaderboard_frames_per_room_s"] > none["leaderboard_frames_per_room_s"]
+    assert two["record_bytes_per_ghost"] > 0 and two["core_us_per_room_s"] > 0
