@@ -233,6 +233,8 @@ class GhostsMixin(CoreBase):
         for ghost in race.ghosts.values():
             if advance_ghost(ghost, race_ms):
                 race.lb_dirty = True
+                if room.boards_delay_ms is not None:
+                    self._touched.add(room.code)  # its delayed board may reveal it: the wake-up is recomputed
 
     def _next_ghost_entry(self, race: RaceState) -> int | None:
         """Server ms of the next ghost entry due (the deadline table), None when none is left."""
@@ -271,7 +273,9 @@ class GhostsMixin(CoreBase):
                 changed = True
             if advance:
                 times, moves = ghost.record.times, ghost.record.moves
-                while ghost.delayed_n < len(times) and times[ghost.delayed_n] <= as_of:
+                # Never ahead of its row: only entries already shown (with no delay, the board
+                # would otherwise show an entry a tick before the leaderboard does).
+                while ghost.delayed_n < ghost.shown and times[ghost.delayed_n] <= as_of:
                     with contextlib.suppress(IllegalMove):
                         ghost.delayed.play(moves[ghost.delayed_n], check_blocked=False)
                     ghost.delayed_n += 1
@@ -282,8 +286,6 @@ class GhostsMixin(CoreBase):
     def _ghost_reveals(self, race: RaceState) -> tuple[list[int], bool]:
         """The race times of the ghosts' next delayed entries, and whether a board is still unmade."""
         times = [
-            g.record.times[g.delayed_n]
-            for g in race.ghosts.values()
-            if g.delayed is not None and g.delayed_n < len(g.record.times)
+            g.record.times[g.delayed_n] for g in race.ghosts.values() if g.delayed is not None and g.delayed_n < g.shown
         ]
         return times, any(g.delayed is None for g in race.ghosts.values())
