@@ -96,6 +96,9 @@ class RaceModel:
     # The room's feed as it came: chat lines and finish events in arrival order (the screens show its end).
     feed: list[ChatLine | Finished] = field(default_factory=list)
     _replayed: tuple[Results, dict[str, ReplayedRecord]] | None = None  # replays of these results, made once
+    # Each row's (race ms, cards) as the leaderboards showed it, this race: the live splits against
+    # a ghost (shared/splits.py) come from these, the same figures for the racer and the ghost.
+    samples: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ feeding
 
@@ -146,6 +149,10 @@ class RaceModel:
             if merged is None:
                 return set()
             self.leaderboard = merged
+            for row in msg.racers:
+                points = self.samples.setdefault(row.player_id, [])
+                if not points or points[-1] != (row.elapsed_ms, row.cards):
+                    points.append((row.elapsed_ms, row.cards))
             return {"leaderboard"}
         if isinstance(msg, Boards):
             self.boards = msg
@@ -213,6 +220,7 @@ class RaceModel:
         self.results = None
         self.countdown = None
         self.finishes = []
+        self.samples = {}
 
     def _clock(self, server_time: int) -> None:
         self.clock_offset_ms = server_time - now_ms()

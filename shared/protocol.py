@@ -30,6 +30,18 @@ from shared.daily_protocol import WatchDaily as WatchDaily
 from shared.deal import MAX_DEAL
 from shared.engine import PileChange, View, apply_changes, view_check
 
+# Ghosts (docs/ghosts.md) live in shared/ghost_protocol.py; these stay importable from here.
+from shared.ghost_protocol import BAD_GHOST as BAD_GHOST
+from shared.ghost_protocol import GHOST_CHUNK_MAX as GHOST_CHUNK_MAX
+from shared.ghost_protocol import GHOST_ENTRIES_MAX as GHOST_ENTRIES_MAX
+from shared.ghost_protocol import GHOST_PACE_MS as GHOST_PACE_MS
+from shared.ghost_protocol import GHOST_PREFIX as GHOST_PREFIX
+from shared.ghost_protocol import GHOST_WRONG_DEAL as GHOST_WRONG_DEAL
+from shared.ghost_protocol import MAX_GHOSTS as MAX_GHOSTS
+from shared.ghost_protocol import AddGhost as AddGhost
+from shared.ghost_protocol import GhostEntry as GhostEntry
+from shared.ghost_protocol import RemoveGhost as RemoveGhost
+
 # Profiles and ratings (docs/players.md) live in shared/identity.py; these stay importable from here.
 from shared.identity import BAD_IDENTITY as BAD_IDENTITY
 from shared.identity import CLAIM_LIMIT as CLAIM_LIMIT
@@ -119,6 +131,8 @@ ERROR_CODES: Final[tuple[str, ...]] = (
     SUPERSEDED,
     MUTED,
     CHAT_LIMITED,
+    BAD_GHOST,
+    GHOST_WRONG_DEAL,
     DAILY_DONE,
     DAY_OVER,
     NOT_YOUR_RECORD,
@@ -274,6 +288,9 @@ class LeaderboardRow(msgspec.Struct, kw_only=True):
     elapsed_ms: int  # time of the racer's last accepted entry, from the start signal
     rank: int  # 1-based, docs/rules.md, "Race ranking"
     connected: bool
+    # A ghost's row (docs/ghosts.md): its rank is 1 + the live racers ahead of it (a ghost never
+    # takes a live racer's place); it comes before the live racer of the same rank.
+    ghost: bool = False
     claimed: bool = False  # the name is a claimed one
 
 
@@ -299,6 +316,11 @@ class ChatLine(msgspec.Struct, kw_only=True):
     at: int  # server ms
     audience: str = TO_ALL  # all | spectators (a spectator's line kept from the racers during a race)
     claimed: bool = False  # the sender's name is a claimed one (docs/players.md)
+
+
+def row_order(row: LeaderboardRow) -> tuple[int, bool]:
+    """Where a row goes in a leaderboard: by rank, a ghost before the live racer of its rank."""
+    return (row.rank, not row.ghost)
 
 
 class GameRecord(msgspec.Struct, kw_only=True):
@@ -357,6 +379,8 @@ class EndRace(msgspec.Struct, tag="end_race", tag_field="type", kw_only=True):
 
 class Rematch(msgspec.Struct, tag="rematch", tag_field="type", kw_only=True):
     deal: DealNumber | None = None  # a chosen deal for the next race; default: a fresh random one
+    # The same deal again, the last race's racers as ghosts (their games on their times). Excludes deal.
+    ghosts: bool = False
 
 
 class Move(msgspec.Struct, tag="move", tag_field="type", kw_only=True):
@@ -402,6 +426,8 @@ ClientMessage = (
     | Sync
     | Chat
     | Mute
+    | AddGhost
+    | RemoveGhost
     | Daily
     | WatchDaily
     | GetBoard
@@ -429,6 +455,8 @@ CLIENT_TYPES: Final[tuple[str, ...]] = (
     "sync",
     "chat",
     "mute",
+    "add_ghost",
+    "remove_ghost",
     "daily",
     "watch_daily",
     "get_board",
@@ -477,6 +505,7 @@ class Room(msgspec.Struct, tag="room", tag_field="type", kw_only=True):
     starts_at: int | None = None  # countdown/racing: when the race starts (server ms)
     ends_at: int | None = None  # racing with a time limit: when it ends (server ms)
     spectators: int = 0  # spectators in the room, the recipient included if it watches
+    ghosts: list[GhostEntry] = msgspec.field(default_factory=list)  # racing beside the racers next race
 
 
 class RoomList(msgspec.Struct, tag="room_list", tag_field="type", kw_only=True):
@@ -564,7 +593,7 @@ class Leaderboard(msgspec.Struct, tag="leaderboard", tag_field="type", kw_only=T
             return None
         rows = {row.player_id: row for row in held.racers}
         rows.update((row.player_id, row) for row in self.racers)
-        racers = sorted(rows.values(), key=lambda row: row.rank)
+        racers = sorted(rows.values(), key=row_order)
         return Leaderboard(race=self.race, version=max(self.version, held.version), racers=racers)
 
 
@@ -589,6 +618,11 @@ class Results(msgspec.Struct, tag="results", tag_field="type", kw_only=True):
     # player id -> the race time (ms from the start signal) each entry of that record was accepted,
     # in order (a later addition to version 1: results without it carry no move times)
     times: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # The race's ghosts (docs/ghosts.md), never in ranking or racers: each one's final row (its
+    # whole record's result, ranked against the racers' final rows), record and move times.
+    ghosts: list[LeaderboardRow] = msgspec.field(default_factory=list)
+    ghost_records: dict[str, GameRecord] = msgspec.field(default_factory=dict)
+    ghost_times: dict[str, list[int]] = msgspec.field(default_factory=dict)
     rated: bool = False  # the race changes ratings (docs/players.md): ``ratings`` follow in a later results
     ratings: dict[str, RatingChange] = msgspec.field(default_factory=dict)  # player id -> change (rated only)
 

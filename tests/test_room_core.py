@@ -375,7 +375,8 @@ def test_leaderboard_is_coalesced_to_the_tick() -> None:
     assert [m for m in shell.take(conns[1]) if isinstance(m, p.Leaderboard)] == []  # then quiet
     # Progress only: a leaderboard carries no cards.
     assert set(p.LeaderboardRow.__struct_fields__) == {
-        "player_id", "name", "bot", "cards", "moves", "status", "elapsed_ms", "rank", "connected", "claimed",
+        "player_id", "name", "bot", "cards", "moves", "status", "elapsed_ms", "rank", "connected", "ghost",
+        "claimed",
     }  # fmt: skip
     assert [m for m in shell.effects if isinstance(m, Send) and isinstance(m.message, p.Leaderboard)][-1].droppable
 

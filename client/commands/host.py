@@ -62,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bots", action="store_true", help="refuse bot racers")
     parser.add_argument("--winnable", action="store_true", help="deal only deals the solver proves winnable")
     parser.add_argument("--bots", type=int, default=0, metavar="N", help="add N bot racers (run by this client)")
+    parser.add_argument(
+        "--ghost",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="race a saved record as a ghost (repeatable; the room takes its deal): docs/ghosts.md",
+    )
     add_level_argument(parser, "--bot-level")
     parser.add_argument(
         "--bot-speed", type=float, default=None, metavar="MOVES_PER_S", help="bots' pace (default: their level's)"
@@ -90,8 +97,18 @@ def run(args: argparse.Namespace) -> int:
         "spectator_boards": "after" if args.spectator_delay is None else args.spectator_delay,
         "spectator_chat": args.spectator_chat,
     }
-    if args.deal is not None:
-        fields["deal"] = args.deal
+    from client.ghosts import GhostFileError, ghosts_for_room
+
+    try:
+        ghosts, deal = ghosts_for_room(args.ghost, args.deal)
+    except GhostFileError as exc:
+        print(f"plot host: {exc}")
+        return 2
+    if ghosts and args.winnable:
+        print("plot host: a ghost races on its own deal, never a searched one: leave out --winnable or --ghost")
+        return 2
+    if deal is not None:
+        fields["deal"] = deal
     if args.time_limit is not None:
         fields["time_limit"] = args.time_limit
     for problem in (
@@ -126,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         bot_speed=args.bot_speed,
         bot_levels=args.bot_level,
         watch_url=watch_url(url, args.watch_url),
+        ghosts=ghosts,
     )
     from client.commands._race_args import run_race_app
 

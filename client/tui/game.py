@@ -58,6 +58,8 @@ KEY_LABELS = {
     "f1": "F1",
     "R": "Shift+R",
     "E": "Shift+E",
+    "N": "Shift+N",
+    "G": "Shift+G",
     "enter": "Enter",
     "left_square_bracket": "[",
     "right_square_bracket": "]",

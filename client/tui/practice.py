@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from client.bot_levels import DEFAULT_LEVEL
+from client.ghosts import GhostFile
 from client.tui.play import solver_hint
 from client.tui.race import GIVEN_PRACTICE_DEAL, HOST, RANDOM_PRACTICE_DEAL, RaceApp, RaceConfig
 from client.widgets.room import verify_command
@@ -47,13 +48,14 @@ def practice_config(
     speed: float | None = None,
     levels: tuple[str, ...] = (DEFAULT_LEVEL,),
     deal_given: bool = False,
+    ghosts: tuple[GhostFile, ...] = (),
 ) -> RaceConfig:
     """The race app's settings for practice; the hint replays your accepted moves on the deal."""
     config = RaceConfig(
         url=url,
         name=name,
         mode=HOST,
-        options=RoomOptions(deal=deal, max_racers=min(bots + 1, 16), private=True),
+        options=RoomOptions(deal=deal, max_racers=max(min(bots + 1, 16), 2), private=True),
         profile=None,  # no token kept: each practice server is new
         bots=bots,
         bot_speed=speed,
@@ -63,6 +65,7 @@ def practice_config(
         next_deal=random_deal,
         deal_note=GIVEN_PRACTICE_DEAL if deal_given else RANDOM_PRACTICE_DEAL,
         reachable=False,
+        ghosts=ghosts,
     )
     return config
 
@@ -95,12 +98,20 @@ def attach_hint(app: RaceApp) -> None:
 
 
 async def run_practice(
-    *, name: str, bots: int, deal: int | None, speed: float | None, levels: tuple[str, ...] = (DEFAULT_LEVEL,)
+    *,
+    name: str,
+    bots: int,
+    deal: int | None,
+    speed: float | None,
+    levels: tuple[str, ...] = (DEFAULT_LEVEL,),
+    ghosts: tuple[GhostFile, ...] = (),
 ) -> int:
     given = deal is not None
     deal = random_deal() if deal is None else deal
     async with embedded_server() as url:
-        config = practice_config(url, name=name, bots=bots, deal=deal, speed=speed, levels=levels, deal_given=given)
+        config = practice_config(
+            url, name=name, bots=bots, deal=deal, speed=speed, levels=levels, deal_given=given, ghosts=ghosts
+        )
         app = RaceApp(config)
         attach_hint(app)
         await app.run_async()

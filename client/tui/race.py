@@ -15,6 +15,7 @@ import contextlib
 from textual.app import App
 
 from client.connection import CONNECTED, RECONNECTING, Connection, ConnectionFailed, TokenFile
+from client.ghosts import GhostFile, ghost_frames
 from client.state import safe_name, state_dir
 from client.tui.play import CSS_PATH
 from client.tui.race_config import (
@@ -87,6 +88,7 @@ class RaceApp(App[int]):
         self.connection: Connection | None = None
         self.connection_state = "connecting"
         self.screen_: RaceScreen = RaceScreen(self)
+        self.adding_ghosts = False  # the host's ghosts are being sent (practice waits to start)
         self.entered = False  # a room was created or joined (re-entering after a lost session joins it again)
         self.started_for_race: int | None = None  # auto-start: the race we asked to start
         self.readied_for_race: int | None = None  # auto-start: the race we readied up for
@@ -213,8 +215,10 @@ class RaceApp(App[int]):
             await self._join(self.model.room.code, role)
             return
         if config.mode == HOST:
+            self.adding_ghosts = bool(config.ghosts)  # practice starts once they are all in
             reply = await connection.request(CreateRoom(options=config.options), Room)
             if isinstance(reply, Error):
+                self.adding_ghosts = False
                 self.fail(f"cannot create the room: {describe_error(reply)}")
                 return
             self.entered = True
@@ -227,6 +231,11 @@ class RaceApp(App[int]):
                 self.screen_.say(f"Room {reply.code} is open: share the invite above")
             else:
                 self.screen_.say("Practice: the race starts once the bots are ready")
+            try:
+                for ghost in config.ghosts:
+                    await self.add_ghost(ghost)
+            finally:
+                self.adding_ghosts = False
             for i in range(config.bots):
                 self.add_bot(reply.code, i + 1)
             self._maybe_auto_start()
@@ -277,6 +286,25 @@ class RaceApp(App[int]):
         name = bot_name(f"bot-{number}", level)
         bot = Bot(self.config.url, code, name=name, speed=self.config.bot_speed, level=level)
         self.bot_tasks.append(asyncio.create_task(bot.run(), name=name))
+
+    async def add_ghost(self, ghost: GhostFile) -> bool:
+        """Send a ghost's record (in frames that fit the server's limit); True once it is in the room."""
+        connection = self.connection
+        if connection is None:
+            self.screen_.say("not connected: try again in a moment", error=True)
+            return False
+        *parts, last = ghost_frames(ghost)
+        for part in parts:
+            if not await connection.send(part):
+                self.screen_.say("not connected: the ghost was not added", error=True)
+                return False
+        reply = await connection.request(last, Room)
+        if isinstance(reply, Error):
+            self.screen_.say(f"the ghost {ghost.name} was not added: {describe_error(reply)}", error=True)
+            return False
+        paced = "on its recorded times" if ghost.times is not None else "paced evenly (its record has no times)"
+        self.screen_.say(f"ghost {ghost.name} races beside you, {paced}")
+        return True
 
     def send(self, message: Start | Ready | Rematch | EndRace | Leave | Chat | Mute) -> None:
         async def go() -> None:
@@ -342,6 +370,8 @@ class RaceApp(App[int]):
         model = self.model
         room = model.room
         if not self.config.auto_start or room is None or room.phase != LOBBY or not model.is_host:
+            return
+        if self.adding_ghosts:
             return
         me = model.me
         if me is not None and me.role == RACER and not me.ready:

@@ -6,10 +6,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from client.ghosts import GhostFile
 from shared.protocol import RoomOptions
 
 HOST = "host"
-CHAT_PLACEHOLDER = "chat: Enter sends, Esc leaves (host: /mute NAME, /unmute NAME)"
+CHAT_PLACEHOLDER = "chat: Enter sends, Esc leaves (host: /mute NAME, /unmute NAME, /ghost FILE)"
 RANDOM_PRACTICE_DEAL = "picked for you at random"
 GIVEN_PRACTICE_DEAL = "the number you gave"
 JOIN = "join"
@@ -37,3 +38,4 @@ class RaceConfig:
     watch_url: str | None = None  # the spectator page's base URL: the lobby shows the room's link (plot host)
     deal_note: str | None = None  # practice: how the (chosen) deal was chosen, said instead of the chosen-deal warning
     reachable: bool = True  # others can reach the server (False: practice, a server inside this process)
+    ghosts: tuple[GhostFile, ...] = ()  # added to the room once it is created (host: plot host/practice --ghost)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
@@ -13,6 +14,7 @@ from textual.events import Resize
 from textual.widgets import Footer, Input, Static
 
 from client.connection import CONNECTED, RECONNECTING
+from client.ghosts import GhostFileError, live_split, load_ghost
 from client.tui.game import GameScreen, help_rows
 from client.tui.race_config import (
     CHAT_PLACEHOLDER,
@@ -44,6 +46,7 @@ from shared.protocol import (
     Rematch,
     Start,
 )
+from shared.splits import Split
 
 if TYPE_CHECKING:
     from client.tui.race import RaceApp
@@ -84,6 +87,8 @@ class RaceScreen(GameScreen):
         Binding("enter", "ready", "ready / not ready"),
         Binding("s", "start", "start the race"),
         Binding("n", "rematch", "new race"),
+        Binding("N", "rematch_ghosts", "race these ghosts"),
+        Binding("G", "add_ghost", "add a ghost"),
         Binding("E", "end_race", "end race"),
         Binding("c", "chat", "chat"),
         Binding("g", "qr_code", "QR code"),
@@ -228,8 +233,18 @@ class RaceScreen(GameScreen):
             title = "Leaderboard" if model.race is None else f"Leaderboard · race {model.race.race}"
             if model.room is not None and model.room.spectators:
                 title += f" · {model.room.spectators} watching"
-            self.query_one(LeaderboardPanel).show(model.leaderboard, model.player_id, title)
+            self.query_one(LeaderboardPanel).show(model.leaderboard, model.player_id, title, self._splits())
         self.tick()
+
+    def _splits(self) -> dict[str, Split | None] | None:
+        """The racer's latest split against each ghost on the board (None: no ghost, or watching)."""
+        model = self.race_app.model
+        board, race, me = model.leaderboard, model.race, model.player_id
+        if board is None or race is None or me is None or model.role != RACER:
+            return None
+        now = model.server_now() - race.started_at
+        found = {row.player_id: live_split(model.samples, me, row.player_id, now) for row in board.racers if row.ghost}
+        return found or None
 
     def _chat_rows(self) -> int:
         """How many feed lines fit: few beside a race at 80x24, more in the lobby and when wide."""
@@ -326,8 +341,10 @@ class RaceScreen(GameScreen):
             return model.phase == LOBBY and model.role == RACER
         if action == "start":
             return model.phase == LOBBY and model.is_host
-        if action == "rematch":
+        if action in ("rematch", "rematch_ghosts"):
             return model.phase == RESULTS and model.is_host
+        if action == "add_ghost":
+            return model.phase == LOBBY and model.is_host
         if action == "end_race":
             return model.phase == RACING and model.is_host
         if action == "chat":
@@ -366,6 +383,36 @@ class RaceScreen(GameScreen):
             if app.config.deal_note is not None:
                 app.config.deal_note = RANDOM_PRACTICE_DEAL
             app.send(Rematch(deal=deal))
+
+    def action_rematch_ghosts(self) -> None:
+        """The same deal again, this race's racers as ghosts on their own times."""
+        app = self.race_app
+        if app.model.phase == RESULTS and app.model.is_host:
+            if app.model.results is not None:
+                app.known_deal = app.model.results.deal
+            app.send(Rematch(ghosts=True))
+
+    def action_add_ghost(self) -> None:
+        """The host, in the lobby: a ghost from a record file (typed in the chat line as /ghost FILE)."""
+        model = self.race_app.model
+        if model.phase != LOBBY or not model.is_host:
+            return
+        self.action_chat()
+        chat_input = self.query_one("#chat-input", Input)
+        chat_input.value = "/ghost "
+        chat_input.cursor_position = len(chat_input.value)
+
+    def _ghost(self, path: str) -> None:
+        model = self.race_app.model
+        if not model.is_host or model.phase != LOBBY:
+            self.say("only the host adds ghosts, in the lobby", error=True)
+            return
+        try:
+            ghost = load_ghost(Path(path).expanduser())
+        except GhostFileError as exc:
+            self.say(str(exc), error=True)
+            return
+        self.race_app.run_worker(self.race_app.add_ghost(ghost), group="send")
 
     def action_end_race(self) -> None:
         if not (self.race_app.model.phase == RACING and self.race_app.model.is_host):
@@ -408,6 +455,9 @@ class RaceScreen(GameScreen):
         command, _, rest = text.partition(" ")
         if command in ("/mute", "/unmute"):
             self._mute(rest.strip(), command == "/mute")
+            return
+        if command == "/ghost":
+            self._ghost(rest.strip())
             return
         self.race_app.send(Chat(text=text))
 

@@ -14,6 +14,7 @@ from client.widgets.cards import span
 from client.widgets.plain import clean, plain
 from shared.cards import CARD_COUNT
 from shared.protocol import Leaderboard, LeaderboardRow, pace
+from shared.splits import COLOURS, GOLD, Split, split_text
 from shared.textwidth import fit_cells
 
 STATUS_STYLE = {
@@ -57,21 +58,36 @@ def progress_bar(cards: int, width: int) -> Text:
 
 # Beside a claimed name (docs/players.md): the player who claimed it on this server, not a look-alike.
 CLAIMED_MARK = " ✓"
+GHOST_MARK = "◌"  # a ghost's row: a recorded game, never a live racer (docs/ghosts.md)
+SPLIT_WIDTH = 7
 
 
-def mark_cells(bot: bool, claimed: bool) -> Text:
-    """The two cells after a name in a table: the bot's gear, a claimed name's mark, or blank."""
+def mark_cells(bot: bool, claimed: bool, ghost: bool = False) -> Text:
+    """The two cells after a name in a table: the bot's gear, a ghost's mark, a claimed name's
+    mark, or blank."""
     if bot:
         return span(" ⚙", "dim")
+    if ghost:
+        return span(f" {GHOST_MARK}", "dim")
     return span(CLAIMED_MARK, "green") if claimed else span("  ", "dim")
 
 
-def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
+def split_cell(split: Split | None) -> Text:
+    """A split against a ghost as LiveSplit colours it (gold for a best segment), SPLIT_WIDTH cells."""
+    if split is None:
+        return Text(" " * SPLIT_WIDTH)
+    colour = COLOURS[GOLD] if split.gold else COLOURS[split.kind]
+    return Text(f" {split_text(split):>{SPLIT_WIDTH - 1}}", style=f"bold {colour}")
+
+
+def row_text(row: LeaderboardRow, width: int, *, me: bool, split: Split | None = None, splits: bool = False) -> Text:
+    """One row; ``splits``: the board has a split column (its ghost rows show ``split``, the
+    racer's latest split against that ghost)."""
     name = fit_cells(clean(row.name), NAME_WIDTH)  # by terminal cells: a wide character takes 2
     out = span(f"{row.rank:>2} ", "bold")
-    out.append_text(plain(name, style="bold reverse" if me else "bold"))
-    out.append_text(mark_cells(row.bot, row.claimed))
-    fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6 + 10
+    out.append_text(plain(name, style="bold reverse" if me else "italic dim" if row.ghost else "bold"))
+    out.append_text(mark_cells(row.bot, row.claimed, row.ghost))
+    fixed = 3 + NAME_WIDTH + 2 + 1 + 8 + 6 + 10 + 6 + 10 + (SPLIT_WIDTH if splits else 0)
     bar_width = max(width - fixed, 6)
     out.append(" ")
     out.append_text(progress_bar(row.cards, bar_width))
@@ -81,6 +97,8 @@ def row_text(row: LeaderboardRow, width: int, *, me: bool) -> Text:
     out.append(f" {status:<9}", style=STATUS_STYLE.get(row.status, "") if row.connected else "bold red")
     out.append(f" {clock(row.elapsed_ms):>5}", style="dim")
     out.append(f" {pace_text(row.cards, row.elapsed_ms):>9}", style="cyan")
+    if splits:
+        out.append_text(split_cell(split))
     return out
 
 
@@ -96,9 +114,16 @@ class LeaderboardPanel(Widget):
         self.board: Leaderboard | None = None
         self.me: str | None = None
         self.title = "Leaderboard"
+        self.splits: dict[str, Split | None] | None = None  # ghost id -> the racer's split against it
 
-    def show(self, board: Leaderboard | None, me: str | None, title: str = "Leaderboard") -> None:
-        self.board, self.me, self.title = board, me, title
+    def show(
+        self,
+        board: Leaderboard | None,
+        me: str | None,
+        title: str = "Leaderboard",
+        splits: dict[str, Split | None] | None = None,
+    ) -> None:
+        self.board, self.me, self.title, self.splits = board, me, title, splits
         self.refresh(layout=True)
 
     def render(self) -> Text:
@@ -109,7 +134,8 @@ class LeaderboardPanel(Widget):
             return out
         for row in self.board.racers:
             out.append("\n")
-            out.append_text(row_text(row, width, me=row.player_id == self.me))
+            split = self.splits.get(row.player_id) if self.splits else None
+            out.append_text(row_text(row, width, me=row.player_id == self.me, split=split, splits=bool(self.splits)))
         out.no_wrap = True
         out.overflow = "ellipsis"
         return out

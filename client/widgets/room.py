@@ -11,11 +11,13 @@ from pathlib import Path
 from rich.text import Text
 from textual.widget import Widget
 
+from client.ghosts import record_data
 from client.invite import invite
 from client.state import safe_name
 from client.viewmodel import RaceModel, ReplayedRecord, replay_results
 from client.widgets.cards import span
 from client.widgets.chat import podium
+from client.widgets.ghosts import ghost_progress, lobby_ghosts, results_ghosts
 from client.widgets.leaderboard import CLAIMED_MARK, clock, mark_cells, pace_text
 from client.widgets.plain import clean, plain
 from client.words import ordinal, plot_command, plural, typed_path
@@ -109,6 +111,7 @@ class LobbyPanel(Widget):
             if not member.connected:
                 out.append("  (away)", style="red")
             out.append("\n")
+        out.append_text(lobby_ghosts(room, model.is_host and room.phase == "lobby"))
         if room.spectators:  # a count: a snapshot names no spectator but this client (and a watching host)
             out.append(f"Spectators: {room.spectators}\n", style="dim")
         left = model.countdown_left_ms()
@@ -281,7 +284,8 @@ class ResultsPanel(Widget):
         if self.showing is not None:
             return self._render_compact(results, self.showing)
         progress = self.progress(results)
-        end = progress_end(progress)
+        ghosts = {pid: Progress(cards=c, times=t) for pid, (c, t) in ghost_progress(results).items()}
+        end = progress_end(progress | ghosts)
         timed = by_time(progress)
         out = span(f"Results of race {results.race}", "bold underline")
         spark_width = self.content_region.width - RESULTS_ROW_WIDTH - 2 - (RATING_WIDTH if results.rated else 0)
@@ -305,6 +309,12 @@ class ResultsPanel(Widget):
                 out.append("  ")
                 out.append_text(sparkline(progress[row.player_id], end, spark_width))
             out.append("\n")
+
+        def ghost_line(pid: str) -> Text | None:
+            shown = ghosts.get(pid)
+            return sparkline(shown, end, spark_width) if shown is not None and spark_width >= 8 and timed else None
+
+        out.append_text(results_ghosts(results, model.player_id, ghost_line))
         out.append("\nDeal ", style="bold")
         out.append(str(results.deal))
         if results.chosen_deal and self.deal_note is not None:
@@ -334,7 +344,7 @@ class ResultsPanel(Widget):
             out.append("\nReplay one and check the commitment: ", style="bold")
             out.append(verify_command(mine, results))
         keys = "\n[ ]: each racer's final board · "
-        keys += "n: new race (same room) · " if model.is_host else ""
+        keys += "n: new race (same room) · N: same deal, these racers as ghosts · " if model.is_host else ""
         out.append(keys + "Ctrl+Q: quit", style="dim")
         return out
 
@@ -407,11 +417,9 @@ def save_records(model: RaceModel, folder: Path) -> dict[str, Path]:
     order = [pid for pid in results.ranking if pid in results.records]
     order += [pid for pid in results.records if pid not in order]
     for place, player_id in enumerate(order, start=1):
-        record = results.records[player_id]
         path = folder / f"{place:02d}-{safe_name(names.get(player_id, player_id))}.json"
-        data: dict[str, object] = {"deal": record.deal, "moves": list(record.moves)}
-        if not record.undo:
-            data["undo"] = False
+        # With its move times and name: the file races as a ghost as it is (plot practice --ghost).
+        data = record_data(results, player_id, names.get(player_id, player_id))
         path.write_text(json.dumps(data) + "\n", encoding="utf-8")
         paths[player_id] = path
     reveal = {

@@ -21,6 +21,7 @@ from server.core.events import (
     WakeLeaderboards,
 )
 from server.core.records import (
+    GhostRecord,
     LogEntry,
     PlayerRecord,
     ProfileRecord,
@@ -31,6 +32,7 @@ from server.core.records import (
 from server.core.state import (
     CoreConfig,
     Entropy,
+    GhostState,
     LeaderboardFeed,
     Loading,
     LogSnapshot,
@@ -42,6 +44,7 @@ from server.core.state import (
     RoomState,
 )
 from shared import protocol as p
+from shared.engine import View
 
 
 class CoreBase:
@@ -363,7 +366,47 @@ class CoreBase:
         def _find_deal(self, room: RoomState) -> None: ...
 
         @abstractmethod  # race.py
-        def _rematch(self, conn: int, room: RoomState, pid: str, deal: int | None, now: int) -> None: ...
+        def _rematch(
+            self, conn: int, room: RoomState, pid: str, deal: int | None, now: int, ghosts: bool = False
+        ) -> None: ...
+
+        @abstractmethod  # ghosts.py
+        def _add_ghost(self, conn: int, room: RoomState, pid: str, msg: p.AddGhost) -> None: ...
+
+        @abstractmethod
+        def _remove_ghost(self, conn: int, room: RoomState, pid: str, target: str) -> None: ...
+
+        @abstractmethod
+        def _ghosts_of_race(self, race: RaceState) -> list[GhostRecord]: ...
+
+        @abstractmethod
+        def _ghost_entries(self, room: RoomState) -> list[p.GhostEntry]: ...
+
+        @abstractmethod
+        def _ghost_states(
+            self, record_ghosts: list[GhostRecord], deal: int, race_ms: int | None
+        ) -> dict[str, GhostState]: ...
+
+        @abstractmethod
+        def _advance_ghosts(self, room: RoomState, now: int) -> None: ...
+
+        @abstractmethod
+        def _next_ghost_entry(self, race: RaceState) -> int | None: ...
+
+        @abstractmethod
+        def _ghost_rows(self, race: RaceState, live: list[tuple[int, int, int, int]]) -> list[p.LeaderboardRow]: ...
+
+        @abstractmethod
+        def _ghost_results(self, race: RaceState, live: list[tuple[int, int, int, int]]) -> list[p.LeaderboardRow]: ...
+
+        @abstractmethod
+        def _ghost_boards(self, race: RaceState, as_of: int, advance: bool) -> tuple[bool, dict[str, View]]: ...
+
+        @abstractmethod
+        def _ghost_reveals(self, race: RaceState) -> tuple[list[int], bool]: ...
+
+        @abstractmethod
+        def _ranked(self, race: RaceState, final: bool) -> list[tuple[tuple[int, int, int, int], p.LeaderboardRow]]: ...
 
         @abstractmethod  # race.py
         def _start(self, conn: int, room: RoomState, pid: str, now: int) -> None: ...

@@ -105,11 +105,20 @@ class DeadlinesMixin(CoreBase):
         racers, and for the spectators once their own interval has run since their last frame (so
         both share the tick and its rows). Otherwise: changes the spectators are still owed, and
         each audience's whole leaderboard ``leaderboard_full_ms`` after its last while rows lag.
-        A time already past goes on the next slot's edge (:meth:`_schedule_leaderboard`)."""
+        A time already past goes on the next slot's edge (:meth:`_schedule_leaderboard`).
+
+        A race's ghosts (ghosts.py) are due here too: the slot edge at or after their next
+        recorded entry, where the tick plays it and shows it, as a live racer's move is shown on the
+        tick after it (one shared tick for every ghost of the node, not a wake-up per entry)."""
         config = self.config
-        if race.lb_dirty:
-            return self._slot(race.lb_checked_ms) + config.leaderboard_interval_ms
         dues: list[int] = []
+        if race.ghosts and not race.ending:
+            ghost_at = self._next_ghost_entry(race)
+            if ghost_at is not None:
+                edge = self._slot(ghost_at)
+                dues.append(edge if edge == ghost_at else edge + config.leaderboard_interval_ms)
+        if race.lb_dirty:
+            return min([self._slot(race.lb_checked_ms) + config.leaderboard_interval_ms, *dues])
         for feed, interval in (
             (race.racers_feed, config.leaderboard_interval_ms),
             (race.spectators_feed, config.spectator_leaderboard_interval_ms),
@@ -157,8 +166,11 @@ class DeadlinesMixin(CoreBase):
     def _leaderboard_tick(self, room: RoomState, race: RaceState, now: int) -> None:
         """The room's leaderboard tick: each audience whose feed is due gets the rows changed since
         its own last frame, in one frame (the rows are ranked once for both); the spectators'
-        changes wait for the first tick their interval allows."""
+        changes wait for the first tick their interval allows. Its ghosts' entries due by now are
+        played first (ghosts.py)."""
         config = self.config
+        if race.ghosts:
+            self._advance_ghosts(room, now)
         dirty = race.lb_dirty and now >= self._slot(race.lb_checked_ms) + config.leaderboard_interval_ms
         rows: list[p.LeaderboardRow] | None = None
         for audience, feed, interval in (

@@ -108,7 +108,11 @@ class LobbyMixin(CoreBase):
             elif isinstance(msg, p.EndRace):
                 self._end_request(ev.conn, room, pid, ev.now)
             elif isinstance(msg, p.Rematch):
-                self._rematch(ev.conn, room, pid, msg.deal, ev.now)
+                self._rematch(ev.conn, room, pid, msg.deal, ev.now, msg.ghosts)
+            elif isinstance(msg, p.AddGhost):
+                self._add_ghost(ev.conn, room, pid, msg)
+            elif isinstance(msg, p.RemoveGhost):
+                self._remove_ghost(ev.conn, room, pid, msg.player_id)
             elif isinstance(msg, p.Sync):
                 self._sync(ev.conn, room, pid, ev.now)
             elif isinstance(msg, p.Chat):

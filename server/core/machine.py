@@ -60,6 +60,7 @@ from server.core.events import (
     Tick,
     TokenLooked,
 )
+from server.core.ghosts import GhostsMixin
 from server.core.loading import LoadingMixin
 from server.core.lobby import LobbyMixin
 from server.core.profiles import ProfilesMixin
@@ -102,6 +103,7 @@ class ServerCore(
     DeadlinesMixin,
     RebuildMixin,
     ChatMixin,
+    GhostsMixin,
     DailyMixin,
     ProfilesMixin,
 ):

@@ -122,6 +122,8 @@ class RaceMixin(CoreBase):
             undo=room.options.undo,
             starts_at=starts_at,
             ends_at=None if limit is None else starts_at + limit * 1000,
+            # The room's ghosts are of its chosen deal (ghosts.py refuses any other), so of this one.
+            ghosts=list(room.ghosts) if chosen and deal == room.pending_deal else [],
             racers=[
                 RacerInfo(
                     player_id=m.player_id, name=m.name, bot=m.bot, token_hash=m.token_hash, profile_id=m.profile_id
@@ -227,7 +229,7 @@ class RaceMixin(CoreBase):
         elif all(r.game.over and not r.busy for r in race.racers.values()):
             self._end_race(room, now, "all_done")
 
-    def _rematch(self, conn: int, room: RoomState, pid: str, deal: int | None, now: int) -> None:
+    def _rematch(self, conn: int, room: RoomState, pid: str, deal: int | None, now: int, ghosts: bool = False) -> None:
         if room.host != pid:
             self._error(conn, p.NOT_HOST, "only the host may call a rematch", "rematch")
             return
@@ -238,10 +240,20 @@ class RaceMixin(CoreBase):
             why = "field 'deal' of rematch: this room deals only deals the solver proves winnable, never a chosen one"
             self._error(conn, p.BAD_FIELD, why, "rematch")
             return
+        if deal is not None and ghosts:
+            why = "field 'deal' of rematch: a rematch with ghosts is on the last race's deal, never another"
+            self._error(conn, p.BAD_FIELD, why, "rematch")
+            return
+        last = room.race
+        assert last is not None
+        # A ghost rematch: the same deal, the last race's racers as ghosts. Any other: no ghosts
+        # (they raced the last deal); the host may add some for the next.
+        room.ghosts = self._ghosts_of_race(last) if ghosts else []
+        room.ghost_upload = None
         self._set_phase(room, p.LOBBY)
         room.race = None
         room.race_number += 1
-        room.pending_deal = deal
+        room.pending_deal = last.record.deal if ghosts else deal
         for member in room.members.values():
             member.ready = False
         self._expire(room.code, self.config.room_ttl_s)

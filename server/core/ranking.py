@@ -14,6 +14,19 @@ from shared.engine import PLAYING, WON
 
 class RankingMixin(CoreBase):
     def _rows(self, race: RaceState, final: bool) -> list[p.LeaderboardRow]:
+        """The race's rows in rank order. While it runs (``final`` false) its ghosts' rows are among
+        them (docs/ghosts.md: marked, ranked without taking a live racer's place); the final rows
+        are the racers' alone (the results carry the ghosts' apart)."""
+        keyed = self._ranked(race, final)
+        rows = [row for _, row in keyed]
+        if final or not race.ghosts:
+            return rows
+        rows += self._ghost_rows(race, [key for key, _ in keyed])
+        rows.sort(key=p.row_order)
+        return rows
+
+    def _ranked(self, race: RaceState, final: bool) -> list[tuple[tuple[int, int, int, int], p.LeaderboardRow]]:
+        """The racers' rows with their ranking keys, ranked."""
         keyed: list[tuple[tuple[int, int, int, int], p.LeaderboardRow]] = []
         for seat, (pid, racer) in enumerate(race.racers.items()):
             game = racer.game
@@ -39,10 +52,9 @@ class RankingMixin(CoreBase):
             )
             keyed.append((key, row))
         keyed.sort(key=lambda kr: kr[0])
-        rows = [row for _, row in keyed]
-        for i, row in enumerate(rows):
+        for i, (_, row) in enumerate(keyed):
             row.rank = i + 1
-        return rows
+        return keyed
 
     def _leaderboard(self, race: RaceState, final: bool) -> p.Leaderboard:
         return p.Leaderboard(race=race.record.number, version=race.total_entries, racers=self._rows(race, final))
@@ -92,6 +104,12 @@ class RankingMixin(CoreBase):
             chosen_deal=rec.chosen_deal,
             records=records,
             times={pid: list(r.times) for pid, r in race.racers.items()},
+            ghosts=self._ghost_results(race, [key for key, _ in self._ranked(race, final=True)]) if race.ghosts else [],
+            ghost_records={
+                pid: p.GameRecord(deal=rec.deal, moves=list(g.record.moves), undo=g.record.undo)
+                for pid, g in race.ghosts.items()
+            },
+            ghost_times={pid: list(g.record.times) for pid, g in race.ghosts.items()},
             rated=rec.rated,
             ratings=dict(rec.ratings),
         )

@@ -50,6 +50,7 @@ class RebuildMixin(CoreBase):
             created_ms=room.created_ms,
             last_activity_ms=room.last_activity_ms,
             chat=list(room.chat),
+            ghosts=list(room.ghosts),
         )
 
     def _room_from_record(
@@ -98,6 +99,7 @@ class RebuildMixin(CoreBase):
             created_ms=record.created_ms,
             last_activity_ms=max(record.last_activity_ms, now) if record.members else record.last_activity_ms,
             chat=list(record.chat),
+            ghosts=list(record.ghosts),
         )
         if record.race is not None:
             room.race = self._race_from_record(room, record.race, logs, now, seeds)
@@ -123,7 +125,11 @@ class RebuildMixin(CoreBase):
             racers[info.player_id] = racer
         # Games over already were announced (or happened before this copy): never again.
         finished = {pid for pid, racer in racers.items() if racer.game.over}
-        return RaceState(record=record, racers=racers, members=room.members, finished=finished)
+        # Ghosts are a function of the race's clock: rebuilt where the race stands now (docs/ghosts.md).
+        racing = room.phase == p.RACING and record.ended_at is None
+        race_ms = min(now, record.ends_at or now) - record.starts_at if racing else None
+        ghosts = self._ghost_states(record.ghosts, record.deal, race_ms)
+        return RaceState(record=record, racers=racers, members=room.members, finished=finished, ghosts=ghosts)
 
     def _replay_racer(
         self, info: RacerInfo, record: RaceRecord, entries: list[LogEntry], seed: RacerState | None = None

@@ -46,6 +46,21 @@ class RacerInfo(msgspec.Struct, kw_only=True):
     profile_id: str | None = None  # a claimed racer's profile (its rating changes in a rated race)
 
 
+class GhostRecord(msgspec.Struct, kw_only=True):
+    """A ghost (docs/ghosts.md): a recorded game of the room's deal, raced on its move times. Part
+    of the room record, so any node rebuilds it: its progress is a function of the race's clock."""
+
+    player_id: str  # "ghost:..."
+    name: str
+    undo: bool
+    moves: list[str]
+    times: list[int]  # race time (ms from the start signal) of each entry, non-decreasing
+    timed: bool  # false: the record had no times (paced evenly, GHOST_PACE_MS an entry)
+    # The record's end as the engine decided it when the ghost was added (a racer's: as its race
+    # ended): shown once its last entry is, a still-playing one as stopped in the results.
+    status: str
+
+
 class RaceRecord(msgspec.Struct, kw_only=True):
     number: int
     deal: int
@@ -60,6 +75,7 @@ class RaceRecord(msgspec.Struct, kw_only=True):
     # Set with ended_at: each racer's log length the results count. Several nodes: the save that
     # ends the race lands only if the logs hold exactly these (Store.save_room's ``logs``).
     log_lengths: dict[str, int] | None = None
+    ghosts: list[GhostRecord] = msgspec.field(default_factory=list)  # racing beside the racers
     rated: bool = False  # decided at the start (docs/players.md, "Which races are rated")
     ratings: dict[str, RatingChange] = msgspec.field(default_factory=dict)  # player id -> change, once applied
 
@@ -80,6 +96,8 @@ class RoomRecord(msgspec.Struct, kw_only=True):
     # The room's last chat lines (CoreConfig.chat_history at most), oldest first: a joiner, a
     # resumer and a rebuilt room see them, and other nodes learn new lines with the record.
     chat: list[ChatLine] = msgspec.field(default_factory=list)
+    # The ghosts the next race takes (the host's, or the last race's racers after a ghost rematch).
+    ghosts: list[GhostRecord] = msgspec.field(default_factory=list)
 
 
 class ProfileRecord(msgspec.Struct, kw_only=True):

@@ -11,13 +11,14 @@ from typing import Final
 
 from server.core.events import Send
 from server.core.records import (
+    GhostRecord,
     PlayerRecord,
     RaceRecord,
     RacerInfo,
     RoomRecord,
 )
 from shared import protocol as p
-from shared.engine import BLOCKED_BUDGET, Game
+from shared.engine import BLOCKED_BUDGET, PLAYING, Game
 from shared.fairplay import new_salt, random_deal
 
 
@@ -327,6 +328,36 @@ class LeaderboardFeed:
 
 
 @dataclass(slots=True)
+class GhostState:
+    """A ghost in a race (docs/ghosts.md): its record's entries played on ``game`` as their times
+    come (the core's deadline table wakes the room for the next), nothing else."""
+
+    record: GhostRecord
+    game: Game
+    shown: int = 0  # entries played so far (those whose time has come)
+    cards_ms: int = 0  # time of the shown entry that last changed the foundation count
+    delayed: Game | None = None  # spectators' delayed board (rooms that allow live boards)
+    delayed_n: int = 0
+
+    @property
+    def elapsed_ms(self) -> int:
+        return self.record.times[self.shown - 1] if self.shown else 0
+
+    @property
+    def next_ms(self) -> int | None:
+        """Race time of the next entry to show, None once every entry is shown."""
+        times = self.record.times
+        return times[self.shown] if self.shown < len(times) else None
+
+    @property
+    def status(self) -> str:
+        """The status its row shows: the game's; the record's end once its last entry is shown."""
+        if self.shown == len(self.record.moves) and self.game.status == PLAYING:
+            return self.record.status
+        return self.game.status
+
+
+@dataclass(slots=True)
 class RaceState:
     record: RaceRecord
     racers: dict[str, RacerState]
@@ -342,10 +373,12 @@ class RaceState:
     final_rows: list[p.LeaderboardRow] | None = None
     members: dict[str, MemberState] | None = None  # the room's (several nodes: presence is theirs)
     finished: set[str] = field(default_factory=set)  # racers whose game's end was announced (finished)
+    ghosts: dict[str, GhostState] = field(default_factory=dict)  # racing beside the racers (docs/ghosts.md)
 
     @property
     def total_entries(self) -> int:
-        return sum(r.log_length for r in self.racers.values())
+        """The leaderboard's version: the racers' accepted entries and the ghosts' shown ones."""
+        return sum(r.log_length for r in self.racers.values()) + sum(g.shown for g in self.ghosts.values())
 
 
 @dataclass(slots=True)
@@ -373,6 +406,10 @@ class RoomState:
     shown: tuple[str, int] | None = None
     chat: list[p.ChatLine] = field(default_factory=list)  # the last lines, oldest first (RoomRecord.chat)
     chat_times: deque[int] = field(default_factory=deque)  # when the room took its lines of the last second
+    ghosts: list[GhostRecord] = field(default_factory=list)  # the next race's (RoomRecord.ghosts)
+    # A ghost's record arriving in several add_ghost frames (not stored: lost with the room's
+    # memory, when the last frame is refused as out of step and the host sends it again).
+    ghost_upload: GhostRecord | None = None
 
     @property
     def leak_proof(self) -> bool:

@@ -96,6 +96,7 @@ class ViewsMixin(CoreBase):
             starts_at=race.record.starts_at if timed and race is not None else None,
             ends_at=race.record.ends_at if timed and race is not None else None,
             spectators=sum(1 for m in room.members.values() if m.role == p.SPECTATOR),
+            ghosts=self._ghost_entries(room),
         )
 
     def _with_self(self, shared: p.Room, member: MemberState, seat: int) -> p.Room:
@@ -154,12 +155,14 @@ class ViewsMixin(CoreBase):
                 if racer.delayed_n == len(entries) and racer.game.status == BLOCKED and delayed.status == PLAYING:
                     delayed.resolve_blocked(True)
                     changed = True
-        if advance and not changed:
+        ghosts_changed, ghost_boards = self._ghost_boards(race, as_of, advance)
+        if advance and not changed and not ghosts_changed:
             return None
         boards: dict[str, View] = {}
         for pid, racer in race.racers.items():
             assert racer.delayed is not None
             boards[pid] = racer.delayed.view()
+        boards.update(ghost_boards)  # the ghosts' too, as far behind: only where the racers' are shown
         return p.Boards(race=race.record.number, delay_ms=delay, as_of_ms=as_of, boards=boards)
 
     def _next_reveal(self, room: RoomState) -> int | None:
@@ -171,6 +174,9 @@ class ViewsMixin(CoreBase):
             r.times[r.delayed_n] for r in race.racers.values() if r.delayed is not None and r.delayed_n < len(r.times)
         ]
         first = any(r.delayed is None for r in race.racers.values())
+        ghost_times, ghost_first = self._ghost_reveals(race)
+        times += ghost_times
+        first = first or ghost_first
         # A caught-up delayed board whose live game the exact check has since found blocked.
         lagging = any(
             r.delayed is not None

@@ -752,10 +752,13 @@ class Invariants:
         for pid, view in message.boards.items():
             self.views_checked += 1
             racer = room.race.racers.get(pid)
-            if racer is None:
+            ghost = room.race.ghosts.get(pid)  # a ghost's board goes where the racers' do (docs/ghosts.md)
+            if racer is None and ghost is None:
                 self.violations.append(f"leak: a board of {pid}, who is not racing in {room.code}")
                 continue
-            hidden = set(view.cards()) - visible_cards(racer.game)
+            game = racer.game if racer is not None else ghost.game if ghost is not None else None
+            assert game is not None
+            hidden = set(view.cards()) - visible_cards(game)
             if hidden:
                 self.violations.append(f"leak: hidden cards {sorted(hidden)} of {pid}'s board to {recipient}")
 
@@ -997,8 +1000,21 @@ class FrameGenerator:
                 crowd = len(room.racer_ids()) >= 2  # a host alone mostly waits for others to join
                 starting = (30 if crowd else 3) if host else 2
                 kind = rng.choices(
-                    ("ready", "start", "leave", "kick", "join", "create_room", "move", "end_race", "chat", "mute"),
-                    (20 if not ready else 3, starting, 2, 3 if host else 1, 4, 1, 2, 1, 3, 1),
+                    (
+                        "ready",
+                        "start",
+                        "leave",
+                        "kick",
+                        "join",
+                        "create_room",
+                        "move",
+                        "end_race",
+                        "chat",
+                        "mute",
+                        "add_ghost",
+                        "remove_ghost",
+                    ),
+                    (20 if not ready else 3, starting, 2, 3 if host else 1, 4, 1, 2, 1, 3, 1, 2 if host else 0.3, 0.5),
                 )[0]
             elif room.phase == p.RESULTS:
                 kind = rng.choices(
@@ -1119,11 +1135,50 @@ class FrameGenerator:
         elif kind == "rematch":
             if rng.random() < 0.2:
                 msg["deal"] = rng.randrange(2**64)
+            if rng.random() < 0.3:
+                msg["ghosts"] = True  # the last race's racers as ghosts (with a deal: refused)
+        elif kind in ("add_ghost", "remove_ghost"):
+            self._ghost(msg, core, pid)
         elif kind == "move":
             msg["id"], msg["move"] = self._move(slot, core, pid)
         elif kind == "ping" and rng.random() < 0.5:
             msg["t"] = rng.randrange(-(2**63), 2**63)
         return msg
+
+    def _ghost(self, msg: dict[str, object], core: ServerCore, pid: str) -> None:
+        """An add_ghost (a short record of the room's deal, now and then of another, illegal, with
+        times that go back, or a part out of step) or a remove_ghost (a ghost of the room, or none)."""
+        rng = self.rng
+        player = core.players.get(pid)
+        room = core.rooms.get(player.room) if player is not None and player.room is not None else None
+        if msg["type"] == "remove_ghost":
+            ghosts = [g.player_id for g in room.ghosts] if room is not None else []
+            msg["player_id"] = rng.choice(ghosts) if ghosts and rng.random() < 0.8 else "ghost:p0"
+            return
+        deal = room.pending_deal if room is not None and room.pending_deal is not None else 4242
+        if rng.random() < 0.1:
+            deal = rng.randrange(2**64)
+        game = Game(deal)
+        moves: list[str] = []
+        for _ in range(rng.randint(1, 12)):
+            legal = [m for m in game.legal_moves() if m not in (UNDO, RESIGN)]
+            if not legal:
+                break
+            move = rng.choice(legal)
+            game.play(move, check_blocked=False)
+            moves.append(move)
+        if rng.random() < 0.1:
+            moves.append(f"{rng.choice(PILES)}>{rng.choice(PILES)}")  # most likely illegal
+        msg.update(name=rng.choice(("Past", "Best", "Éa")), deal=deal, moves=moves)
+        if rng.random() < 0.7:
+            times = sorted(rng.randrange(0, 20_000) for _ in moves)
+            if rng.random() < 0.1:
+                times.reverse()  # backwards: refused
+            msg["times"] = times
+        if rng.random() < 0.1:
+            msg["more"] = True
+        if rng.random() < 0.1:
+            msg["offset"] = rng.randint(1, 20)
 
     def _move(self, slot: Slot, core: ServerCore, pid: str) -> tuple[int, str]:
         rng = self.rng

@@ -318,7 +318,8 @@ function onMessage(msg) {
         if (!held || held.race !== msg.race) break; // a whole one comes with the next snapshot
         const rows = new Map(held.racers.map((r) => [r.player_id, r]));
         for (const r of msg.racers) rows.set(r.player_id, r);
-        const racers = [...rows.values()].sort((a, b) => num(a.rank) - num(b.rank));
+        // By rank, a ghost before the live racer of its rank (docs/ghosts.md).
+        const racers = [...rows.values()].sort((a, b) => num(a.rank) - num(b.rank) || !!b.ghost - !!a.ghost);
         state.leaderboard = { race: msg.race, version: Math.max(num(msg.version), num(held.version)), racers };
         break;
       }
@@ -545,6 +546,7 @@ function renderLeaderboard() {
     nameCell.replaceChildren(document.createTextNode(racer.name));
     if (racer.claimed) nameCell.append(claimedMark());
     if (racer.bot) nameCell.append(el("span", { className: "tag" }, "bot"));
+    if (racer.ghost) nameCell.append(el("span", { className: "tag" }, "ghost"));
     if (!racer.connected) nameCell.append(el("span", { className: "tag away" }, "away"));
     const change = state.results && state.results.ratings ? state.results.ratings[racer.player_id] : undefined;
     if (change) nameCell.append(ratingTag(change));
