@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -569,7 +570,12 @@ def test_bench_servers_listen_on_their_game_port_only(run_load: ModuleType) -> N
         return int(url.rsplit(":", 1)[1])
 
     with run_load.target_server("memory", 290) as target:
-        assert listening_ports(target.server.pid) == {port_of(target.url), target.metrics_port}
+        # The metrics listener opens just after the game port: wait for it, then nothing else.
+        expected = {port_of(target.url), target.metrics_port}
+        deadline = time.monotonic() + 15
+        while listening_ports(target.server.pid) != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert listening_ports(target.server.pid) == expected
     with load("profile_move").race_server("memory", "py-spy", "") as (url, process, _target):
         assert listening_ports(process.pid) == {port_of(url)}
     with load("attacks").plot_server(BENCH.parent) as (process, port):

@@ -22,7 +22,7 @@ from client.tui.race import RaceApp
 from server.store.redis import RedisStore
 from shared import protocol as p
 
-SHORT_DAY = replace(FAST, day_seconds=6, daily_time_limit_s=10, daily_poll_ms=200)
+SHORT_DAY = replace(FAST, daily=True, day_seconds=6, daily_time_limit_s=10, daily_poll_ms=200)
 
 
 @pytest.fixture
