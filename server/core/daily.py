@@ -50,7 +50,7 @@ from server.core.daily_rules import (
     replay_code,
 )
 from server.core.events import CreateRoomRecord, RoomCreated, RoomCreateFailed, SavePlayer
-from server.core.records import MemberRecord, RaceRecord, RacerInfo, RoomRecord
+from server.core.records import RaceRecord, RacerInfo, RoomRecord
 from server.core.state import PlayerState, RoomState
 from shared import protocol as p
 from shared.engine import PLAYING, WON
@@ -287,16 +287,7 @@ class DailyMixin(CoreBase):
             self._error(conn, p.SERVER_FULL, "the server has as many rooms as it may: try again later", "daily")
             return
         self._creating[conn] = 0
-        member = MemberRecord(
-            player_id=player.player_id,
-            name=player.name,
-            bot=player.bot,
-            role=p.RACER,
-            ready=True,
-            token_hash=player.token_hash,
-            node=self.config.node_id,
-            profile_id=player.profile_id,
-        )
+        member = player.racer_record(self.config.node_id, ready=True)
         options = p.RoomOptions(max_racers=2, private=True, time_limit=record.time_limit_s, bots_allowed=False)
         room = RoomRecord(
             code=code,

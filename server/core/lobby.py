@@ -28,7 +28,6 @@ from server.core.events import (
     TokenLooked,
 )
 from server.core.records import (
-    MemberRecord,
     PlayerRecord,
     RoomRecord,
     hash_token,
@@ -314,16 +313,7 @@ class LobbyMixin(CoreBase):
         code = self.entropy.room_code()
         while code in self.rooms:
             code = self.entropy.room_code()
-        member = MemberRecord(
-            player_id=player.player_id,
-            name=player.name,
-            bot=player.bot,
-            role=p.RACER,
-            ready=False,
-            token_hash=player.token_hash,
-            node=self.config.node_id,
-            profile_id=player.profile_id,
-        )
+        member = player.racer_record(self.config.node_id, ready=False)
         return RoomRecord(
             code=code,
             options=options,

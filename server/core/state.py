@@ -12,6 +12,7 @@ from typing import Final
 from server.core.events import Send
 from server.core.records import (
     GhostRecord,
+    MemberRecord,
     PlayerRecord,
     RaceRecord,
     RacerInfo,
@@ -133,6 +134,19 @@ class PlayerState:
             bot=self.bot,
             room=self.room,
             created_ms=self.created_ms,
+            profile_id=self.profile_id,
+        )
+
+    def racer_record(self, node: str, *, ready: bool) -> MemberRecord:
+        """This player as a new racer of a room held on ``node``."""
+        return MemberRecord(
+            player_id=self.player_id,
+            name=self.name,
+            bot=self.bot,
+            role=p.RACER,
+            ready=ready,
+            token_hash=self.token_hash,
+            node=node,
             profile_id=self.profile_id,
         )
 
